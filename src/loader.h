@@ -1,0 +1,17 @@
+/* loader.h - opens a GGUF file or an HF directory and builds the canonical hm_model. */
+#ifndef HM_LOADER_H
+#define HM_LOADER_H
+#include "model.h"
+#include "util.h"
+
+/* Loads path (a .gguf file or an HF directory with config.json + *.safetensors).
+ * Checks every tensor the architecture needs: present, right shape, a known type.
+ * The tokenizer is loaded from the GGUF metadata or the directory's tokenizer.json when present.
+ * Returns 0, or -1 with e naming the file, the field, what was expected and what was found. */
+int model_load(hm_model *m, const char *path, hm_error *e);
+void model_free(hm_model *m);
+
+/* Total bytes of all weights (experts included). */
+size_t model_weight_bytes(const hm_model *m);
+
+#endif

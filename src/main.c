@@ -1,0 +1,306 @@
+/* main.c - the hotmoe command line: one table of subcommands; only this file exits. */
+#define _GNU_SOURCE
+#include "convert.h"
+#include "cpu.h"
+#include "gguf.h"
+#include "gpu.h"
+#include "loader.h"
+#include "quant.h"
+#include "sampler.h"
+#include "tokenizer.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef HOTMOE_DEMO_MODEL
+#define HOTMOE_DEMO_MODEL "demo/demo.gguf"
+#endif
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct {
+    const char *model, *prompt, *tokens, *out, *text, *tokenizer_path, *outtype;
+    int n_predict, n_ctx, ignore_eos, quiet;
+    sampler_params sp;
+    const char *positional[4]; int n_pos;
+} opts;
+
+static void die(const char *fmt, const char *a) { fprintf(stderr, "hotmoe: "); fprintf(stderr, fmt, a); fputc('\n', stderr); exit(2); }
+
+static long parse_int(const char *flag, const char *v, long lo, long hi) {
+    char *end; errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "hotmoe: %s: expected an integer in [%ld, %ld], found '%s'\n", flag, lo, hi, v);
+        exit(2);
+    }
+    return x;
+}
+static float parse_float(const char *flag, const char *v) {
+    char *end; errno = 0;
+    float x = strtof(v, &end);
+    if (errno || end == v || *end) { fprintf(stderr, "hotmoe: %s: expected a number, found '%s'\n", flag, v); exit(2); }
+    return x;
+}
+
+static void parse_opts(opts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 64; o->n_ctx = 0; o->sp = sampler_defaults();
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define VAL() (v ? (i++, v) : (die("%s: expected a value after it", a), ""))
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = VAL();
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = VAL();
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) o->n_predict = (int)parse_int(a, VAL(), 0, 1 << 24);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) o->n_ctx = (int)parse_int(a, VAL(), 1, 1 << 24);
+        else if (!strcmp(a, "--temp")) o->sp.temperature = parse_float(a, VAL());
+        else if (!strcmp(a, "--seed")) o->sp.seed = (uint64_t)parse_int(a, VAL(), 0, LONG_MAX);
+        else if (!strcmp(a, "--top-k")) o->sp.top_k = (int)parse_int(a, VAL(), 0, INT_MAX);
+        else if (!strcmp(a, "--top-p")) o->sp.top_p = parse_float(a, VAL());
+        else if (!strcmp(a, "--min-p")) o->sp.min_p = parse_float(a, VAL());
+        else if (!strcmp(a, "--repeat-penalty")) o->sp.repetition_penalty = parse_float(a, VAL());
+        else if (!strcmp(a, "--presence-penalty")) o->sp.presence_penalty = parse_float(a, VAL());
+        else if (!strcmp(a, "--frequency-penalty")) o->sp.frequency_penalty = parse_float(a, VAL());
+        else if (!strcmp(a, "--repeat-last-n")) o->sp.penalty_last_n = (int)parse_int(a, VAL(), 0, INT_MAX);
+        else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
+        else if (!strcmp(a, "--tokens")) o->tokens = VAL();
+        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o->out = VAL();
+        else if (!strcmp(a, "--text")) o->text = VAL();
+        else if (!strcmp(a, "--tokenizer")) o->tokenizer_path = VAL();
+        else if (!strcmp(a, "--outtype")) o->outtype = VAL();
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
+        else if (a[0] == '-' && a[1]) die("unknown option '%s' (see hotmoe help)", a);
+        else if (o->n_pos < 4) o->positional[o->n_pos++] = a;
+        else die("unexpected argument '%s'", a);
+#undef VAL
+    }
+}
+
+static const char *demo_path(void) {
+    const char *env = getenv("HOTMOE_DEMO_MODEL");
+    if (env && *env) return env;
+    if (access(HOTMOE_DEMO_MODEL, R_OK) == 0) return HOTMOE_DEMO_MODEL;
+    static char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 32);
+    if (n > 0) {
+        buf[n] = 0;
+        char *slash = strrchr(buf, '/');
+        if (slash) { strcpy(slash + 1, "demo/demo.gguf"); if (access(buf, R_OK) == 0) return buf; }
+    }
+    return HOTMOE_DEMO_MODEL;
+}
+
+static void load_or_die(hm_model *m, const opts *o) {
+    hm_error e;
+    const char *path = o->model ? o->model : demo_path();
+    if (model_load(m, path, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); exit(1); }
+}
+
+static int ctx_for(const hm_model *m, const opts *o, int need) {
+    int n = o->n_ctx ? o->n_ctx : need;
+    if (n < need) {
+        fprintf(stderr, "hotmoe: context: expected room for %d tokens, --ctx is %d\n", need, n);
+        exit(1);
+    }
+    (void)m;
+    return n;
+}
+
+/* ---------------------------------------------------------------- commands */
+
+static int32_t *parse_tokens(const char *s, size_t *n, int n_vocab) {
+    size_t cap = 16; int32_t *t = hm_malloc(cap * sizeof *t); *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end; errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= n_vocab) {
+            fprintf(stderr, "hotmoe: --tokens: expected comma-separated ids in [0, %d), found '%.20s'\n", n_vocab, p);
+            exit(2);
+        }
+        if (*n == cap) { cap *= 2; t = realloc(t, cap * sizeof *t); if (!t) abort(); }
+        t[(*n)++] = (int32_t)v;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) { fprintf(stderr, "hotmoe: --tokens: expected ',' between ids, found '%c'\n", *p); exit(2); }
+    }
+    if (!*n) { fprintf(stderr, "hotmoe: --tokens: expected at least one id\n"); exit(2); }
+    return t;
+}
+
+static int cmd_logits(int argc, char **argv) {
+    opts o; parse_opts(&o, argc, argv);
+    if (!o.tokens || !o.out) die("%s", "logits: usage: hotmoe logits -m PATH --tokens 1,2,3 -o FILE");
+    hm_model m; load_or_die(&m, &o);
+    size_t n; int32_t *toks = parse_tokens(o.tokens, &n, m.cfg.n_vocab);
+    cpu_state s;
+    if (cpu_state_init(&s, &m.cfg, ctx_for(&m, &o, (int)n))) die("%s", "logits: cannot allocate the KV cache");
+    FILE *f = fopen(o.out, "wb");
+    if (!f) die("logits: cannot create '%s'", o.out);
+    float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
+    for (size_t i = 0; i < n; i++) {
+        cpu_forward(&m, &s, toks[i], (int)i, logits);
+        if (fwrite(logits, sizeof(float), (size_t)m.cfg.n_vocab, f) != (size_t)m.cfg.n_vocab) die("logits: write to '%s' failed", o.out);
+    }
+    if (fclose(f)) die("logits: write to '%s' failed", o.out);
+    free(logits); free(toks); cpu_state_free(&s); model_free(&m);
+    return 0;
+}
+
+static int cmd_generate(int argc, char **argv) {
+    opts o; parse_opts(&o, argc, argv);
+    if (!o.prompt && o.n_pos) o.prompt = o.positional[0];
+    if (!o.prompt) die("%s", "generate: usage: hotmoe generate -m PATH -p TEXT [-n N] [--temp T] [--seed S]");
+    hm_model m; load_or_die(&m, &o);
+    if (!m.tok) die("generate: %s has no tokenizer", m.path);
+    hm_error e; int32_t *ids; size_t n;
+    if (tokenizer_encode(m.tok, o.prompt, strlen(o.prompt), &ids, &n, &e)) die("%s", e.msg);
+    if (!n) die("%s", "generate: the prompt encodes to no tokens");
+    int n_ctx = ctx_for(&m, &o, (int)n + o.n_predict);
+    cpu_state s;
+    if (cpu_state_init(&s, &m.cfg, n_ctx)) die("%s", "generate: cannot allocate the KV cache");
+    sampler sm; sampler_init(&sm, &o.sp, m.cfg.n_vocab);
+    float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
+    double t0 = hm_now();
+    for (size_t i = 0; i < n; i++) { cpu_forward(&m, &s, ids[i], (int)i, i + 1 == n ? logits : NULL); sampler_accept(&sm, ids[i]); }
+    double t1 = hm_now();
+    tokenizer_stream ts = { 0 };
+    char buf[256];
+    int gen = 0, pos = (int)n;
+    fputs(o.prompt, stdout);
+    for (; gen < o.n_predict; gen++) {
+        int32_t t = sampler_sample(&sm, logits);
+        sampler_accept(&sm, t);
+        if (!o.ignore_eos && (t == tokenizer_eos(m.tok) || tokenizer_is_special(m.tok, t))) break;
+        size_t k = tokenizer_stream_push(m.tok, &ts, t, buf, sizeof buf);
+        fwrite(buf, 1, k, stdout); fflush(stdout);
+        if (gen + 1 < o.n_predict) cpu_forward(&m, &s, t, pos++, logits);
+    }
+    size_t k = tokenizer_stream_flush(&ts, buf, sizeof buf);
+    fwrite(buf, 1, k, stdout); fputc('\n', stdout);
+    double t2 = hm_now();
+    if (!o.quiet)
+        fprintf(stderr, "hotmoe: prompt %zu tokens %.1f tok/s, generated %d tokens %.1f tok/s\n", n, n / (t1 - t0 + 1e-9), gen,
+                gen / (t2 - t1 + 1e-9));
+    free(logits); free(ids); sampler_free(&sm); cpu_state_free(&s); model_free(&m);
+    return 0;
+}
+
+static int cmd_tokenize(int argc, char **argv) {
+    opts o; parse_opts(&o, argc, argv);
+    hm_error e; hm_model m; memset(&m, 0, sizeof m);
+    tokenizer *tok = NULL;
+    if (o.tokenizer_path) {
+        if (!(tok = tokenizer_load_json(o.tokenizer_path, &e))) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+    } else {
+        load_or_die(&m, &o);
+        if (!m.tok) die("tokenize: %s has no tokenizer", m.path);
+        tok = m.tok;
+    }
+    char *text; size_t len;
+    if (o.text) { text = hm_strdup(o.text); len = strlen(text); }
+    else {
+        size_t cap = 4096; len = 0; text = hm_malloc(cap);
+        size_t r;
+        while ((r = fread(text + len, 1, cap - len, stdin)) > 0) { len += r; if (len == cap) { cap *= 2; text = realloc(text, cap); if (!text) abort(); } }
+    }
+    int32_t *ids; size_t n;
+    if (tokenizer_encode(tok, text, len, &ids, &n, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    free(ids); free(text);
+    if (o.tokenizer_path) tokenizer_free(tok); else model_free(&m);
+    return 0;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    opts o; parse_opts(&o, argc, argv);
+    hm_model m; load_or_die(&m, &o);
+    const hm_config *c = &m.cfg;
+    printf("model:        %s (%s)\n", m.path, m.from_gguf ? "GGUF" : "HF safetensors");
+    printf("architecture: %s\n", hm_arch_name(c->arch));
+    printf("layers:       %d (+%d MTP), dense leading %d\n", c->n_layer, c->n_nextn, c->n_dense_lead);
+    printf("hidden:       %d, heads %d / kv %d, head_dim %d, rotary dims %d, rope theta %g, rms eps %g\n", c->n_embd,
+           c->n_head, c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps);
+    printf("experts:      %d routed, top-%d, ff %d; shared %d (ff %d); dense ff %d\n", c->n_expert, c->n_expert_used,
+           c->n_ff_exp, c->n_shared_exp, c->n_ff_shexp, c->n_ff);
+    printf("router:       %s, norm_topk %d, scale %g, groups %d/%d\n", c->router_fn == 2 ? "sigmoid+bias" : "softmax",
+           c->norm_topk, c->routed_scale, c->topk_group, c->n_group);
+    printf("attention:    qkv bias %d, qk norm %d; output %s; vocab %d; trained ctx %d\n", c->qkv_bias, c->qk_norm,
+           c->tied_output ? "tied" : "untied", c->n_vocab, c->n_ctx_train);
+    /* tensor count, bytes by type (from the file's own table) */
+    size_t bytes[HM_TYPE_COUNT] = { 0 }, count[HM_TYPE_COUNT] = { 0 }, n_t = 0;
+    if (m.from_gguf) {
+        gguf_file g; hm_error e;
+        if (!gguf_open(&g, m.path, &e)) {
+            for (uint64_t i = 0; i < g.n_tensors; i++) { bytes[g.tensors[i].type] += g.tensors[i].nbytes; count[g.tensors[i].type]++; }
+            n_t = g.n_tensors;
+            gguf_close(&g);
+        }
+    } else {
+        /* HF: count the canonical weights */
+        n_t = 0;
+    }
+    if (n_t) {
+        printf("tensors:      %zu\n", n_t);
+        for (int t = 0; t < HM_TYPE_COUNT; t++)
+            if (count[t]) printf("  %-6s %6zu tensors %12.2f MiB\n", hm_type_name(t), count[t], bytes[t] / 1048576.0);
+    }
+    printf("weights:      %.2f MiB\n", model_weight_bytes(&m) / 1048576.0);
+    printf("tokenizer:    %s\n", m.tok ? "yes" : "none");
+    char buf[256];
+    int nd = gpu_device_count();
+    printf("gpu:          %s\n", nd ? gpu_describe(0, buf, sizeof buf) : gpu_built() ? "CUDA build, no device" : "CPU-only build");
+    model_free(&m);
+    return 0;
+}
+
+static int cmd_convert(int argc, char **argv) {
+    opts o; parse_opts(&o, argc, argv);
+    if (!o.model && o.n_pos) o.model = o.positional[0];
+    if (!o.model || !o.out) die("%s", "convert: usage: hotmoe convert IN (HF dir or GGUF) -o OUT.gguf [--outtype f32|f16|bf16]");
+    int type = -1;
+    if (o.outtype) {
+        for (int t = 0; t < HM_TYPE_COUNT; t++)
+            if (hm_type_get(t) && !strcasecmp(hm_type_name(t), o.outtype)) type = t;
+        if (type < 0) die("convert: --outtype: expected f32, f16 or bf16, found '%s'", o.outtype);
+    }
+    hm_model m; load_or_die(&m, &o);
+    hm_error e;
+    if (convert_write_gguf(&m, o.out, type, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); model_free(&m); return 1; }
+    if (!o.quiet) fprintf(stderr, "hotmoe: wrote %s\n", o.out);
+    model_free(&m);
+    return 0;
+}
+
+static int cmd_help(int argc, char **argv);
+
+static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
+    { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]" },
+    { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE   (float32 [n_tokens][n_vocab])" },
+    { "tokenize", cmd_tokenize, "tokenize (-m PATH | --tokenizer tokenizer.json) [--text S]   (stdin without --text)" },
+    { "inspect",  cmd_inspect,  "inspect -m PATH" },
+    { "convert",  cmd_convert,  "convert IN -o OUT.gguf [--outtype f32|f16|bf16]" },
+    { "help",     cmd_help,     "help" },
+};
+
+static int cmd_help(int argc, char **argv) {
+    (void)argc; (void)argv;
+    printf("hotmoe - fast inference for Mixture-of-Experts models larger than GPU memory\n\nusage:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) printf("  hotmoe %s\n", commands[i].help);
+    printf("\n-m takes a GGUF file or an HF directory; without -m, the bundled demo model.\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return cmd_help(0, NULL);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return cmd_help(0, NULL);
+    fprintf(stderr, "hotmoe: unknown command '%s' (expected generate, logits, tokenize, inspect, convert, help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,38 @@
+/* util.h - small shared helpers: error reporting, checked allocation, whole-file reads. */
+#ifndef HM_UTIL_H
+#define HM_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+/* Library code reports failure through one of these; only main() prints and exits.
+ * Messages name the file, the field, what was expected and what was found. */
+typedef struct { char msg[1024]; } hm_error;
+
+#if defined(__GNUC__)
+#define HM_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define HM_PRINTF(a, b)
+#endif
+
+/* Sets e->msg (when e is not NULL) and returns -1, so `return hm_fail(e, ...)` reads well. */
+int hm_fail(hm_error *e, const char *fmt, ...) HM_PRINTF(2, 3);
+
+/* malloc/calloc that abort with a message on exhaustion (an invariant, not input). */
+void *hm_malloc(size_t n);
+void *hm_calloc(size_t n, size_t sz);
+char *hm_strdup(const char *s);
+char *hm_strndup(const char *s, size_t n);
+
+/* Reads a whole file into a NUL-terminated buffer; *len gets the size without the NUL. */
+char *hm_read_file(const char *path, size_t *len, hm_error *e);
+
+/* A read-only mapping of a whole file. */
+typedef struct { const uint8_t *data; size_t size; int fd; } hm_map;
+int hm_map_open(hm_map *m, const char *path, hm_error *e);
+void hm_map_close(hm_map *m);
+
+/* Monotonic seconds. */
+double hm_now(void);
+
+#endif
