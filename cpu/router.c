@@ -32,7 +32,7 @@ void router_select(const router_params *p, const float *logits, const float *bia
     for (int i = 0; i < n; i++) choice[i] = score[i] + (bias ? bias[i] : 0.0f);
     if (p->n_group > 1 && p->topk_group < p->n_group) {
         /* group score = sum of the group's two best choice scores; keep the topk_group best
-         * groups; experts of the other groups get 0.0, exactly as the HF reference masks them */
+         * groups; experts of the other groups are masked out (-inf), as HF transformers 5 and llama.cpp do */
         int gs = n / p->n_group;
         float *gscore = malloc(sizeof(float) * (size_t)p->n_group);
         int *gidx = malloc(sizeof(int) * (size_t)p->n_group), top2[2];
@@ -46,7 +46,7 @@ void router_select(const router_params *p, const float *logits, const float *bia
         for (int g = 0; g < p->n_group; g++) {
             int keep = 0;
             for (int j = 0; j < p->topk_group; j++) keep |= gidx[j] == g;
-            if (!keep) for (int i = 0; i < gs; i++) choice[g * gs + i] = 0.0f;
+            if (!keep) for (int i = 0; i < gs; i++) choice[g * gs + i] = -INFINITY;
         }
         free(gscore); free(gidx);
     }
