@@ -59,6 +59,12 @@ int main(void) {
     gr.norm_topk = 1;
     check("sigmoid, 2 of 4 groups, renorm", &gr, l4, NULL, (int[]){ 4, 5 }, (float[]){ 0.5f, 0.5f });
 
+    /* masked groups are out of the race even when every kept choice score is negative:
+     * choice [-0.5, -0.5, -0.4, -0.45]; group 1 (-0.85) beats group 0 (-1.0) -> 2, 3 */
+    float l5[4] = { 0, 0, 0, 0 }, b5[4] = { -1.0f, -1.0f, -0.9f, -0.95f };
+    router_params neg = { 2, 4, 2, 0, 1.0f, 2, 1 };
+    check("sigmoid, 1 of 2 groups, negative choices", &neg, l5, b5, (int[]){ 2, 3 }, (float[]){ 0.5f, 0.5f });
+
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail != 0;
 }
