@@ -14,6 +14,11 @@ int gpu_device_count(void);
 const char *gpu_describe(int dev, char *buf, size_t cap);
 /* Whether this binary was built with the CUDA target. */
 int gpu_built(void);
+/* Measured device-to-device copy bandwidth of device dev in GB/s (read + write bytes / time,
+ * the convention of ../shared/design/DEVICE.md), or 0 without a GPU. */
+double gpu_measure_d2d(int dev);
+/* Bytes of device memory in use on dev (total - free), 0 without a GPU. */
+size_t gpu_mem_used(int dev);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #include "gpu.h"
 #include "loader.h"
 #include "quant.h"
+#include "quantize.h"
+#include "runner.h"
 #include "sampler.h"
 #include "tokenizer.h"
 #include <errno.h>
@@ -23,7 +25,7 @@
 
 typedef struct {
     const char *model, *prompt, *tokens, *out, *text, *tokenizer_path, *outtype;
-    int n_predict, n_ctx, ignore_eos, quiet;
+    int n_predict, n_ctx, ignore_eos, quiet, device;
     sampler_params sp;
     const char *positional[4]; int n_pos;
 } opts;
@@ -71,8 +73,12 @@ static void parse_opts(opts *o, int argc, char **argv) {
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o->out = VAL();
         else if (!strcmp(a, "--text")) o->text = VAL();
         else if (!strcmp(a, "--tokenizer")) o->tokenizer_path = VAL();
-        else if (!strcmp(a, "--outtype")) o->outtype = VAL();
+        else if (!strcmp(a, "--outtype") || !strcmp(a, "--type")) o->outtype = VAL();
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--device")) {
+            o->device = runner_parse_device(VAL());
+            if (o->device < 0) die("--device: expected cpu, cuda or auto, found '%s'", v);
+        }
         else if (a[0] == '-' && a[1]) die("unknown option '%s' (see hotmoe help)", a);
         else if (o->n_pos < 4) o->positional[o->n_pos++] = a;
         else die("unexpected argument '%s'", a);
@@ -137,17 +143,17 @@ static int cmd_logits(int argc, char **argv) {
     if (!o.tokens || !o.out) die("%s", "logits: usage: hotmoe logits -m PATH --tokens 1,2,3 -o FILE");
     hm_model m; load_or_die(&m, &o);
     size_t n; int32_t *toks = parse_tokens(o.tokens, &n, m.cfg.n_vocab);
-    cpu_state s;
-    if (cpu_state_init(&s, &m.cfg, ctx_for(&m, &o, (int)n))) die("%s", "logits: cannot allocate the KV cache");
+    hm_runner r; hm_error e;
+    if (runner_init(&r, &m, o.device, ctx_for(&m, &o, (int)n), &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     FILE *f = fopen(o.out, "wb");
     if (!f) die("logits: cannot create '%s'", o.out);
     float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
     for (size_t i = 0; i < n; i++) {
-        cpu_forward(&m, &s, toks[i], (int)i, logits);
+        if (runner_forward(&r, toks[i], (int)i, logits, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
         if (fwrite(logits, sizeof(float), (size_t)m.cfg.n_vocab, f) != (size_t)m.cfg.n_vocab) die("logits: write to '%s' failed", o.out);
     }
     if (fclose(f)) die("logits: write to '%s' failed", o.out);
-    free(logits); free(toks); cpu_state_free(&s); model_free(&m);
+    free(logits); free(toks); runner_free(&r); model_free(&m);
     return 0;
 }
 
@@ -161,12 +167,15 @@ static int cmd_generate(int argc, char **argv) {
     if (tokenizer_encode(m.tok, o.prompt, strlen(o.prompt), &ids, &n, &e)) die("%s", e.msg);
     if (!n) die("%s", "generate: the prompt encodes to no tokens");
     int n_ctx = ctx_for(&m, &o, (int)n + o.n_predict);
-    cpu_state s;
-    if (cpu_state_init(&s, &m.cfg, n_ctx)) die("%s", "generate: cannot allocate the KV cache");
+    hm_runner r;
+    if (runner_init(&r, &m, o.device, n_ctx, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     sampler sm; sampler_init(&sm, &o.sp, m.cfg.n_vocab);
     float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
     double t0 = hm_now();
-    for (size_t i = 0; i < n; i++) { cpu_forward(&m, &s, ids[i], (int)i, i + 1 == n ? logits : NULL); sampler_accept(&sm, ids[i]); }
+    for (size_t i = 0; i < n; i++) {
+        if (runner_forward(&r, ids[i], (int)i, i + 1 == n ? logits : NULL, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+        sampler_accept(&sm, ids[i]);
+    }
     double t1 = hm_now();
     tokenizer_stream ts = { 0 };
     char buf[256];
@@ -178,15 +187,15 @@ static int cmd_generate(int argc, char **argv) {
         if (!o.ignore_eos && (t == tokenizer_eos(m.tok) || tokenizer_is_special(m.tok, t))) break;
         size_t k = tokenizer_stream_push(m.tok, &ts, t, buf, sizeof buf);
         fwrite(buf, 1, k, stdout); fflush(stdout);
-        if (gen + 1 < o.n_predict) cpu_forward(&m, &s, t, pos++, logits);
+        if (gen + 1 < o.n_predict && runner_forward(&r, t, pos++, logits, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     }
     size_t k = tokenizer_stream_flush(&ts, buf, sizeof buf);
     fwrite(buf, 1, k, stdout); fputc('\n', stdout);
     double t2 = hm_now();
     if (!o.quiet)
-        fprintf(stderr, "hotmoe: prompt %zu tokens %.1f tok/s, generated %d tokens %.1f tok/s\n", n, n / (t1 - t0 + 1e-9), gen,
-                gen / (t2 - t1 + 1e-9));
-    free(logits); free(ids); sampler_free(&sm); cpu_state_free(&s); model_free(&m);
+        fprintf(stderr, "hotmoe: %s: prompt %zu tokens %.1f tok/s, generated %d tokens %.1f tok/s\n", runner_device_name(&r), n,
+                n / (t1 - t0 + 1e-9), gen, gen / (t2 - t1 + 1e-9));
+    free(logits); free(ids); sampler_free(&sm); runner_free(&r); model_free(&m);
     return 0;
 }
 
@@ -264,15 +273,35 @@ static int cmd_convert(int argc, char **argv) {
     if (!o.model && o.n_pos) o.model = o.positional[0];
     if (!o.model || !o.out) die("%s", "convert: usage: hotmoe convert IN (HF dir or GGUF) -o OUT.gguf [--outtype f32|f16|bf16]");
     int type = -1;
+    convert_opts co = { NULL, &type, -1, 0 };
     if (o.outtype) {
         for (int t = 0; t < HM_TYPE_COUNT; t++)
             if (hm_type_get(t) && !strcasecmp(hm_type_name(t), o.outtype)) type = t;
-        if (type < 0) die("convert: --outtype: expected f32, f16 or bf16, found '%s'", o.outtype);
+        if (type < 0) die("convert: --outtype: expected f32, f16, bf16 or a block type name, found '%s'", o.outtype);
+        co.choose = convert_policy_outtype;
     }
     hm_model m; load_or_die(&m, &o);
     hm_error e;
-    if (convert_write_gguf(&m, o.out, type, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); model_free(&m); return 1; }
+    if (convert_write_gguf(&m, o.out, &co, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); model_free(&m); return 1; }
     if (!o.quiet) fprintf(stderr, "hotmoe: wrote %s\n", o.out);
+    model_free(&m);
+    return 0;
+}
+
+static int cmd_quantize(int argc, char **argv) {
+    opts o; parse_opts(&o, argc, argv);
+    if (o.n_pos >= 1 && !o.model) o.model = o.positional[0];
+    if (o.n_pos >= 2 && !o.out) o.out = o.positional[1];
+    if (!o.model || !o.out || !o.outtype)
+        die("%s", "quantize: usage: hotmoe quantize IN OUT.gguf --type Q4_K_M (IN: HF directory or F32/F16/BF16 GGUF)");
+    const quant_mix *mx = quant_mix_find(o.outtype);
+    if (!mx) { fprintf(stderr, "hotmoe: quantize: --type: expected one of %s, found '%s'\n", quant_mix_names(), o.outtype); return 2; }
+    hm_model m; load_or_die(&m, &o);
+    convert_opts co = { quant_mix_choose, (void *)mx, mx->ftype, !o.quiet };
+    hm_error e;
+    double t0 = hm_now();
+    if (convert_write_gguf(&m, o.out, &co, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); model_free(&m); return 1; }
+    if (!o.quiet) fprintf(stderr, "hotmoe: wrote %s (%s) in %.1f s\n", o.out, mx->name, hm_now() - t0);
     model_free(&m);
     return 0;
 }
@@ -280,11 +309,12 @@ static int cmd_convert(int argc, char **argv) {
 static int cmd_help(int argc, char **argv);
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
-    { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P]" },
-    { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE   (float32 [n_tokens][n_vocab])" },
+    { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]" },
+    { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE [--device cpu|cuda]  (float32 [n_tokens][n_vocab])" },
     { "tokenize", cmd_tokenize, "tokenize (-m PATH | --tokenizer tokenizer.json) [--text S]   (stdin without --text)" },
     { "inspect",  cmd_inspect,  "inspect -m PATH" },
     { "convert",  cmd_convert,  "convert IN -o OUT.gguf [--outtype f32|f16|bf16]" },
+    { "quantize", cmd_quantize, "quantize IN OUT.gguf --type Q8_0|Q4_K_M|Q3_K_M|Q2_K|Q4_0|Q6_K|MXFP4_MOE|..." },
     { "help",     cmd_help,     "help" },
 };
 
@@ -301,6 +331,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return cmd_help(0, NULL);
-    fprintf(stderr, "hotmoe: unknown command '%s' (expected generate, logits, tokenize, inspect, convert, help)\n", argv[1]);
+    fprintf(stderr, "hotmoe: unknown command '%s' (expected generate, logits, tokenize, inspect, convert, quantize, help)\n", argv[1]);
     return 2;
 }

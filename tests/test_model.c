@@ -114,7 +114,7 @@ int main(void) {
         hm_model m; hm_error e;
         if (model_load(&m, dir, &e)) { printf("FAIL load %s: %s\n", dir, e.msg); n_fail++; continue; }
         check_model(&m, dir, "HF");
-        int rc = convert_write_gguf(&m, gg, -1, &e);
+        int rc = convert_write_gguf(&m, gg, NULL, &e);
         model_free(&m);
         if (rc) { printf("FAIL convert %s: %s\n", dir, e.msg); n_fail++; continue; }
         if (model_load(&m, gg, &e)) { printf("FAIL load %s: %s\n", gg, e.msg); n_fail++; continue; }

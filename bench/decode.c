@@ -1,0 +1,96 @@
+/* decode.c - the decode and prefill benchmark of ../shared/design/BENCH.md on one target:
+ * 128-token prompt, 512 greedy tokens (EOS ignored), median of >= 3 runs; bytes read per token
+ * (weights actually touched + KV cache) over time per token, as a fraction of the measured ceiling.
+ * usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt 128] [--gen 512] [--runs 3] [--json FILE] */
+#include "gpu.h"
+#include "loader.h"
+#include "runner.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t tb(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
+static size_t fb(const hm_ffn_w *f) { return tb(&f->gate) + tb(&f->up) + tb(&f->down); }
+
+/* Weight bytes one decode token reads: everything but the embedding table and the unchosen experts. */
+static double bytes_per_token(const hm_model *m) {
+    const hm_config *c = &m->cfg;
+    double n = tb(&m->output) + tb(&m->output_norm) + (double)c->n_embd * 4;
+    for (int il = 0; il < c->n_layer; il++) {
+        const hm_layer *l = &m->layers[il];
+        n += tb(&l->attn_norm) + tb(&l->ffn_norm) + tb(&l->wq) + tb(&l->wk) + tb(&l->wv) + tb(&l->wo) + tb(&l->bq) +
+             tb(&l->bk) + tb(&l->bv) + tb(&l->q_norm) + tb(&l->k_norm) + fb(&l->dense) + fb(&l->shexp) + tb(&l->router) +
+             tb(&l->router_bias);
+        if (l->is_moe) n += (double)c->n_expert_used * fb(&l->experts[0].host);
+    }
+    return n;
+}
+
+static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
+
+int main(int argc, char **argv) {
+    const char *model = NULL, *json = NULL, *dev = "auto";
+    int n_prompt = 128, n_gen = 512, runs = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) dev = argv[++i];
+        else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE]\n"); return 2; }
+    }
+    if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
+    hm_model m; hm_error e;
+    double tl = hm_now();
+    if (model_load(&m, model, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
+    hm_runner r;
+    int device = runner_parse_device(dev);
+    if (device < 0 || runner_init(&r, &m, device, n_prompt + n_gen, &e)) { fprintf(stderr, "bench_decode: %s\n", device < 0 ? "bad --device" : e.msg); return 1; }
+    tl = hm_now() - tl;
+    double ceiling = r.device == HM_DEVICE_CUDA ? gpu_measure_d2d(0) : 94.0; /* CPU: DEVICE.md's DRAM read */
+    size_t vram = r.device == HM_DEVICE_CUDA ? gpu_mem_used(0) : 0;
+    const hm_config *c = &m.cfg;
+    float *logits = hm_malloc(sizeof(float) * c->n_vocab);
+    double dec[32], pre[32];
+    for (int run = 0; run < runs; run++) {
+        /* position 0 restarts the sequence: the KV cache is overwritten in order */
+        uint64_t x = 12345 + run;
+        double t0 = hm_now();
+        for (int i = 0; i < n_prompt; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            if (runner_forward(&r, (int32_t)(x % (uint64_t)c->n_vocab), i, i + 1 == n_prompt ? logits : NULL, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+        }
+        double t1 = hm_now();
+        for (int i = 0; i < n_gen; i++) {
+            int best = 0;
+            for (int v = 1; v < c->n_vocab; v++) if (logits[v] > logits[best]) best = v;
+            if (runner_forward(&r, best, n_prompt + i, logits, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+        }
+        double t2 = hm_now();
+        pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
+    }
+    qsort(dec, runs, sizeof(double), cmp_d); qsort(pre, runs, sizeof(double), cmp_d);
+    double tok_s = dec[runs / 2], w = bytes_per_token(&m);
+    double kv = 2.0 * c->n_layer * c->kv_dim * 4 * (n_prompt + n_gen / 2.0); /* average KV bytes read per token */
+    double gbs = (w + kv) * tok_s / 1e9;
+    printf("\n| model | device | weights/token | KV/token | decode tok/s | GB/s | of ceiling (%.0f GB/s) | prompt tok/s | VRAM | load s |\n",
+           ceiling);
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
+           w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre[runs / 2], vram / 1073741824.0, tl);
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (f) {
+            fprintf(f, "{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"runs\":%d,\"decode_tok_s\":%.3f,"
+                       "\"prompt_tok_s\":%.3f,\"weight_bytes_per_token\":%.0f,\"kv_bytes_per_token\":%.0f,\"gb_s\":%.2f,"
+                       "\"ceiling_gb_s\":%.1f,\"fraction_of_ceiling\":%.4f,\"vram_bytes\":%zu,\"decode_runs\":[",
+                    model, runner_device_name(&r), n_prompt, n_gen, runs, tok_s, pre[runs / 2], w, kv, gbs, ceiling, gbs / ceiling, vram);
+            for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", dec[i]);
+            fprintf(f, "]}\n");
+            fclose(f);
+        }
+    }
+    free(logits); runner_free(&r); model_free(&m);
+    return 0;
+}

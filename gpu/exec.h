@@ -1,0 +1,29 @@
+/* exec.h - the GPU executor: a whole model resident on one GPU, one decode step = one CUDA graph.
+ * Plain C so that src/ can drive it; every entry point reports failure through err. */
+#ifndef HM_GPU_EXEC_H
+#define HM_GPU_EXEC_H
+#include <stddef.h>
+#include <stdint.h>
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpu_exec gpu_exec;
+
+/* Bytes of VRAM gpu_exec_create would allocate for m with n_ctx positions. */
+size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx);
+/* Uploads m to device dev (everything but the token embeddings, which stay in host memory) and
+ * allocates the KV cache for n_ctx positions. NULL on failure, with err naming what and how much. */
+gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size_t errlen);
+void gpu_exec_free(gpu_exec *g);
+/* Runs token at position pos (positions in order from 0). logits (n_vocab floats, host) may be
+ * NULL to skip the output head. Returns 0, or -1 with err set. */
+int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *err, size_t errlen);
+size_t gpu_exec_vram_used(const gpu_exec *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,24 @@
+/* ops.cuh - launchers of the small GPU ops of the forward pass (norms, RoPE, attention, router,
+ * reductions). Each has a CPU reference in cpu/ and a test in tests/test_gpu_ops.cu. */
+#pragma once
+#include <cuda_runtime.h>
+
+#define HM_ATTN_CHUNK 256 /* positions per split-K block of decode attention */
+
+void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s);
+/* q/k/v post-processing for one token: bias, per-head RMSNorm (q_norm/k_norm may be NULL),
+ * NeoX RoPE on the first n_rot dims at position *pos, then k and v written to the caches at *pos. */
+void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
+                 const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
+                 float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s);
+/* Decode attention (split-K flash decoding) over positions [0, *pos]; out (n_head*hd).
+ * part: scratch of n_head * n_split * (hd + 2) floats; n_split = ceil(n_ctx / HM_ATTN_CHUNK). */
+void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
+void op_add(float *x, const float *y, int n, cudaStream_t s);
+void op_add_bias(float *x, const float *b, int n, cudaStream_t s);
+/* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
+void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
+               int topk_group, int *ids, float *w, cudaStream_t s);
+/* x += sum_j w[j] * y[j] (+ shared), y: [k][n]; w may be NULL (all ones). */
+void op_moe_reduce(float *x, const float *y, const float *w, int k, const float *shared, int n, cudaStream_t s);
