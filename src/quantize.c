@@ -15,6 +15,10 @@ static const quant_mix mixes[] = {
 };
 
 const quant_mix *quant_mix_find(const char *name) {
+    /* llama.cpp's aliases */
+    if (!strcasecmp(name, "Q4_K")) name = "Q4_K_M";
+    else if (!strcasecmp(name, "Q5_K")) name = "Q5_K_M";
+    else if (!strcasecmp(name, "Q3_K")) name = "Q3_K_M";
     for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++)
         if (!strcasecmp(name, mixes[i].name)) return &mixes[i];
     return NULL;

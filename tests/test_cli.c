@@ -1,0 +1,81 @@
+/* test_cli.c - end to end through the real binary: the command forms other tools rely on
+ * (tokenize, generate, inspect, convert, quantize), the bundled demo model, and usage errors. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int n_pass, n_fail;
+
+/* Runs cmd with sh, capturing stdout (up to cap bytes); returns the exit status, or -1 on a signal. */
+static int run(const char *cmd, char *out, size_t cap) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -2;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void check(int ok, const char *what, const char *detail) {
+    printf("%s %s%s%s\n", ok ? "PASS" : "FAIL", what, detail ? ": " : "", detail ? detail : "");
+    ok ? n_pass++ : n_fail++;
+}
+
+int main(void) {
+    char cmd[8192], out[65536];
+    const char *bin = HM_HOTMOE_BIN, *fx = HM_TESTS_DIR "/fixtures/qwen3moe";
+    /* the ids the fixture's tokenizer gives for this text, recorded from HF tokenizers */
+    snprintf(cmd, sizeof cmd, "'%s' tokenize --tokenizer '%s/tokenizer.json' --text 'Hello world, 12345 <|im_end|>'", bin, fx);
+    int rc = run(cmd, out, sizeof out);
+    check(rc == 0 && !strcmp(out, "39 68 75 295 308 333 11 220 16 17 18 19 20 220 499\n"), "tokenize --tokenizer --text", out);
+    snprintf(cmd, sizeof cmd, "printf 'Hello world, 12345 <|im_end|>' | '%s' tokenize -m '%s'", bin, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0 && !strcmp(out, "39 68 75 295 308 333 11 220 16 17 18 19 20 220 499\n"), "tokenize -m from stdin", out);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize -m '%s' --text ''", bin, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0 && !strcmp(out, "\n"), "tokenize of the empty string is an empty line", NULL);
+
+    snprintf(cmd, sizeof cmd, "'%s' generate -p hi -n 8 --seed 3 --temp 0.7 -q 2>/dev/null", bin);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0 && !strncmp(out, "hi", 2), "generate -p hi on the bundled demo model", NULL);
+    char first[65536]; strcpy(first, out);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0 && !strcmp(first, out), "generate with a seed is reproducible", NULL);
+    snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' -p 'Hello' -n 16 -q 2>/dev/null", bin, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0 && !strncmp(out, "Hello", 5), "generate -m HF dir, greedy", NULL);
+
+    snprintf(cmd, sizeof cmd, "'%s' inspect -m '%s/fixtures/glm4moe'", bin, HM_TESTS_DIR);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0 && strstr(out, "glm4moe") && strstr(out, "sigmoid") && strstr(out, "shared 1"), "inspect glm4moe", NULL);
+
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s/test_cli_q8.gguf' --type Q8_0 -q && '%s' inspect -m '%s/test_cli_q8.gguf'",
+             bin, fx, HM_BUILD_DIR, bin, HM_BUILD_DIR);
+    rc = run(cmd, out, sizeof out);
+    /* hidden 64 is a multiple of 32: matrices become Q8_0, norms and the router stay F32 */
+    check(rc == 0 && strstr(out, "Q8_0") && strstr(out, "F32"), "quantize --type Q8_0, then inspect", NULL);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s/test_cli_bad.gguf' --type Q9_Z 2>&1", bin, fx, HM_BUILD_DIR);
+    rc = run(cmd, out, sizeof out);
+    check(rc != 0 && rc != -1 && strstr(out, "Q9_Z") && strstr(out, "Q4_K_M"), "quantize refuses an unknown type, listing the known ones", out);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s/test_cli_q4.gguf' --type Q4_K_M -q 2>&1", bin, fx, HM_BUILD_DIR);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0, "quantize Q4_K_M-like mix on rows of 64 falls back to types that fit", out);
+
+    snprintf(cmd, sizeof cmd, "'%s' frobnicate 2>&1", bin);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 2 && strstr(out, "frobnicate"), "unknown command: exit 2, named", NULL);
+    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 1,x -o /dev/null 2>&1", bin, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 2 && strstr(out, "--tokens"), "logits with a malformed --tokens list", out);
+    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 1,500 -o /dev/null 2>&1", bin, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 2 && strstr(out, "[0, 500)"), "logits with a token id out of the vocabulary", out);
+    snprintf(cmd, sizeof cmd, "'%s' generate -m /nonexistent -p hi 2>&1", bin);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 1 && strstr(out, "/nonexistent"), "a missing model path is named", out);
+
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail != 0;
+}
