@@ -307,6 +307,7 @@ static int cmd_quantize(int argc, char **argv) {
 }
 
 static int cmd_help(int argc, char **argv);
+int cmd_simulate(int argc, char **argv); /* src/cmd_simulate.c */
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
     { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]" },
@@ -315,6 +316,8 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     { "inspect",  cmd_inspect,  "inspect -m PATH" },
     { "convert",  cmd_convert,  "convert IN -o OUT.gguf [--outtype f32|f16|bf16]" },
     { "quantize", cmd_quantize, "quantize IN OUT.gguf --type Q8_0|Q4_K_M|Q3_K_M|Q2_K|Q4_0|Q6_K|MXFP4_MOE|..." },
+    { "simulate", cmd_simulate, "simulate --trace FILE --slots N[,N..] [--static N] [--policy lru|lfu|static|exchange|belady|all] [--json]\n"
+                                "                  | --generate mixtral|a3b|air|glm [--tokens N] [--seed S] [--write OUT]" },
     { "help",     cmd_help,     "help" },
 };
 
@@ -331,6 +334,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return cmd_help(0, NULL);
-    fprintf(stderr, "hotmoe: unknown command '%s' (expected generate, logits, tokenize, inspect, convert, quantize, help)\n", argv[1]);
+    fprintf(stderr, "hotmoe: unknown command '%s' (expected generate, logits, tokenize, inspect, convert, quantize, simulate, help)\n", argv[1]);
     return 2;
 }
