@@ -39,6 +39,8 @@ typedef struct {
     float *bias;                  /* (n_expert) */
     int *exp_idx; float *exp_w;   /* (n_expert_used) */
     cpu_route_cb route_cb; void *route_ud;
+    const int *replay;            /* (n_layer, n_expert_used) or NULL: benchmark-only routing replay;
+                                   * the choice is replaced, the weights follow the router's rule */
 } cpu_state;
 
 /* Allocates the state for up to n_ctx positions. Returns 0, -1 when n_ctx is out of range. */

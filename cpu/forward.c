@@ -80,6 +80,10 @@ static void moe(const hm_model *m, cpu_state *s, const hm_layer *ly, int il, int
     const float *bias = NULL;
     if (ly->router_bias.data) { cpu_tensor_row(&ly->router_bias, 0, s->bias); bias = s->bias; }
     router_select(&rp, s->router_logits, bias, s->exp_idx, s->exp_w);
+    if (s->replay && s->replay[il * c->n_expert_used] >= 0) {
+        memcpy(s->exp_idx, s->replay + il * c->n_expert_used, sizeof(int) * c->n_expert_used);
+        router_weights(&rp, s->router_logits, s->exp_idx, s->exp_w);
+    }
     if (s->route_cb) s->route_cb(s->route_ud, il, pos, s->exp_idx, s->exp_w, c->n_expert_used);
     memset(s->moe, 0, sizeof(float) * c->n_embd);
     for (int j = 0; j < c->n_expert_used; j++) {

@@ -60,3 +60,23 @@ void router_select(const router_params *p, const float *logits, const float *bia
     for (int j = 0; j < k; j++) w[j] *= p->scale;
     free(score);
 }
+
+void router_weights(const router_params *p, const float *logits, const int *idx, float *w) {
+    int n = p->n_expert, k = p->k;
+    float mx = logits[0], sum = 0;
+    if (p->fn != 2) {
+        for (int i = 1; i < n; i++) if (logits[i] > mx) mx = logits[i];
+        for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
+    }
+    float tot = 0;
+    for (int j = 0; j < k; j++) {
+        float l = logits[idx[j]];
+        w[j] = p->fn == 2 ? 1.0f / (1.0f + expf(-l)) : expf(l - mx) / sum;
+        tot += w[j];
+    }
+    if (p->norm_topk) {
+        float den = p->fn == 2 ? tot + 1e-20f : tot;
+        for (int j = 0; j < k; j++) w[j] /= den;
+    }
+    for (int j = 0; j < k; j++) w[j] *= p->scale;
+}

@@ -15,4 +15,8 @@ typedef struct {
  * lower expert id) and w[k]. */
 void router_select(const router_params *p, const float *logits, const float *bias, int *idx, float *w);
 
+/* The weights router_select would give to the experts idx[k] (chosen elsewhere: a replayed
+ * trace). Same rule: softmax probability or sigmoid score, renormalised, scaled. */
+void router_weights(const router_params *p, const float *logits, const int *idx, float *w);
+
 #endif

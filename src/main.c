@@ -7,6 +7,7 @@
 #include "loader.h"
 #include "quant.h"
 #include "quantize.h"
+#include "routeio.h"
 #include "runner.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -24,7 +25,7 @@
 /* ---------------------------------------------------------------- options */
 
 typedef struct {
-    const char *model, *prompt, *tokens, *out, *text, *tokenizer_path, *outtype;
+    const char *model, *prompt, *tokens, *out, *text, *tokenizer_path, *outtype, *record, *replay;
     int n_predict, n_ctx, ignore_eos, quiet, device;
     sampler_params sp;
     const char *positional[4]; int n_pos;
@@ -69,6 +70,8 @@ static void parse_opts(opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--frequency-penalty")) o->sp.frequency_penalty = parse_float(a, VAL());
         else if (!strcmp(a, "--repeat-last-n")) o->sp.penalty_last_n = (int)parse_int(a, VAL(), 0, INT_MAX);
         else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
+        else if (!strcmp(a, "--record-routing")) o->record = VAL();
+        else if (!strcmp(a, "--replay-routing")) o->replay = VAL();
         else if (!strcmp(a, "--tokens")) o->tokens = VAL();
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) o->out = VAL();
         else if (!strcmp(a, "--text")) o->text = VAL();
@@ -143,16 +146,19 @@ static int cmd_logits(int argc, char **argv) {
     if (!o.tokens || !o.out) die("%s", "logits: usage: hotmoe logits -m PATH --tokens 1,2,3 -o FILE");
     hm_model m; load_or_die(&m, &o);
     size_t n; int32_t *toks = parse_tokens(o.tokens, &n, m.cfg.n_vocab);
-    hm_runner r; hm_error e;
-    if (runner_init(&r, &m, o.device, ctx_for(&m, &o, (int)n), &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+    hm_runner r; hm_error e; routeio io;
+    if (runner_init(&r, &m, o.device, ctx_for(&m, &o, (int)n), &e) || routeio_open(&io, &m, o.record, o.replay, &e) ||
+        routeio_attach(&io, &r, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     FILE *f = fopen(o.out, "wb");
     if (!f) die("logits: cannot create '%s'", o.out);
     float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
     for (size_t i = 0; i < n; i++) {
-        if (runner_forward(&r, toks[i], (int)i, logits, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+        routeio_before(&io, (int64_t)i);
+        if (runner_forward(&r, toks[i], (int)i, logits, &e) || routeio_after(&io, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
         if (fwrite(logits, sizeof(float), (size_t)m.cfg.n_vocab, f) != (size_t)m.cfg.n_vocab) die("logits: write to '%s' failed", o.out);
     }
     if (fclose(f)) die("logits: write to '%s' failed", o.out);
+    if (routeio_close(&io, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     free(logits); free(toks); runner_free(&r); model_free(&m);
     return 0;
 }
@@ -167,13 +173,20 @@ static int cmd_generate(int argc, char **argv) {
     if (tokenizer_encode(m.tok, o.prompt, strlen(o.prompt), &ids, &n, &e)) die("%s", e.msg);
     if (!n) die("%s", "generate: the prompt encodes to no tokens");
     int n_ctx = ctx_for(&m, &o, (int)n + o.n_predict);
-    hm_runner r;
-    if (runner_init(&r, &m, o.device, n_ctx, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+    hm_runner r; routeio io;
+    if (runner_init(&r, &m, o.device, n_ctx, &e) || routeio_open(&io, &m, o.record, o.replay, &e) || routeio_attach(&io, &r, &e)) {
+        fprintf(stderr, "hotmoe: %s\n", e.msg);
+        return 1;
+    }
     sampler sm; sampler_init(&sm, &o.sp, m.cfg.n_vocab);
     float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
     double t0 = hm_now();
     for (size_t i = 0; i < n; i++) {
-        if (runner_forward(&r, ids[i], (int)i, i + 1 == n ? logits : NULL, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+        routeio_before(&io, (int64_t)i);
+        if (runner_forward(&r, ids[i], (int)i, i + 1 == n ? logits : NULL, &e) || routeio_after(&io, &e)) {
+            fprintf(stderr, "hotmoe: %s\n", e.msg);
+            return 1;
+        }
         sampler_accept(&sm, ids[i]);
     }
     double t1 = hm_now();
@@ -187,7 +200,11 @@ static int cmd_generate(int argc, char **argv) {
         if (!o.ignore_eos && (t == tokenizer_eos(m.tok) || tokenizer_is_special(m.tok, t))) break;
         size_t k = tokenizer_stream_push(m.tok, &ts, t, buf, sizeof buf);
         fwrite(buf, 1, k, stdout); fflush(stdout);
-        if (gen + 1 < o.n_predict && runner_forward(&r, t, pos++, logits, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+        if (gen + 1 < o.n_predict) {
+            routeio_before(&io, pos);
+            if (runner_forward(&r, t, pos, logits, &e) || routeio_after(&io, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+            pos++;
+        }
     }
     size_t k = tokenizer_stream_flush(&ts, buf, sizeof buf);
     fwrite(buf, 1, k, stdout); fputc('\n', stdout);
@@ -195,6 +212,7 @@ static int cmd_generate(int argc, char **argv) {
     if (!o.quiet)
         fprintf(stderr, "hotmoe: %s: prompt %zu tokens %.1f tok/s, generated %d tokens %.1f tok/s\n", runner_device_name(&r), n,
                 n / (t1 - t0 + 1e-9), gen, gen / (t2 - t1 + 1e-9));
+    if (routeio_close(&io, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     free(logits); free(ids); sampler_free(&sm); runner_free(&r); model_free(&m);
     return 0;
 }
@@ -310,7 +328,8 @@ static int cmd_help(int argc, char **argv);
 int cmd_simulate(int argc, char **argv); /* src/cmd_simulate.c */
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
-    { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]" },
+    { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]\n"
+                                "                  [--record-routing FILE] [--replay-routing FILE (benchmarks only)]" },
     { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE [--device cpu|cuda]  (float32 [n_tokens][n_vocab])" },
     { "tokenize", cmd_tokenize, "tokenize (-m PATH | --tokenizer tokenizer.json) [--text S]   (stdin without --text)" },
     { "inspect",  cmd_inspect,  "inspect -m PATH" },

@@ -1,0 +1,68 @@
+/* routeio.c - recording and replaying expert choices around the forward pass. */
+#include "routeio.h"
+#include <stdlib.h>
+#include <string.h>
+
+static void on_route(void *ud, int layer, int pos, const int *idx, const float *w, int k) {
+    routeio *io = ud;
+    (void)pos; (void)w;
+    if (io->row && layer < io->n_layer) memcpy(io->row + layer * io->k, idx, sizeof(int) * (size_t)k);
+}
+
+int routeio_open(routeio *io, const hm_model *m, const char *record, const char *replay, hm_error *e) {
+    memset(io, 0, sizeof *io);
+    io->n_layer = m->cfg.n_layer; io->k = m->cfg.n_expert_used;
+    size_t n = (size_t)io->n_layer * io->k;
+    if (record) {
+        if (!(io->rec = trace_writer_open(record, io->n_layer, m->cfg.n_expert, io->k, e))) return -1;
+        io->row = malloc(sizeof(int) * n);
+        for (size_t i = 0; i < n; i++) io->row[i] = -1;
+    }
+    if (replay) {
+        trace_info info;
+        if (trace_load(replay, &io->replay, &info, e) ||
+            trace_conform(replay, &io->replay, &info, io->n_layer, m->cfg.n_expert, io->k, e)) {
+            routeio_close(io, NULL);
+            return -1;
+        }
+        if (io->replay.n_tokens < 1) { routeio_close(io, NULL); return hm_fail(e, "%s: expected at least one token, found none", replay); }
+        io->has_replay = 1;
+        io->replay_row = malloc(sizeof(int) * n);
+    }
+    return 0;
+}
+
+int routeio_attach(routeio *io, hm_runner *r, hm_error *e) {
+    if (!io->rec && !io->has_replay) return 0;
+    if (r->device != HM_DEVICE_CPU)
+        return hm_fail(e, "--record-routing / --replay-routing: expected --device cpu, found %s (not supported there yet)",
+                       runner_device_name(r));
+    if (io->rec) { r->cpu.route_cb = on_route; r->cpu.route_ud = io; }
+    if (io->has_replay) r->cpu.replay = io->replay_row;
+    return 0;
+}
+
+void routeio_before(routeio *io, int64_t t) {
+    if (!io->has_replay) return;
+    const uint16_t *row;
+    for (int l = 0; l < io->n_layer; l++) {
+        row = routing_row(&io->replay, t % io->replay.n_tokens, l);
+        for (int j = 0; j < io->k; j++) io->replay_row[l * io->k + j] = row ? row[j] : -1;
+    }
+}
+
+int routeio_after(routeio *io, hm_error *e) {
+    if (!io->rec) return 0;
+    int rc = trace_writer_token(io->rec, io->row, e);
+    for (size_t i = 0; i < (size_t)io->n_layer * io->k; i++) io->row[i] = -1;
+    return rc;
+}
+
+int routeio_close(routeio *io, hm_error *e) {
+    int rc = 0;
+    if (io->rec) rc = trace_writer_close(io->rec, e);
+    if (io->has_replay || io->replay.ids) routing_free(&io->replay);
+    free(io->row); free(io->replay_row);
+    memset(io, 0, sizeof *io);
+    return rc;
+}

@@ -1,0 +1,28 @@
+/* routeio.h - the routing side channels of a run: --record-routing FILE writes every token's
+ * expert choices (src/trace.h format); --replay-routing FILE (benchmark only) replaces the
+ * router's choice with a trace's, compute unchanged. */
+#ifndef HM_ROUTEIO_H
+#define HM_ROUTEIO_H
+#include "routing.h"
+#include "runner.h"
+#include "trace.h"
+
+typedef struct {
+    struct trace_writer *rec;
+    routing replay; int has_replay;
+    int n_layer, k;
+    int *row;          /* (n_layer, k): the token being recorded */
+    int *replay_row;   /* (n_layer, k): the token being replayed, -1 where the trace has none */
+} routeio;
+
+/* Opens what is asked for (either path may be NULL) for model m. Returns 0 or -1. */
+int routeio_open(routeio *io, const hm_model *m, const char *record, const char *replay, hm_error *e);
+/* Hooks io into r (CPU target only for now). Returns 0 or -1. */
+int routeio_attach(routeio *io, hm_runner *r, hm_error *e);
+/* Before token number t of the run (replay wraps around the trace). */
+void routeio_before(routeio *io, int64_t t);
+/* After the token's forward pass: writes its record. */
+int routeio_after(routeio *io, hm_error *e);
+int routeio_close(routeio *io, hm_error *e);
+
+#endif
