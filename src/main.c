@@ -326,8 +326,11 @@ static int cmd_quantize(int argc, char **argv) {
 
 static int cmd_help(int argc, char **argv);
 int cmd_simulate(int argc, char **argv); /* src/cmd_simulate.c */
+int cmd_serve(int argc, char **argv);    /* src/cmd_serve.c */
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
+    { "serve",    cmd_serve,    "serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N] [--queue N]\n"
+                                "                  [--body-limit BYTES] [--timeout S] [--keepalive S] [--alias NAME] [--any-model] [--chat-template FAMILY]" },
     { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]\n"
                                 "                  [--record-routing FILE] [--replay-routing FILE (benchmarks only)]" },
     { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE [--device cpu|cuda]  (float32 [n_tokens][n_vocab])" },
@@ -353,6 +356,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return cmd_help(0, NULL);
-    fprintf(stderr, "hotmoe: unknown command '%s' (expected generate, logits, tokenize, inspect, convert, quantize, simulate, help)\n", argv[1]);
+    fprintf(stderr, "hotmoe: unknown command '%s' (expected serve, generate, logits, tokenize, inspect, convert, quantize, simulate, help)\n", argv[1]);
     return 2;
 }

@@ -1,0 +1,180 @@
+/* cmd_serve.c - `hotmoe serve`: options, start-up order (listen first so /health answers 503
+ * while the model loads), and graceful shutdown on SIGINT/SIGTERM: stop admitting, cancel
+ * running generations, let handlers finish, then free. */
+#define _GNU_SOURCE
+#include "server/server.h"
+#include "tokenizer.h"
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_stop;
+static void on_signal(int sig) { (void)sig; g_stop = 1; }
+
+typedef struct {
+    const char *model, *host, *api_key, *alias, *replay, *family;
+    long port, parallel, ctx, queue, body_limit, keepalive, prefill_chunk;
+    double timeout;
+    int any_model;
+} serve_opts;
+
+static const char usage[] =
+    "usage: hotmoe serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
+    "                    [--ctx N] [--queue N] [--body-limit BYTES] [--timeout SECONDS] [--keepalive SECONDS]\n"
+    "                    [--alias NAME] [--any-model] [--chat-template FAMILY] [--prefill-chunk N]\n"
+    "  --api-key also reads HOTMOE_API_KEY; /health never needs it.\n"
+    "  --chat-template: chatml | qwen3 | glm-4.5 | deepseek-v3 (default: detected from the model's template)\n"
+    "  --replay TEXT: test only; every request generates TEXT's tokens then EOS.\n";
+
+static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end; errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "hotmoe serve: %s: expected an integer in [%ld, %ld], found '%s'\n", flag, lo, hi, v ? v : "nothing");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_args(serve_opts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1"; o->port = 8080; o->parallel = 1; o->queue = 16; o->body_limit = 8 << 20;
+    o->keepalive = 15; o->timeout = 600; o->prefill_chunk = 256;
+    o->api_key = getenv("HOTMOE_API_KEY");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 1, rc = 0;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--host")) o->host = v;
+        else if (!strcmp(a, "--port")) rc = parse_long(a, v, 0, 65535, &o->port);
+        else if (!strcmp(a, "--api-key")) o->api_key = v;
+        else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) rc = parse_long(a, v, 1, 256, &o->parallel);
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) rc = parse_long(a, v, 2, 1 << 24, &o->ctx);
+        else if (!strcmp(a, "--queue")) rc = parse_long(a, v, 0, 1 << 16, &o->queue);
+        else if (!strcmp(a, "--body-limit")) rc = parse_long(a, v, 1024, 1L << 34, &o->body_limit);
+        else if (!strcmp(a, "--keepalive")) rc = parse_long(a, v, 1, 3600, &o->keepalive);
+        else if (!strcmp(a, "--prefill-chunk")) rc = parse_long(a, v, 1, 1 << 16, &o->prefill_chunk);
+        else if (!strcmp(a, "--timeout")) { long t; rc = parse_long(a, v, 0, 1 << 24, &t); o->timeout = (double)t; }
+        else if (!strcmp(a, "--alias")) o->alias = v;
+        else if (!strcmp(a, "--replay")) o->replay = v;
+        else if (!strcmp(a, "--chat-template")) o->family = v;
+        else if (!strcmp(a, "--any-model")) { o->any_model = 1; used = 0; }
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 1; }
+        else { fprintf(stderr, "hotmoe serve: unknown option '%s'\n%s", a, usage); return -1; }
+        if (rc) return -1;
+        if (used) {
+            if (!v) { fprintf(stderr, "hotmoe serve: %s: expected a value after it\n", a); return -1; }
+            i++;
+        }
+    }
+    return 0;
+}
+
+/* The bundled demo model: $HOTMOE_DEMO_MODEL, or demo/demo.gguf beside the executable. */
+static const char *demo_model(void) {
+    const char *env = getenv("HOTMOE_DEMO_MODEL");
+    if (env && *env) return env;
+    static char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 32);
+    if (n <= 0) return "demo/demo.gguf";
+    buf[n] = 0;
+    char *slash = strrchr(buf, '/');
+    if (slash) strcpy(slash + 1, "demo/demo.gguf");
+    return buf;
+}
+
+static int family_from_name(const char *name) {
+    for (int f = 0; f < CHAT_FAMILY_COUNT; f++) if (!strcmp(chat_family_name(f), name)) return f;
+    return -1;
+}
+
+int cmd_serve(int argc, char **argv) {
+    serve_opts o;
+    int rc = parse_args(&o, argc, argv);
+    if (rc) return rc > 0 ? 0 : 2;
+    const char *path = o.model ? o.model : demo_model();
+    static server s;
+    memset(&s, 0, sizeof s);
+    s.host = o.host; s.port = (int)o.port; s.api_key = o.api_key && *o.api_key ? o.api_key : NULL;
+    s.body_limit = (size_t)o.body_limit; s.time_limit_s = o.timeout; s.keepalive_s = (int)o.keepalive;
+    s.any_model = o.any_model;
+    const char *base = strrchr(path, '/');
+    char *model_id = hm_strdup(o.alias ? o.alias : base && base[1] ? base + 1 : path);
+    s.model_id = model_id;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    hm_error e;
+    if (server_start(&s, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); free(model_id); return 1; }
+    struct mg_server_port ports[4];
+    int np = mg_get_server_ports(s.ctx, 4, ports);
+    fprintf(stderr, "hotmoe: listening on http://%s:%d (loading %s)\n", o.host, np > 0 ? ports[0].port : (int)o.port, path);
+
+    hm_model m;
+    int status = 1;
+    if (model_load(&m, path, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); goto stop_http; }
+    s.m = &m;
+    if (!m.tok) { fprintf(stderr, "hotmoe: serve: %s has no tokenizer\n", path); goto free_model; }
+    int known;
+    s.family = chat_detect(m.chat_template, &known);
+    if (o.family) {
+        if ((s.family = family_from_name(o.family)) < 0) {
+            fprintf(stderr, "hotmoe: --chat-template: expected chatml, qwen3, glm-4.5 or deepseek-v3, found '%s'\n", o.family);
+            goto free_model;
+        }
+    } else if (!known) {
+        fprintf(stderr, "hotmoe: warning: %s; using the ChatML fallback (<|im_start|>role\\ncontent<|im_end|>\\n); "
+                        "pick a family with --chat-template\n",
+                m.chat_template ? "the model's chat template is not one of the known families" : "the model has no chat template");
+    }
+    long n_ctx = o.ctx ? o.ctx : (m.cfg.n_ctx_train > 0 && m.cfg.n_ctx_train < 4096 ? m.cfg.n_ctx_train : 4096);
+    engine_backend be;
+    if (o.replay) {
+        int32_t *ids; size_t n;
+        if (tokenizer_encode(m.tok, o.replay, strlen(o.replay), &ids, &n, &e) ||
+            engine_backend_replay(&be, &m, (int)o.parallel, ids, n, tokenizer_eos(m.tok), &e)) {
+            fprintf(stderr, "hotmoe: --replay: %s\n", e.msg);
+            goto free_model;
+        }
+        free(ids);
+    } else if (engine_backend_cpu(&be, &m, (int)o.parallel, (int)n_ctx, &e)) {
+        fprintf(stderr, "hotmoe: %s\n", e.msg);
+        goto free_model;
+    }
+    engine_params ep = { .n_slots = (int)o.parallel, .n_ctx = (int)n_ctx, .queue_cap = (int)o.queue, .prefill_chunk = (int)o.prefill_chunk };
+    s.en = engine_start(&m, &be, &ep, &e);
+    if (!s.en) { fprintf(stderr, "hotmoe: %s\n", e.msg); goto free_model; }
+    __atomic_store_n(&s.ready, 1, __ATOMIC_SEQ_CST);
+    fprintf(stderr, "hotmoe: ready: model '%s' (%s), template %s, %ld slot(s) x %ld tokens, backend %s%s\n", s.model_id,
+            hm_arch_name(m.cfg.arch), chat_family_name(s.family), o.parallel, n_ctx, be.name, s.api_key ? ", API key required" : "");
+    while (!g_stop) {
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "hotmoe: shutting down\n");
+    s.stopping = 1;
+    engine_shutdown(s.en);
+    status = 0;
+stop_http:
+    server_stop(&s); /* waits for the handlers, which see their requests cancelled */
+    if (s.en) engine_free(s.en);
+    if (s.m) model_free(&m);
+    free(model_id);
+    return status;
+free_model:
+    server_stop(&s);
+    model_free(&m);
+    free(model_id);
+    return 1;
+}

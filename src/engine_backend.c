@@ -1,0 +1,96 @@
+/* engine_backend.c - the backends the engine steps through: the CPU reference forward (one
+ * cpu_state per slot) and a test-only replay backend that forces a scripted token sequence. */
+#include "engine.h"
+#include "cpu.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- CPU */
+
+typedef struct {
+    const hm_model *m;
+    int n_slots;
+    cpu_state *st;   /* [n_slots] */
+} cpu_backend;
+
+static int cpu_slot_open(void *ctx, int slot, hm_error *e) {
+    cpu_backend *b = ctx;
+    if (slot < 0 || slot >= b->n_slots) return hm_fail(e, "engine: slot %d out of range [0, %d)", slot, b->n_slots);
+    return 0; /* positions restart at 0: the KV cache is overwritten in order */
+}
+
+static void cpu_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+    cpu_backend *b = ctx;
+    for (int i = 0; i < n; i++) cpu_forward(b->m, &b->st[slot[i]], tok[i], pos[i], logits[i]);
+}
+
+static void cpu_free(void *ctx) {
+    cpu_backend *b = ctx;
+    for (int i = 0; i < b->n_slots; i++) cpu_state_free(&b->st[i]);
+    free(b->st); free(b);
+}
+
+int engine_backend_cpu(engine_backend *out, const hm_model *m, int n_slots, int n_ctx, hm_error *e) {
+    cpu_backend *b = hm_calloc(1, sizeof *b);
+    b->m = m; b->n_slots = n_slots;
+    b->st = hm_calloc((size_t)n_slots, sizeof *b->st);
+    for (int i = 0; i < n_slots; i++) {
+        if (cpu_state_init(&b->st[i], &m->cfg, n_ctx)) {
+            b->n_slots = i; cpu_free(b);
+            return hm_fail(e, "engine: cannot allocate the KV cache for slot %d (n_ctx %d)", i, n_ctx);
+        }
+    }
+    *out = (engine_backend){ .name = "cpu", .ctx = b, .slot_open = cpu_slot_open, .step = cpu_step, .free = cpu_free };
+    return 0;
+}
+
+/* ---------------------------------------------------------------- replay */
+
+typedef struct {
+    int n_vocab, n_slots;
+    int32_t *script; size_t n;
+    int32_t eos;
+    size_t *cursor;  /* [n_slots]: next script index */
+} replay_backend;
+
+static int replay_slot_open(void *ctx, int slot, hm_error *e) {
+    replay_backend *b = ctx;
+    if (slot < 0 || slot >= b->n_slots) return hm_fail(e, "engine: slot %d out of range [0, %d)", slot, b->n_slots);
+    b->cursor[slot] = 0;
+    return 0;
+}
+
+static void replay_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+    replay_backend *b = ctx;
+    (void)tok; (void)pos; /* the script decides, whatever was fed */
+    for (int i = 0; i < n; i++) {
+        if (!logits[i]) continue;
+        size_t *c = &b->cursor[slot[i]];
+        int32_t want = *c < b->n ? b->script[*c] : b->eos;
+        (*c)++;
+        for (int v = 0; v < b->n_vocab; v++) logits[i][v] = -30.0f;
+        if (want >= 0 && want < b->n_vocab) logits[i][want] = 30.0f;
+    }
+}
+
+static void replay_free(void *ctx) {
+    replay_backend *b = ctx;
+    free(b->script); free(b->cursor); free(b);
+}
+
+int engine_backend_replay(engine_backend *out, const hm_model *m, int n_slots, const int32_t *script, size_t n,
+                          int32_t eos_id, hm_error *e) {
+    replay_backend *b = hm_calloc(1, sizeof *b);
+    b->n_vocab = m->cfg.n_vocab; b->n_slots = n_slots; b->eos = eos_id; b->n = n;
+    b->script = hm_malloc((n ? n : 1) * sizeof *script);
+    if (n) memcpy(b->script, script, n * sizeof *script);
+    b->cursor = hm_calloc((size_t)n_slots, sizeof *b->cursor);
+    for (size_t i = 0; i < n; i++)
+        if (script[i] < 0 || script[i] >= b->n_vocab) {
+            replay_free(b);
+            return hm_fail(e, "replay: token %d at index %zu is outside the vocabulary [0, %d)", script[i], i, m->cfg.n_vocab);
+        }
+    *out = (engine_backend){ .name = "replay", .ctx = b, .slot_open = replay_slot_open, .step = replay_step, .free = replay_free };
+    return 0;
+}

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""test_server.py - end-to-end tests of `hotmoe serve` on the tiny Qwen3-MoE fixture: OpenAI chat
+and completions (stream and not, usage, stop, seed), Anthropic messages and count_tokens,
+Responses, tokenize, health, metrics, API key, bad input (every error in the API's format),
+queue-full 503, mid-stream disconnects freeing their slots, graceful SIGTERM; tool calls and
+reasoning through a replay server (scripted model output). The openai / anthropic /
+prometheus_client parts print SKIP when the package is missing.
+Usage: test_server.py HOTMOE_BINARY [REPO_ROOT]"""
+import http.client, json, os, signal, socket, subprocess, sys, threading, time
+
+BIN = sys.argv[1] if len(sys.argv) > 1 else "hotmoe"
+ROOT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen3moe")
+KEY = "sk-test-123"
+failures = []
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL", what, flush=True)
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+class Server:
+    def __init__(self, *args):
+        self.port = free_port()
+        self.p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(self.port)] + list(args),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if self.req("GET", "/health")[0] == 200: return
+            except OSError:
+                pass
+            if self.p.poll() is not None: break
+            time.sleep(0.05)
+        raise SystemExit("server did not start: " + (self.p.stdout.read() if self.p.poll() is not None else "timeout"))
+
+    def req(self, method, path, body=None, key=KEY, headers=None, raw=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        h = dict(headers or {})
+        if key: h["Authorization"] = "Bearer " + key
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        if data is not None: h["Content-Type"] = "application/json"
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        try: js = json.loads(text)
+        except ValueError: js = None
+        return r.status, js, text, r
+
+    def sse(self, path, body, key=KEY):
+        st, _, text, r = self.req("POST", path, body, key=key)
+        events = []
+        for block in text.split("\n\n"):
+            ev, data = None, None
+            for line in block.split("\n"):
+                if line.startswith("event: "): ev = line[7:]
+                elif line.startswith("data: "): data = line[6:]
+            if data is not None: events.append((ev, data))
+        return st, events
+
+    def metrics(self):
+        return self.req("GET", "/metrics")[2]
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        try: rc = self.p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.p.kill(); rc = "hung"
+        out = self.p.stdout.read()
+        check(rc == 0, "SIGTERM: clean exit (rc %s)" % rc)
+        check("ERROR: AddressSanitizer" not in out and "runtime error" not in out, "sanitizer report:\n" + out[-3000:])
+        return out
+
+def metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " ") : return float(line.split()[-1])
+    return None
+
+CHAT = "/v1/chat/completions"
+def msgs(t="hello"): return [{"role": "user", "content": t}]
+
+def test_basic(s):
+    check(s.req("GET", "/health", key=None)[0] == 200, "/health without a key: 200")
+    st, js, _, _ = s.req("GET", "/v1/models", key=None)
+    check(st == 401 and "API key" in js["error"]["message"], "no key: 401 with a message")
+    check(s.req("GET", "/v1/models", key="wrong")[0] == 401, "wrong key: 401")
+    st, js, _, _ = s.req("GET", "/v1/models", key=None, headers={"x-api-key": KEY})
+    check(st == 200 and js["data"][0]["id"] == "qwen3moe", "x-api-key accepted, model listed")
+
+    prompt = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+    st, tk, _, _ = s.req("POST", "/tokenize", {"content": prompt})
+    check(st == 200 and len(tk["tokens"]) > 0, "/tokenize")
+    st, dt, _, _ = s.req("POST", "/detokenize", {"tokens": tk["tokens"]})
+    check(st == 200 and dt["content"] == prompt, "/detokenize round trip")
+
+    body = {"model": "qwen3moe", "messages": msgs(), "max_tokens": 12, "temperature": 0}
+    st, js, _, _ = s.req("POST", CHAT, body)
+    check(st == 200, "chat: 200")
+    u = js["usage"]
+    check(u["prompt_tokens"] == len(tk["tokens"]), "usage.prompt_tokens = tokens of the rendered ChatML prompt (%s vs %d)" % (u, len(tk["tokens"])))
+    check(u["completion_tokens"] <= 12 and u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"], "usage sums")
+    check(js["choices"][0]["finish_reason"] in ("stop", "length"), "finish_reason")
+    text = js["choices"][0]["message"]["content"]
+    st, js2, _, _ = s.req("POST", CHAT, body)
+    check(js2["choices"][0]["message"]["content"] == text, "temperature 0 is deterministic")
+
+    st, ev = s.sse(CHAT, dict(body, stream=True, stream_options={"include_usage": True}))
+    check(st == 200 and ev[-1][1] == "[DONE]", "stream ends with [DONE]")
+    chunks = [json.loads(d) for _, d in ev[:-1]]
+    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    check(streamed == text, "streamed text = non-streamed text (%r vs %r)" % (streamed, text))
+    check(chunks[-1]["usage"]["completion_tokens"] == u["completion_tokens"], "include_usage chunk")
+
+    seeded = dict(body, temperature=1.0, seed=42, max_tokens=16)
+    a = s.req("POST", CHAT, seeded)[1]["choices"][0]["message"]["content"]
+    b = s.req("POST", CHAT, seeded)[1]["choices"][0]["message"]["content"]
+    check(a == b, "same seed, same text")
+
+    long = s.req("POST", CHAT, dict(body, max_tokens=40))[1]
+    t = long["choices"][0]["message"]["content"]
+    if len(t) >= 8:
+        stop = t[4:7]
+        js = s.req("POST", CHAT, dict(body, max_tokens=40, stop=[stop]))[1]
+        got = js["choices"][0]["message"]["content"]
+        check(got == t[:t.index(stop)] and js["choices"][0]["finish_reason"] == "stop", "stop sequence cuts the text (%r, stop %r -> %r)" % (t, stop, got))
+
+    st, js, _, _ = s.req("POST", "/v1/completions", {"prompt": "hello", "max_tokens": 5, "temperature": 0})
+    check(st == 200 and js["object"] == "text_completion" and js["usage"]["completion_tokens"] <= 5, "completions")
+    st, ev = s.sse("/v1/completions", {"prompt": "hello", "max_tokens": 5, "temperature": 0, "stream": True})
+    check("".join(json.loads(d)["choices"][0]["text"] for _, d in ev[:-1]) == js["choices"][0]["text"], "completions stream = non-stream")
+
+    st, js, _, _ = s.req("POST", "/v1/messages/count_tokens", {"model": "qwen3moe", "messages": msgs()})
+    check(st == 200 and js["input_tokens"] == len(tk["tokens"]), "count_tokens")
+    st, js, _, _ = s.req("POST", "/v1/messages?beta=true", {"model": "qwen3moe", "max_tokens": 8, "messages": msgs(), "temperature": 0})
+    check(st == 200 and js["type"] == "message" and js["usage"]["input_tokens"] == len(tk["tokens"]), "anthropic messages (?beta=true ignored)")
+    st, ev = s.sse("/v1/messages", {"max_tokens": 8, "messages": msgs(), "stream": True, "temperature": 0})
+    kinds = [e for e, _ in ev]
+    check(kinds[0] == "message_start" and kinds[-1] == "message_stop" and "message_delta" in kinds, "anthropic stream events %s" % kinds)
+    st, js, _, _ = s.req("POST", "/v1/responses", {"input": "hello", "max_output_tokens": 8, "temperature": 0})
+    check(st == 200 and js["object"] == "response" and js["usage"]["output_tokens"] <= 8, "responses")
+
+def test_errors(s):
+    def err(st, js, code, words, api="openai"):
+        ok = st == code and js is not None
+        if ok and api == "openai": msg = js.get("error", {}).get("message", "")
+        elif ok: msg = js.get("error", {}).get("message", "") if js.get("type") == "error" else ""
+        else: msg = ""
+        check(ok and all(w in msg for w in words), "error %d %s: got %s %s" % (code, words, st, js))
+    st, js, _, _ = s.req("POST", CHAT, raw=b'{"messages": [')
+    err(st, js, 400, ["not valid JSON"])
+    st, js, _, _ = s.req("POST", CHAT, raw=b'')
+    err(st, js, 400, ["not valid JSON"])
+    st, js, _, _ = s.req("POST", CHAT, raw=b'[1,2]')
+    err(st, js, 400, ["expected a JSON object"])
+    err(*s.req("POST", CHAT, {"messages": "hi"})[:2], 400, ["'messages'", "expected an array"])
+    err(*s.req("POST", CHAT, {"messages": [{"role": 5}]})[:2], 400, ["role", "expected a string"])
+    err(*s.req("POST", CHAT, {"messages": msgs(), "temperature": "hot"})[:2], 400, ["'temperature'", "expected a number"])
+    err(*s.req("POST", CHAT, {"messages": msgs(), "max_tokens": -3})[:2], 400, ["'max_tokens'"])
+    err(*s.req("POST", CHAT, {"messages": msgs(), "stop": [1]})[:2], 400, ["'stop'"])
+    err(*s.req("POST", CHAT, {"messages": msgs(), "model": "gpt-9"})[:2], 404, ["gpt-9", "qwen3moe"])
+    err(*s.req("POST", CHAT, {"messages": msgs(), "max_tokens": 100000})[:2], 400, ["100000", "512"])
+    err(*s.req("POST", CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})[:2], 400, ["image_url"])
+    err(*s.req("POST", CHAT, raw=b'{"messages": "' + b"x" * 70000 + b'"}')[:2], 413, ["limit"])
+    err(*s.req("GET", CHAT)[:2], 405, ["GET"])
+    err(*s.req("GET", "/nowhere")[:2], 404, ["/nowhere"])
+    err(*s.req("POST", "/v1/messages", {"messages": msgs()})[:2], 400, ["max_tokens"], api="anthropic")
+    err(*s.req("POST", "/v1/messages", {"max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]})[:2], 400, ["role"], api="anthropic")
+    err(*s.req("POST", "/detokenize", {"tokens": [1, 99999]})[:2], 400, ["tokens"])
+    # random junk bodies never crash the server
+    import random
+    rnd = random.Random(7)
+    seeds = [b'{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}', b'{"input":[{"type":"function_call"}]}',
+             b'{"max_tokens":3,"messages":[{"role":"user","content":[{"type":"tool_result","content":[1]}]}]}']
+    for i in range(300):
+        b = bytearray(rnd.choice(seeds))
+        for _ in range(rnd.randint(1, 6)):
+            op = rnd.randint(0, 2); pos = rnd.randrange(len(b))
+            if op == 0: b[pos] = rnd.randrange(256)
+            elif op == 1: del b[pos]
+            else: b.insert(pos, rnd.choice(b'{}[]",:0-e\\u'))
+        path = rnd.choice([CHAT, "/v1/completions", "/v1/messages", "/v1/responses", "/v1/messages/count_tokens", "/tokenize"])
+        st = s.req("POST", path, raw=bytes(b))[0]
+        check(st in (200, 400, 404, 413), "fuzz body %d on %s: status %d" % (i, path, st))
+    check(s.req("GET", "/health")[0] == 200, "alive after bad input")
+
+def test_concurrency_and_disconnects(s):
+    results = []
+    def one(i):
+        st, ev = s.sse(CHAT, {"messages": msgs("stream %d" % i), "max_tokens": 30, "stream": True, "seed": i})
+        results.append(st == 200 and ev and ev[-1][1] == "[DONE]")
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    check(len(results) == 4 and all(results), "4 concurrent streams complete")
+
+    body = json.dumps({"messages": msgs("disconnect"), "max_tokens": 400, "stream": True}).encode()
+    n = int(os.environ.get("HM_DISCONNECTS", "200"))
+    import random
+    rnd = random.Random(1)
+    for i in range(n):
+        c = socket.create_connection(("127.0.0.1", s.port))
+        c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
+                  b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        want = rnd.randint(0, 3000)
+        got = 0
+        while got < want:
+            d = c.recv(4096)
+            if not d: break
+            got += len(d)
+        c.close()
+    deadline = time.time() + 20
+    while time.time() < deadline and metric(s.metrics(), "hotmoe_slots_busy") != 0: time.sleep(0.1)
+    m = s.metrics()
+    check(metric(m, "hotmoe_slots_busy") == 0 and metric(m, "hotmoe_queue_length") == 0, "slots freed after %d disconnects" % n)
+    check(s.req("POST", CHAT, {"messages": msgs(), "max_tokens": 3})[0] == 200, "serving after disconnects")
+
+def test_metrics(s):
+    m = s.metrics()
+    for name in ("hotmoe_prompt_tokens_total", "hotmoe_generated_tokens_total", "hotmoe_slots_busy", "hotmoe_queue_length",
+                 "hotmoe_expert_cache_hits_total", "hotmoe_pcie_bytes_total", "hotmoe_expert_cpu_share", "hotmoe_time_to_first_token_seconds_count"):
+        check(metric(m, name) is not None, "metric %s present" % name)
+    g0 = metric(m, "hotmoe_generated_tokens_total")
+    s.req("POST", CHAT, {"messages": msgs(), "max_tokens": 5, "temperature": 0})
+    check(metric(s.metrics(), "hotmoe_generated_tokens_total") > g0, "generated-token counter moves")
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        print("SKIP prometheus_client parser (pip install prometheus_client)"); return
+    fams = {f.name: f for f in text_string_to_metric_families(s.metrics())}
+    check("hotmoe_time_to_first_token_seconds" in fams and fams["hotmoe_time_to_first_token_seconds"].type == "histogram", "prometheus parse")
+
+def test_queue_full():
+    s = Server("--parallel", "1", "--queue", "0", "--replay", "x" * 3000)
+    c = socket.create_connection(("127.0.0.1", s.port))
+    body = json.dumps({"messages": msgs(), "max_tokens": 400, "stream": True}).encode()
+    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    c.recv(100)
+    st, js, _, r = s.req("POST", CHAT, {"messages": msgs(), "max_tokens": 2})
+    check(st == 503 and r.getheader("Retry-After") and "queue" in js["error"]["message"], "full queue: 503 + Retry-After (%s %s)" % (st, js))
+    c.close()
+    s.stop()
+
+REPLAY = '<think>\nchecking\n</think>\n\nSure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+
+def test_replay_sdks():
+    s = Server("--replay", REPLAY, "--api-key", KEY, "--parallel", "2")
+    st, js, _, _ = s.req("POST", CHAT, {"messages": msgs(), "tools": TOOLS})
+    m = js["choices"][0]["message"]
+    check(m["tool_calls"][0]["function"]["name"] == "get_weather" and json.loads(m["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"},
+          "tool call parsed: %s" % m)
+    check(m["reasoning_content"] == "checking" and m["content"] == "Sure." and js["choices"][0]["finish_reason"] == "tool_calls", "reasoning split")
+    try:
+        import openai
+    except ImportError:
+        print("SKIP openai SDK tests (pip install openai)")
+    else:
+        cl = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % s.port, api_key=KEY)
+        r = cl.chat.completions.create(model="qwen3moe", messages=msgs(), tools=TOOLS)
+        check(r.choices[0].message.tool_calls[0].function.name == "get_weather", "openai SDK: tool call")
+        calls, content = {}, ""
+        for ch in cl.chat.completions.create(model="qwen3moe", messages=msgs(), tools=TOOLS, stream=True):
+            if not ch.choices: continue
+            d = ch.choices[0].delta
+            content += d.content or ""
+            for tc in d.tool_calls or []:
+                calls.setdefault(tc.index, ["", ""])
+                if tc.function.name: calls[tc.index][0] += tc.function.name
+                if tc.function.arguments: calls[tc.index][1] += tc.function.arguments
+        check(content == "Sure." and calls[0][0] == "get_weather" and json.loads(calls[0][1]) == {"city": "Paris"}, "openai SDK: streamed tool call")
+        with cl.responses.stream(model="qwen3moe", input="hi", tools=[{"type": "function", "name": "get_weather", "parameters": TOOLS[0]["function"]["parameters"]}]) as rs:
+            for _ in rs: pass
+            fin = rs.get_final_response()
+        fc = [o for o in fin.output if o.type == "function_call"]
+        check(fin.output_text == "Sure." and fc and fc[0].name == "get_weather", "openai SDK: responses stream")
+    try:
+        import anthropic
+    except ImportError:
+        print("SKIP anthropic SDK tests (pip install anthropic)")
+    else:
+        cl = anthropic.Anthropic(base_url="http://127.0.0.1:%d" % s.port, api_key=KEY)
+        atools = [{"name": "get_weather", "input_schema": TOOLS[0]["function"]["parameters"]}]
+        r = cl.messages.create(model="qwen3moe", max_tokens=200, messages=msgs(), tools=atools)
+        kinds = [b.type for b in r.content]
+        check(kinds == ["thinking", "text", "tool_use"] and r.content[2].input == {"city": "Paris"} and r.stop_reason == "tool_use", "anthropic SDK: %s" % kinds)
+        with cl.messages.stream(model="qwen3moe", max_tokens=200, messages=msgs(), tools=atools) as st:
+            fin = st.get_final_message()
+        check([b.type for b in fin.content] == ["thinking", "text", "tool_use"] and fin.content[2].input == {"city": "Paris"}, "anthropic SDK: stream")
+        n = cl.messages.count_tokens(model="qwen3moe", messages=msgs())
+        check(n.input_tokens > 0, "anthropic SDK: count_tokens")
+    s.stop()
+
+def main():
+    s = Server("--parallel", "4", "--api-key", KEY, "--body-limit", "65536", "--ctx", "512")
+    try:
+        test_basic(s)
+        test_errors(s)
+        test_concurrency_and_disconnects(s)
+        test_metrics(s)
+    finally:
+        s.stop()
+    test_queue_full()
+    test_replay_sdks()
+    if failures:
+        print("test_server: %d failure(s)" % len(failures)); sys.exit(1)
+    print("test_server: all passed")
+
+if __name__ == "__main__":
+    main()
