@@ -1,5 +1,6 @@
 /* kernels.c - CPU reference kernels: exact dequantization, F32 accumulation. */
 #include "cpu.h"
+#include "gemv.h"
 #include "quant.h"
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
 }
 
 void cpu_matvec(float *y, const hm_tensor *W, const float *x) {
+    /* fast kernels (gemv.c) unless `--kernels ref` or the type has none; below is the reference */
+    if (hm_kernels_get() == HM_KERNELS_FAST && hm_gemv(y, W, x) == 0) return;
     int64_t n = W->ne[0], rows = W->ne[1];
     if (W->type == 0 /* F32 */) {
         const float *w = W->data;

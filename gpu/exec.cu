@@ -2,7 +2,7 @@
  * tables on the device, and runs one decode step as one CUDA graph (the position and the token's
  * embedding are read from pinned host buffers by the graph's own copy nodes). */
 #include "exec.h"
-#include "gemv.h"
+#include "gpu_gemv.h"
 #include "ops.cuh"
 extern "C" {
 #include "quant.h"

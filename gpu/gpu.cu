@@ -2,6 +2,7 @@
 #include "gpu.h"
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <string.h>
 
 extern "C" int gpu_device_count(void) {
     int n = 0;
@@ -45,4 +46,26 @@ extern "C" size_t gpu_mem_used(int dev) {
     size_t fr = 0, tot = 0;
     if (cudaSetDevice(dev) != cudaSuccess || cudaMemGetInfo(&fr, &tot) != cudaSuccess) { cudaGetLastError(); return 0; }
     return tot - fr;
+}
+
+extern "C" double gpu_measure_h2d(int dev) {
+    size_t n = (size_t)256 << 20;
+    void *h = NULL, *d = NULL;
+    cudaEvent_t e0, e1;
+    if (cudaSetDevice(dev) != cudaSuccess || cudaMallocHost(&h, n) != cudaSuccess || cudaMalloc(&d, n) != cudaSuccess) {
+        cudaGetLastError(); if (h) cudaFreeHost(h); return 0;
+    }
+    memset(h, 1, n);
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    float best = 1e30f;
+    for (int i = 0; i < 5; i++) {
+        float ms;
+        cudaEventRecord(e0);
+        cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, 0);
+        cudaEventRecord(e1); cudaEventSynchronize(e1);
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (ms < best) best = ms;
+    }
+    cudaEventDestroy(e0); cudaEventDestroy(e1); cudaFreeHost(h); cudaFree(d);
+    return (double)n / (best * 1e-3) / 1e9;
 }

@@ -17,6 +17,8 @@ int gpu_built(void);
 /* Measured device-to-device copy bandwidth of device dev in GB/s (read + write bytes / time,
  * the convention of ../shared/design/DEVICE.md), or 0 without a GPU. */
 double gpu_measure_d2d(int dev);
+/* Pinned host-to-device cudaMemcpyAsync bandwidth in GB/s (best of several 256 MiB copies), 0 without a GPU. */
+double gpu_measure_h2d(int dev);
 /* Bytes of device memory in use on dev (total - free), 0 without a GPU. */
 size_t gpu_mem_used(int dev);
 

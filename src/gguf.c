@@ -270,11 +270,20 @@ char *gguf_get_str(const gguf_file *g, const char *key) {
     return hm_strndup(kv->str.s, kv->str.len);
 }
 
+/* float -> int64 for values from a file: NaN gives 0, out-of-range values saturate (a plain cast is UB) */
+static int64_t f64_to_i64(double x) {
+    if (x != x) return 0;
+    if (x >= 9223372036854775807.0) return INT64_MAX;
+    if (x <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)x;
+}
+
 double gguf_arr_f64(const gguf_kv *kv, uint64_t i) {
     const uint8_t *p = kv->arr_data + i * vtype_size[kv->arr_type];
     switch (kv->arr_type) {
     case GGUF_F32: { float x; memcpy(&x, p, 4); return x; }
     case GGUF_F64: { double x; memcpy(&x, p, 8); return x; }
+    case GGUF_U64: { uint64_t x; memcpy(&x, p, 8); return (double)x; }
     default: return (double)gguf_arr_i64(kv, i);
     }
 }
@@ -289,8 +298,8 @@ int64_t gguf_arr_i64(const gguf_kv *kv, uint64_t i) {
     case GGUF_U32: { uint32_t x; memcpy(&x, p, 4); return x; }
     case GGUF_I32: { int32_t x; memcpy(&x, p, 4); return x; }
     case GGUF_U64: case GGUF_I64: { int64_t x; memcpy(&x, p, 8); return x; }
-    case GGUF_F32: { float x; memcpy(&x, p, 4); return (int64_t)x; }
-    case GGUF_F64: { double x; memcpy(&x, p, 8); return (int64_t)x; }
+    case GGUF_F32: { float x; memcpy(&x, p, 4); return f64_to_i64(x); }
+    case GGUF_F64: { double x; memcpy(&x, p, 8); return f64_to_i64(x); }
     }
     return 0;
 }

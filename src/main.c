@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "convert.h"
 #include "cpu.h"
+#include "gemv.h"
 #include "gguf.h"
 #include "gpu.h"
 #include "loader.h"
@@ -78,6 +79,12 @@ static void parse_opts(opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--tokenizer")) o->tokenizer_path = VAL();
         else if (!strcmp(a, "--outtype") || !strcmp(a, "--type")) o->outtype = VAL();
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--kernels")) {
+            const char *k = VAL();
+            if (!strcmp(k, "ref")) hm_kernels_set(HM_KERNELS_REF);
+            else if (!strcmp(k, "fast")) hm_kernels_set(HM_KERNELS_FAST);
+            else die("--kernels: expected fast or ref, found '%s'", k);
+        }
         else if (!strcmp(a, "--device")) {
             o->device = runner_parse_device(VAL());
             if (o->device < 0) die("--device: expected cpu, cuda or auto, found '%s'", v);
@@ -327,6 +334,8 @@ static int cmd_quantize(int argc, char **argv) {
 static int cmd_help(int argc, char **argv);
 int cmd_simulate(int argc, char **argv); /* src/cmd_simulate.c */
 int cmd_serve(int argc, char **argv);    /* src/cmd_serve.c */
+int cmd_plan(int argc, char **argv);      /* src/cmd_plan.c */
+int cmd_calibrate(int argc, char **argv); /* src/cmd_plan.c */
 
 static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
     { "serve",    cmd_serve,    "serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N] [--queue N]\n"
@@ -340,6 +349,9 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     { "quantize", cmd_quantize, "quantize IN OUT.gguf --type Q8_0|Q4_K_M|Q3_K_M|Q2_K|Q4_0|Q6_K|MXFP4_MOE|..." },
     { "simulate", cmd_simulate, "simulate --trace FILE --slots N[,N..] [--static N] [--policy lru|lfu|static|exchange|belady|all] [--json]\n"
                                 "                  | --generate mixtral|a3b|air|glm [--tokens N] [--seed S] [--write OUT]" },
+    { "plan",     cmd_plan,     "plan -m PATH [--gpu-mem GiB[,GiB]] [--ram GiB] [--routing TRACE] [--ctx N] [--streams N] [--cold auto|stream|cpu]\n"
+                                "                  [--static-experts N] [--cache-slots N] [--cpu-experts N|N0,N1] [--gpu-split W0,W1] [--config FILE] [--json]" },
+    { "calibrate", cmd_calibrate, "calibrate [--out FILE]   (measures DRAM, CPU GEMV, PCIe, HBM rates; plan reads the file)" },
     { "help",     cmd_help,     "help" },
 };
 
@@ -356,6 +368,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) return cmd_help(0, NULL);
-    fprintf(stderr, "hotmoe: unknown command '%s' (expected serve, generate, logits, tokenize, inspect, convert, quantize, simulate, help)\n", argv[1]);
+    fprintf(stderr, "hotmoe: unknown command '%s' (expected serve, generate, logits, tokenize, inspect, convert, quantize, simulate, plan, calibrate, help)\n", argv[1]);
     return 2;
 }

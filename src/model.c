@@ -49,6 +49,8 @@ static int check_config(const hm_config *c, const char *src, hm_error *e) {
     NEED(c->n_expert >= 1 && c->n_expert <= 4096, "n_expert", c->n_expert);
     NEED(c->n_expert_used >= 1 && c->n_expert_used <= c->n_expert, "n_expert_used", c->n_expert_used);
     NEED(c->n_ff_exp >= 1, "n_ff_exp", c->n_ff_exp);
+    NEED(c->n_shared_exp >= 0 && c->n_shared_exp <= c->n_expert, "n_shared_exp", c->n_shared_exp);
+    NEED(c->n_shared_exp == 0 || (c->n_ff_shexp >= 1 && c->n_ff_shexp < INT32_MAX), "n_ff_shexp", c->n_ff_shexp);
     NEED(c->n_dense_lead >= 0 && c->n_dense_lead <= c->n_layer, "n_dense_lead", c->n_dense_lead);
     NEED(c->n_dense_lead == 0 || c->n_ff >= 1, "n_ff", c->n_ff);
     NEED(c->n_group >= 1 && c->n_expert % c->n_group == 0, "n_group", c->n_group);
@@ -58,6 +60,12 @@ static int check_config(const hm_config *c, const char *src, hm_error *e) {
     NEED(c->rope_theta > 0, "rope_theta", (long long)c->rope_theta);
 #undef NEED
     return 0;
+}
+
+/* a*b for sizes read from a file: clamped to INT32_MAX instead of overflowing (check_config refuses it) */
+static int mul_sat(int a, int b) {
+    int64_t p = (int64_t)a * b;
+    return p > INT32_MAX ? INT32_MAX : p < INT32_MIN ? INT32_MIN : (int)p;
 }
 
 static int kv_int(const gguf_file *g, const char *arch, const char *k, int def, int required, int *out, hm_error *e) {
@@ -122,7 +130,7 @@ static int config_from_gguf(hm_config *c, const gguf_file *g, hm_error *e) {
         kv_float(g, a, "expert_weights_scale", 1.0f, &c->routed_scale, e) ||
         kv_int(g, a, "expert_group_count", 1, 0, &c->n_group, e) ||
         kv_int(g, a, "expert_group_used_count", 1, 0, &c->topk_group, e) ||
-        kv_int(g, a, "expert_shared_feed_forward_length", c->n_ff_exp * c->n_shared_exp, 0, &c->n_ff_shexp, e))
+        kv_int(g, a, "expert_shared_feed_forward_length", mul_sat(c->n_ff_exp, c->n_shared_exp), 0, &c->n_ff_shexp, e))
         return -1;
     if (vlen != c->head_dim)
         return hm_fail(e, "%s: %s.attention.value_length: expected equal to key_length %d, found %d", g->path, a, c->head_dim, vlen);
@@ -148,7 +156,9 @@ static int js_int(cJSON *o, const char *k, int def, int required, int *out, cons
         *out = def; return 0;
     }
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 2e9)
-        return hm_fail(e, "%s: %s: expected an integer, found %s", src, k, cJSON_IsNumber(v) ? "a non-integer" : "another type");
+        return hm_fail(e, "%s: %s: expected an integer, found %s", src, k,
+                       !cJSON_IsNumber(v) ? "another type" : v->valuedouble != floor(v->valuedouble) ? "a non-integer"
+                                                                                                  : "an out-of-range number");
     *out = (int)v->valuedouble;
     return 0;
 }
@@ -173,7 +183,11 @@ static int config_from_hf(hm_config *c, const char *dir, hm_error *e) {
     char *txt = hm_read_file(path, NULL, e);
     if (!txt) return -1;
     cJSON *j = cJSON_Parse(txt); free(txt);
-    if (!cJSON_IsObject(j)) { cJSON_Delete(j); return hm_fail(e, "%s: expected a JSON object, found malformed JSON", path); }
+    if (!cJSON_IsObject(j)) {
+        const char *found = j ? "another JSON value" : "malformed JSON";
+        cJSON_Delete(j);
+        return hm_fail(e, "%s: expected a JSON object, found %s", path, found);
+    }
     int rc = -1;
     cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
     const char *mts = cJSON_IsString(mt) ? mt->valuestring : "";
@@ -224,7 +238,7 @@ static int config_from_hf(hm_config *c, const char *dir, hm_error *e) {
             js_int(j, "num_nextn_predict_layers", 0, 0, &c->n_nextn, path, e))
             goto out;
         c->router_fn = HM_ROUTER_SIGMOID;
-        c->n_ff_shexp = c->n_ff_exp * c->n_shared_exp;
+        c->n_ff_shexp = mul_sat(c->n_ff_exp, c->n_shared_exp);
     } else {
         /* hub files say num_experts; transformers 5 writes num_local_experts */
         const char *ne_key = cJSON_GetObjectItemCaseSensitive(j, "num_experts") ? "num_experts" : "num_local_experts";
@@ -240,6 +254,10 @@ static int config_from_hf(hm_config *c, const char *dir, hm_error *e) {
         c->qk_norm = 1;
         c->routed_scale = 1.0f;
         c->n_group = c->topk_group = 1;
+    }
+    if (!(prf > 0 && prf <= 1)) { /* also keeps the float -> int conversion below defined */
+        hm_fail(e, "%s: partial_rotary_factor: expected a number in (0, 1], found %g", path, prf);
+        goto out;
     }
     c->n_rot = (int)(c->head_dim * prf);
     model_config_derive(c);
@@ -420,6 +438,15 @@ static int load_tensors(hm_model *m, hm_error *e) {
 
 /* ---------------------------------------------------------------- entry points */
 
+/* A tokenizer that can produce ids past the embedding table would make the forward pass read
+ * outside the mapped file (generate feeds encoded ids straight to cpu_forward). */
+static int check_tokenizer(const hm_model *m, hm_error *e) {
+    if (m->tok && tokenizer_n_vocab(m->tok) > m->cfg.n_vocab)
+        return hm_fail(e, "%s: tokenizer vocab: expected at most %d tokens (the embedding rows), found %d", m->path,
+                       m->cfg.n_vocab, tokenizer_n_vocab(m->tok));
+    return 0;
+}
+
 int model_load(hm_model *m, const char *path, hm_error *e) {
     memset(m, 0, sizeof *m);
     m->path = hm_strdup(path);
@@ -439,6 +466,7 @@ int model_load(hm_model *m, const char *path, hm_error *e) {
             if (cJSON_IsString(ct)) m->chat_template = hm_strdup(ct->valuestring);
             cJSON_Delete(j); free(txt);
         }
+        if (check_tokenizer(m, e)) goto fail;
     } else {
         m->store->is_gguf = 1; m->from_gguf = 1;
         if (gguf_open(&m->store->gguf, path, e) || config_from_gguf(&m->cfg, &m->store->gguf, e)) goto fail;
@@ -446,6 +474,7 @@ int model_load(hm_model *m, const char *path, hm_error *e) {
         if (gguf_find_kv(&m->store->gguf, "tokenizer.ggml.model") && !(m->tok = tokenizer_load_gguf(&m->store->gguf, e)))
             goto fail;
         m->chat_template = gguf_get_str(&m->store->gguf, "tokenizer.chat_template");
+        if (check_tokenizer(m, e)) goto fail;
     }
     return 0;
 fail:

@@ -36,8 +36,9 @@ int st_parse(st_set *s, const uint8_t *buf, size_t size, const char *name, int f
                        size - 8, hlen);
     cJSON *root = cJSON_ParseWithLength((const char *)buf + 8, (size_t)hlen);
     if (!root || !cJSON_IsObject(root)) {
+        const char *found = root ? "another JSON value" : "malformed JSON";
         cJSON_Delete(root);
-        return hm_fail(e, "%s: header: expected a JSON object, found malformed JSON", name);
+        return hm_fail(e, "%s: header: expected a JSON object, found %s", name, found);
     }
     size_t data_size = size - 8 - (size_t)hlen;
     const uint8_t *data = buf + 8 + hlen;

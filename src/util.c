@@ -16,6 +16,9 @@ int hm_fail(hm_error *e, const char *fmt, ...) {
         va_list ap; va_start(ap, fmt);
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        /* messages quote names taken from files: keep them one printable line */
+        for (char *p = e->msg; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     }
     return -1;
 }

@@ -78,15 +78,15 @@ int main(void) {
 
     /* routing record -> replay: the replayed choices are the model's own, so logits are identical */
     const char *g4 = HM_TESTS_DIR "/fixtures/glm4moe";
-    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 5,6,7,8,9 -o '%s/cli_a.f32' --record-routing '%s/cli.hmrt' && "
-             "'%s' logits -m '%s' --tokens 5,6,7,8,9 -o '%s/cli_b.f32' --replay-routing '%s/cli.hmrt' && cmp '%s/cli_a.f32' '%s/cli_b.f32'",
+    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 5,6,7,8,9 -o '%s/cli_a.f32' --device cpu --record-routing '%s/cli.hmrt' && "
+             "'%s' logits -m '%s' --tokens 5,6,7,8,9 -o '%s/cli_b.f32' --device cpu --replay-routing '%s/cli.hmrt' && cmp '%s/cli_a.f32' '%s/cli_b.f32'",
              bin, g4, HM_BUILD_DIR, HM_BUILD_DIR, bin, g4, HM_BUILD_DIR, HM_BUILD_DIR, HM_BUILD_DIR, HM_BUILD_DIR);
     rc = run(cmd, out, sizeof out);
     check(rc == 0, "--record-routing then --replay-routing of the same run: identical logits", NULL);
     snprintf(cmd, sizeof cmd, "'%s' simulate --trace '%s/cli.hmrt' --slots 4 --policy lru --json", bin, HM_BUILD_DIR);
     rc = run(cmd, out, sizeof out);
     check(rc == 0 && strstr(out, "\"lru\"") && strstr(out, "hit_rate"), "the recorded trace feeds the simulator", NULL);
-    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 5,6 -o /dev/null --replay-routing '%s/data/routing/decode_83.jsonl' 2>&1",
+    snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 5,6 -o /dev/null --device cpu --replay-routing '%s/data/routing/decode_83.jsonl' 2>&1",
              bin, g4, HM_TESTS_DIR);
     rc = run(cmd, out, sizeof out);
     check(rc == 1 && strstr(out, "decode_83.jsonl"), "a trace of another model (32 layers, top-2) is refused, named", out);

@@ -1,0 +1,207 @@
+/* gemv.cu - quantized GEMV for decode: one matrix (gpu_gemv) or k experts picked through a
+ * device pointer table (gpu_gemv_experts, gpu_gemv_experts_swiglu), every type of the quant table.
+ *
+ * Shape of the work: a thread block owns GEMV_NR dot products (4 rows of one matrix, or 2 rows of
+ * gate and the same 2 of up) and its 32..256 threads stride over the row's parts (qdev.cuh), so
+ * each x value loaded from L1 serves 4 weight rows; weights are decoded in registers, summed in
+ * F32, reduced by warp shuffles then across warps in a fixed order (deterministic). blockIdx.y is
+ * the expert slot; its matrix comes from the table at run time, never from base + e*stride. */
+#include <stdarg.h>
+#include <stdint.h>
+#include "gpu_gemv.h"
+#include "gpu_check.h"
+#include "qdev.cuh"
+#include "qdev_k.cuh"
+extern "C" {
+#include "quant_blocks.h"
+}
+
+/* the device decoders agree with the CPU's block layouts */
+static_assert(TQ4_0::BS == sizeof(hm_block_q4_0) && TQ4_0::QK == HM_QK, "q4_0");
+static_assert(TQ4_1::BS == sizeof(hm_block_q4_1), "q4_1");
+static_assert(TQ5_0::BS == sizeof(hm_block_q5_0), "q5_0");
+static_assert(TQ5_1::BS == sizeof(hm_block_q5_1), "q5_1");
+static_assert(TQ8_0::BS == sizeof(hm_block_q8_0), "q8_0");
+static_assert(TMXFP4::BS == sizeof(hm_block_mxfp4), "mxfp4");
+static_assert(TQ2_K::BS == sizeof(hm_block_q2_K) && TQ2_K::QK == HM_QK_K, "q2_K");
+static_assert(TQ3_K::BS == sizeof(hm_block_q3_K), "q3_K");
+static_assert(TQ4_K::BS == sizeof(hm_block_q4_K), "q4_K");
+static_assert(TQ5_K::BS == sizeof(hm_block_q5_K), "q5_K");
+static_assert(TQ6_K::BS == sizeof(hm_block_q6_K), "q6_K");
+static_assert(TIQ4_XS::BS == sizeof(hm_block_iq4_xs), "iq4_xs");
+
+static thread_local char g_err[256];
+
+/* Records why a call failed (shared with dequant.cu); returns -1. */
+int gemv_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_err, sizeof g_err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+extern "C" const char *gpu_gemv_error(void) { return g_err; }
+
+#define GEMV_NR 4             /* dot products per thread block */
+#define GEMV_MAX_THREADS 256
+
+struct gemv_params {
+    const uint8_t *w;                      /* the matrix, when tab0 is NULL */
+    const void *const *tab0, *const *tab1; /* device tables of expert matrices (tab1: up) */
+    const int *ids;                        /* device [k] */
+    const float *x;                        /* (k or 1, ncols), row stride x_stride */
+    int64_t x_stride;
+    float *y;                              /* (k, nrows), row stride y_stride */
+    int64_t y_stride;
+    int ncols, nrows;
+};
+
+/* NMAT = 1: y = W x over GEMV_NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over
+ * GEMV_NR/2 rows per block. */
+template <class T, int NMAT>
+__global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_params p) {
+    constexpr int NR = GEMV_NR, ROWS = NR / NMAT;
+    const int e = blockIdx.y;
+    const uint8_t *w0 = p.w, *w1 = nullptr;
+    if (p.tab0) {
+        const int id = p.ids[e];
+        w0 = (const uint8_t *)p.tab0[id];
+        if (NMAT == 2) w1 = (const uint8_t *)p.tab1[id];
+    }
+    const float *x = p.x + e * p.x_stride;
+    const int nb = p.ncols / T::QK, nparts = nb * T::NT;
+    const size_t rs = (size_t)nb * T::BS;
+    const int r0 = blockIdx.x * ROWS;
+    const uint8_t *rows[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) { /* past the last row: recompute the last row, write nothing */
+        const int r = min(r0 + i % ROWS, p.nrows - 1);
+        rows[i] = (NMAT == 2 && i >= ROWS ? w1 : w0) + (size_t)r * rs;
+    }
+    float acc[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++) acc[i] = 0.f;
+#pragma unroll 2
+    for (int q = threadIdx.x; q < nparts; q += blockDim.x) {
+        const int ib = q / T::NT;
+        T::template dot<NR>(rows, ib, q % T::NT, x + (size_t)ib * T::QK, acc);
+    }
+
+    __shared__ float red[NR][GEMV_MAX_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < NR; i++) {
+        float v = acc[i];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+        if (lane == 0) red[i][warp] = v;
+    }
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i < ROWS && r0 + i < p.nrows) {
+        const int nw = blockDim.x >> 5;
+        float a = 0.f, b = 0.f;
+        for (int w = 0; w < nw; w++) {
+            a += red[i][w];
+            if (NMAT == 2) b += red[ROWS + i][w];
+        }
+        p.y[e * p.y_stride + r0 + i] = NMAT == 2 ? a / (1.f + expf(-a)) * b : a;
+    }
+}
+
+template <class T>
+static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
+    const int nparts = p.ncols / T::QK * T::NT;
+    int threads = (nparts + 31) / 32 * 32;
+    threads = threads < 32 ? 32 : threads > GEMV_MAX_THREADS ? GEMV_MAX_THREADS : threads;
+    const int rows = GEMV_NR / nmat;
+    const dim3 grid((unsigned)((p.nrows + rows - 1) / rows), (unsigned)k);
+    if (nmat == 2) gemv_kernel<T, 2><<<grid, threads, 0, s>>>(p);
+    else gemv_kernel<T, 1><<<grid, threads, 0, s>>>(p);
+    CUDA_CHECK_LAUNCH();
+    return 0;
+}
+
+/* float types: 16-byte vectors when every row and x slice starts 16-byte aligned, else scalars */
+template <class TV, class TS>
+static int gemv_launch_float(const gemv_params &p, int k, int nmat, cudaStream_t s) {
+    if (p.ncols % TV::QK == 0) return gemv_launch<TV>(p, k, nmat, s);
+    return gemv_launch<TS>(p, k, nmat, s);
+}
+
+typedef int (*gemv_fn)(const gemv_params &, int k, int nmat, cudaStream_t);
+struct gemv_type {
+    int type;
+    const char *name;
+    int blck;
+    gemv_fn run;
+};
+
+static const gemv_type k_types[] = {
+    { HM_TYPE_F32,     "F32",    1,        gemv_launch_float<TF32V, TF32S> },
+    { HM_TYPE_F16,     "F16",    1,        gemv_launch_float<THalfV<false>, THalfS<false>> },
+    { HM_TYPE_BF16,    "BF16",   1,        gemv_launch_float<THalfV<true>, THalfS<true>> },
+    { HM_TYPE_Q4_0,    "Q4_0",   HM_QK,    gemv_launch<TQ4_0> },
+    { HM_TYPE_Q4_1,    "Q4_1",   HM_QK,    gemv_launch<TQ4_1> },
+    { HM_TYPE_Q5_0,    "Q5_0",   HM_QK,    gemv_launch<TQ5_0> },
+    { HM_TYPE_Q5_1,    "Q5_1",   HM_QK,    gemv_launch<TQ5_1> },
+    { HM_TYPE_Q8_0,    "Q8_0",   HM_QK,    gemv_launch<TQ8_0> },
+    { HM_TYPE_MXFP4,   "MXFP4",  HM_QK,    gemv_launch<TMXFP4> },
+    { HM_TYPE_Q2_K,    "Q2_K",   HM_QK_K,  gemv_launch<TQ2_K> },
+    { HM_TYPE_Q3_K,    "Q3_K",   HM_QK_K,  gemv_launch<TQ3_K> },
+    { HM_TYPE_Q4_K,    "Q4_K",   HM_QK_K,  gemv_launch<TQ4_K> },
+    { HM_TYPE_Q5_K,    "Q5_K",   HM_QK_K,  gemv_launch<TQ5_K> },
+    { HM_TYPE_Q6_K,    "Q6_K",   HM_QK_K,  gemv_launch<TQ6_K> },
+    { HM_TYPE_IQ4_XS,  "IQ4_XS", HM_QK_K,  gemv_launch<TIQ4_XS> },
+};
+
+static const gemv_type *gemv_find(int type) {
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        if (k_types[i].type == type) return &k_types[i];
+    return NULL;
+}
+
+extern "C" int gpu_gemv_supported(int type) { return gemv_find(type) != NULL; }
+
+/* The checks every entry point shares; *out gets the type's row. */
+static int gemv_check(const char *fn, int type, const float *x, int ncols, int nrows, int k, const gemv_type **out) {
+    const gemv_type *t = gemv_find(type);
+    if (!t) return gemv_fail("%s: ggml type %d has no GPU kernel", fn, type);
+    if (ncols <= 0 || ncols % t->blck)
+        return gemv_fail("%s: ncols %d must be a positive multiple of %s's block of %d", fn, ncols, t->name, t->blck);
+    if (nrows < 0 || k < 0 || k > 65535) return gemv_fail("%s: nrows %d, k %d: expected nrows >= 0, 0 <= k <= 65535", fn, nrows, k);
+    if ((uintptr_t)x % 16) return gemv_fail("%s: x at %p is not 16-byte aligned", fn, (const void *)x);
+    *out = t;
+    return 0;
+}
+
+extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv", type, x, ncols, nrows, 1, &t)) return -1;
+    if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv: W at %p is not 16-byte aligned", W);
+    if (nrows == 0) return 0;
+    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows };
+    return t->run(p, 1, 1, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
+                                       const int *ids, int k, const float *x, float *act, int ncols,
+                                       int nrows, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_experts_swiglu", type, x, ncols, nrows, k, &t)) return -1;
+    if (!gate_tab || !up_tab || !ids) return gemv_fail("gpu_gemv_experts_swiglu: NULL table or ids");
+    if (nrows == 0 || k == 0) return 0;
+    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows };
+    return t->run(p, k, 2, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, const float *x,
+                                float *y, int ncols, int nrows, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_experts", type, x, ncols, nrows, k, &t)) return -1;
+    if (!w_tab || !ids) return gemv_fail("gpu_gemv_experts: NULL table or ids");
+    if (nrows == 0 || k == 0) return 0;
+    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows };
+    return t->run(p, k, 1, (cudaStream_t)stream);
+}

@@ -1,0 +1,52 @@
+/* gpu_gemv.h - quantized matrix-vector products for decode and dequantization for prefill tiles, on
+ * the GPU, for every type of cpu/quant.h's table (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K
+ * Q4_K Q5_K Q6_K MXFP4 IQ4_XS). Plain C; streams are cudaStream_t passed as void* (NULL: default).
+ *
+ * Weights are row-major, row r at W + r * hm_row_size(type, ncols), in device memory that is
+ * 16-byte aligned (cudaMalloc gives 256). x, y, act: device float arrays, 16-byte aligned.
+ * Accumulation is F32 with F32 activations (no quantization of x): the result is the dot
+ * product of the exactly dequantized weights with x, up to F32 rounding of the sum.
+ * Every function enqueues on the stream and returns at once: 0, or -1 (nothing enqueued) for an
+ * unsupported type, a bad size or alignment, or a failed launch; gpu_gemv_error() says which.
+ * Execution errors surface at the caller's next synchronization. */
+#ifndef HM_GPU_GEMV_H
+#define HM_GPU_GEMV_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when the GEMV and dequant kernels handle type (a ggml type id), else 0. */
+int gpu_gemv_supported(int type);
+
+/* y[r] = sum_c W[r][c] x[c] for r < nrows. ncols: a positive multiple of the type's block size. */
+int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream);
+
+/* For j < k, e = ids[j]: act[j][r] = silu(gate_e[r] . x) * (up_e[r] . x), one launch.
+ * gate_tab, up_tab: DEVICE arrays of per-expert matrix pointers ([nrows][ncols] each), read at
+ * run time (a cache manager may rewrite them between launches); ids: device [k]; x: [ncols],
+ * shared by all k; act: [k][nrows]. k <= 65535. */
+int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
+                            const int *ids, int k, const float *x, float *act, int ncols,
+                            int nrows, void *stream);
+
+/* For j < k: y[j] = W_{ids[j]} x[j], one launch (down projections; the caller combines the k
+ * rows with the routing weights). w_tab: device table as above; x: [k][ncols]; y: [k][nrows]. */
+int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, const float *x,
+                     float *y, int ncols, int nrows, void *stream);
+
+/* dst[i] = the i-th value of src dequantized exactly as the CPU's to_float does, rounded to
+ * bf16 (out_f16 == 0) or f16 (out_f16 != 0) as hm_f32_to_bf16 / hm_f32_to_fp16 do: bit-identical
+ * to the CPU path. n: element count, a multiple of the block size; src 2-byte aligned (block
+ * boundaries of a matrix are; any address for MXFP4; 4 for F32), dst 8-byte aligned unless the
+ * type is F32/F16/BF16 (then 2). */
+int gpu_dequant(int type, const void *src, void *dst, int64_t n, int out_f16, void *stream);
+
+/* The reason for the last -1 returned on this thread by a function above. */
+const char *gpu_gemv_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

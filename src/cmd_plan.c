@@ -1,0 +1,644 @@
+/* cmd_plan.c - `hotmoe plan` (the placement planner on a model file: what lives where and the
+ * predicted tok/s, as a table or JSON) and `hotmoe calibrate` (measures the link rates the cost
+ * model uses and caches them in a small JSON file that plan reads). The planner itself is pure
+ * (placement/plan.h); this file turns a loaded model, a routing trace and flags into its inputs. */
+#define _GNU_SOURCE
+#include "config.h"
+#include "gemv.h"
+#include "gpu.h"
+#include "loader.h"
+#include "plan.h"
+#include "quant.h"
+#include "sim.h"
+#include "trace.h"
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int cmd_plan(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+
+#define GIB 1073741824.0
+
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct {
+    const char *model, *routing, *calibration;
+    int json;
+    double gpu_mem[PLAN_MAX_GPU], gpu_split[PLAN_MAX_GPU], ram, workspace_mib;
+    int n_gpu_mem, n_gpu_split, n_cpu_experts;
+    double pcie, dram, hbm;
+    plan_inputs in;
+} plan_opts;
+
+static const char plan_usage[] =
+    "usage: hotmoe plan -m MODEL [--gpu-mem GiB[,GiB...]] [--ram GiB] [--routing TRACE] [--ctx N] [--streams N]\n"
+    "                   [--cold auto|stream|cpu] [--static-experts N] [--cache-slots N] [--cpu-experts N|N0,N1]\n"
+    "                   [--gpu-split W0,W1] [--staging N] [--workspace-mib X] [--prompt N] [--prefill-chunk N]\n"
+    "                   [--decode-pos N] [--calibration FILE] [--pcie-gbs X] [--dram-gbs X] [--hbm-gbs X]\n"
+    "                   [--config FILE] [--json]\n"
+    "  --gpu-mem 0 (or no GPU and no --gpu-mem): CPU only. Rates: --calibration FILE, else the file of\n"
+    "  `hotmoe calibrate` when present, else ../shared/design/DEVICE.md's; --*-gbs override either.\n";
+
+static int bad(const char *flag, const char *want, const char *found) {
+    fprintf(stderr, "hotmoe plan: %s: expected %s, found '%s'\n", flag, want, found ? found : "nothing");
+    return -1;
+}
+
+static int num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end; errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
+        char want[80]; snprintf(want, sizeof want, "a number in [%g, %g]", lo, hi);
+        return bad(flag, want, v);
+    }
+    *out = x;
+    return 0;
+}
+
+static int inum(const char *flag, const char *v, int lo, int hi, int *out) {
+    double x;
+    if (num(flag, v, lo, hi, &x)) return -1;
+    if (x != floor(x)) return bad(flag, "an integer", v);
+    *out = (int)x;
+    return 0;
+}
+
+/* "24" or "24,24": up to PLAN_MAX_GPU numbers. Returns the count or -1. */
+static int num_list(const char *flag, const char *v, double lo, double hi, double *out) {
+    if (!v) return bad(flag, "a number or a comma-separated list", v);
+    char *s = strdup(v), *save = NULL;
+    int n = 0;
+    for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == PLAN_MAX_GPU) { free(s); return bad(flag, "at most 8 values", v); }
+        if (num(flag, tok, lo, hi, &out[n++])) { free(s); return -1; }
+    }
+    free(s);
+    return n ? n : bad(flag, "at least one value", v);
+}
+
+static int parse_plan(plan_opts *o, int argc, char **argv) {
+    memset(o, 0, sizeof *o);
+    plan_inputs_init(&o->in);
+    o->n_gpu_mem = -1; o->ram = -1; o->workspace_mib = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double cpu[PLAN_MAX_GPU];
+        int rc = 0;
+        if (!strcmp(a, "--json")) { o->json = 1; continue; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(plan_usage, stdout); return 1; }
+        i++;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+        else if (!strcmp(a, "--routing")) o->routing = v;
+        else if (!strcmp(a, "--calibration")) o->calibration = v;
+        else if (!strcmp(a, "--gpu-mem")) rc = (o->n_gpu_mem = num_list(a, v, 0, 1 << 20, o->gpu_mem)) < 0;
+        else if (!strcmp(a, "--gpu-split")) rc = (o->n_gpu_split = num_list(a, v, 0, 1 << 20, o->gpu_split)) < 0;
+        else if (!strcmp(a, "--ram")) rc = num(a, v, 0, 1 << 24, &o->ram);
+        else if (!strcmp(a, "--workspace-mib")) rc = num(a, v, 0, 1 << 24, &o->workspace_mib);
+        else if (!strcmp(a, "--pcie-gbs")) rc = num(a, v, 0.001, 1e6, &o->pcie);
+        else if (!strcmp(a, "--dram-gbs")) rc = num(a, v, 0.001, 1e6, &o->dram);
+        else if (!strcmp(a, "--hbm-gbs")) rc = num(a, v, 0.001, 1e6, &o->hbm);
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) rc = inum(a, v, 1, 1 << 24, &o->in.ctx);
+        else if (!strcmp(a, "--streams")) rc = inum(a, v, 1, 4096, &o->in.streams);
+        else if (!strcmp(a, "--decode-pos")) rc = inum(a, v, 0, 1 << 24, &o->in.decode_pos);
+        else if (!strcmp(a, "--prompt")) rc = inum(a, v, 1, 1 << 24, &o->in.prompt);
+        else if (!strcmp(a, "--prefill-chunk")) rc = inum(a, v, 1, 1 << 20, &o->in.chunk);
+        else if (!strcmp(a, "--static-experts")) rc = inum(a, v, 0, 65535, &o->in.static_experts);
+        else if (!strcmp(a, "--cache-slots")) rc = inum(a, v, 0, 65535, &o->in.cache_slots);
+        else if (!strcmp(a, "--staging")) rc = inum(a, v, 0, 65535, &o->in.staging_experts);
+        else if (!strcmp(a, "--cpu-experts")) {
+            rc = (o->n_cpu_experts = num_list(a, v, 0, 65535, cpu)) < 0;
+            for (int d = 0; !rc && d < o->n_cpu_experts; d++) {
+                if (cpu[d] != floor(cpu[d])) { rc = bad(a, "integers", v); break; }
+                o->in.cpu_experts[d] = (int)cpu[d];
+            }
+            o->in.n_cpu_experts = rc ? 0 : o->n_cpu_experts;
+        } else if (!strcmp(a, "--cold")) {
+            int c = plan_cold_parse(v);
+            if (c < 0) rc = bad(a, "auto, stream or cpu", v);
+            else o->in.cold = (plan_cold)c;
+        } else { fprintf(stderr, "hotmoe plan: unknown option '%s'\n%s", a, plan_usage); return -1; }
+        if (rc) return -1;
+        if (!v) return bad(a, "a value after it", v);
+    }
+    if (!o->model) { fprintf(stderr, "hotmoe plan: expected -m MODEL\n%s", plan_usage); return -1; }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- model -> planner inputs */
+
+static uint64_t tb(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
+static uint64_t vb(const hm_tensor *t) { return t->data ? (uint64_t)t->ne[0] * 4 : 0; }   /* vectors: f32 */
+static double mflops(const hm_tensor *t) { return t->data ? 2.0 * (double)t->ne[0] * (double)t->ne[1] : 0; }
+static uint64_t ffn_b(const hm_ffn_w *f) { return tb(&f->gate) + tb(&f->up) + tb(&f->down); }
+static double ffn_f(const hm_ffn_w *f) { return mflops(&f->gate) + mflops(&f->up) + mflops(&f->down); }
+
+static int type_class(int t) {
+    switch (t) {
+    case HM_TYPE_F32: case HM_TYPE_F16: case HM_TYPE_BF16: return COST_CLASS_FLOAT;
+    case HM_TYPE_Q8_0: case HM_TYPE_Q8_1: case HM_TYPE_Q8_K: return COST_CLASS_Q8;
+    case HM_TYPE_Q2_K: case HM_TYPE_Q3_K: case HM_TYPE_Q4_K: case HM_TYPE_Q5_K: case HM_TYPE_Q6_K: return COST_CLASS_K;
+    default: return COST_CLASS_Q4;
+    }
+}
+
+/* The class that holds most of an expert's bytes. */
+static int expert_class(const hm_ffn_w *f) {
+    const hm_tensor *m[3] = { &f->gate, &f->up, &f->down };
+    uint64_t by[COST_CLASS_COUNT] = { 0 };
+    for (int i = 0; i < 3; i++) by[type_class(m[i]->type)] += tb(m[i]);
+    int best = 0;
+    for (int c = 1; c < COST_CLASS_COUNT; c++) if (by[c] > by[best]) best = c;
+    return best;
+}
+
+static uint64_t layer_dense(const hm_layer *l) {
+    return vb(&l->attn_norm) + vb(&l->ffn_norm) + vb(&l->bq) + vb(&l->bk) + vb(&l->bv) + vb(&l->q_norm) +
+           vb(&l->k_norm) + vb(&l->router_bias) + tb(&l->wq) + tb(&l->wk) + tb(&l->wv) + tb(&l->wo) + tb(&l->router) +
+           ffn_b(&l->dense) + ffn_b(&l->shexp);
+}
+
+/* Activations of a decode step (as gpu/exec.cu sizes them) plus those of a prefill chunk. */
+static uint64_t workspace_estimate(const hm_config *c, int ctx, int chunk) {
+    double ff = c->n_ff, fe = (double)c->n_ff_exp * c->n_expert_used;
+    if (fe > ff) ff = fe;
+    if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
+    double dec = (double)c->n_embd * (6 + c->n_expert_used) + 2.0 * c->q_dim + 2.0 * c->kv_dim + c->n_vocab +
+                 2.0 * c->n_expert + ff + (double)c->n_head * ((ctx + 255) / 256) * (c->head_dim + 2);
+    double pre = (double)chunk * (4.0 * c->n_embd + 2.0 * c->q_dim + 2.0 * c->kv_dim + 3 * ff + c->n_expert);
+    return (uint64_t)(4 * (dec + pre));
+}
+
+/* Fills in->layer (allocated; caller frees) from m; freq stays NULL (uniform). */
+static void model_inputs(const hm_model *m, plan_inputs *in, plan_layer_in **layers) {
+    const hm_config *c = &m->cfg;
+    plan_layer_in *L = calloc((size_t)c->n_layer, sizeof *L);
+    for (int l = 0; l < c->n_layer; l++) {
+        const hm_layer *ly = &m->layers[l];
+        plan_layer_in *li = &L[l];
+        li->dense_bytes = layer_dense(ly);
+        li->kv_bytes = 2ull * (uint64_t)c->kv_dim * 4;   /* K and V in f32, as gpu/exec.cu keeps them */
+        li->dense_flops = mflops(&ly->wq) + mflops(&ly->wk) + mflops(&ly->wv) + mflops(&ly->wo) + mflops(&ly->router) +
+                          ffn_f(&ly->dense) + ffn_f(&ly->shexp);
+        li->attn_flops = 4.0 * c->q_dim;
+        li->cpu_class = COST_CLASS_FLOAT;
+        if (ly->is_moe && ly->experts) {
+            li->is_moe = 1; li->n_expert = c->n_expert; li->k = c->n_expert_used;
+            li->expert_bytes = ffn_b(&ly->experts[0].host);
+            li->expert_flops = ffn_f(&ly->experts[0].host);
+            li->cpu_class = expert_class(&ly->experts[0].host);
+        }
+    }
+    uint64_t mtp = 0;
+    for (int l = c->n_layer; l < c->n_layer + c->n_nextn; l++) {
+        const hm_layer *ly = &m->layers[l];
+        mtp += layer_dense(ly) + tb(&ly->nextn.eh_proj) + tb(&ly->nextn.embed_tokens) + tb(&ly->nextn.shared_head_head);
+        for (int e = 0; ly->experts && e < c->n_expert; e++) mtp += ffn_b(&ly->experts[e].host);
+    }
+    in->n_layer = c->n_layer;
+    in->layer = L;
+    in->output_bytes = vb(&m->output_norm) + tb(&m->output);
+    in->host_only_bytes = tb(&m->tok_embd) + mtp;
+    in->workspace_bytes = workspace_estimate(c, in->ctx, in->chunk);
+    *layers = L;
+}
+
+/* Per-layer expert counts from a routing trace of the MoE layers (or of all layers). r keeps the
+ * trace and tl[l] its layer for model layer l (-1: none) for routing_hit_rates. */
+static int routing_freq(const char *path, const hm_model *m, plan_layer_in *L, double **store, routing *r, int *tl,
+                        hm_error *e) {
+    const hm_config *c = &m->cfg;
+    trace_info info;
+    if (trace_load(path, r, &info, e)) return -1;
+    int n_moe = 0;
+    for (int l = 0; l < c->n_layer; l++) n_moe += L[l].is_moe;
+    int all = r->n_layer == c->n_layer && r->n_layer != n_moe;
+    if (trace_conform(path, r, &info, all ? c->n_layer : n_moe, c->n_expert, c->n_expert_used, e)) {
+        routing_free(r);
+        return -1;
+    }
+    int64_t *cnt = calloc((size_t)r->n_layer * (size_t)r->n_expert, sizeof *cnt);
+    routing_count_experts(r, cnt);
+    double *f = calloc((size_t)c->n_layer * (size_t)c->n_expert, sizeof *f);
+    for (int l = 0, j = 0; l < c->n_layer; l++) {
+        tl[l] = -1;
+        if (!L[l].is_moe) { j += all; continue; }
+        for (int x = 0; x < c->n_expert; x++) f[(size_t)l * c->n_expert + x] = (double)cnt[(size_t)j * r->n_expert + x];
+        L[l].freq = f + (size_t)l * c->n_expert;
+        tl[l] = j++;
+    }
+    free(cnt);
+    *store = f;
+    return 0;
+}
+
+/* Replays the trace through the cache policy each layer will run (LFU slots for the stream and auto
+ * paths, the histogram exchange for the CPU path), with the plan's static and slot counts, and
+ * stores each layer's hit rate in L. One simulator run per distinct (static, slots) pair. */
+static void routing_hit_rates(const routing *r, const int *tl, const plan *p, plan_layer_in *L, int cpu_path) {
+    policy_params pp = policy_defaults(cpu_path ? POLICY_EXCHANGE : POLICY_LFU);
+    char *done = calloc((size_t)p->n_layer, 1);
+    for (int l = 0; l < p->n_layer; l++) {
+        const plan_layer *pl = &p->layer[l];
+        if (done[l] || !pl->is_moe || tl[l] < 0 || pl->gpu < 0) continue;
+        sim_config cfg = { .n_slots = pl->n_slots, .n_static = pl->n_static, .exchange_warm = 1 };
+        sim_result res;
+        if (sim_run(r, &pp, &cfg, &res)) continue;
+        for (int x = l; x < p->n_layer; x++) {
+            const plan_layer *q = &p->layer[x];
+            if (done[x] || !q->is_moe || tl[x] < 0 || q->n_slots != pl->n_slots || q->n_static != pl->n_static) continue;
+            done[x] = 1;
+            if (res.layer_sel[tl[x]] > 0) {
+                L[x].has_hit_rate = 1;
+                L[x].hit_rate = (double)res.layer_hits[tl[x]] / (double)res.layer_sel[tl[x]];
+            }
+        }
+        sim_result_free(&res);
+    }
+    free(done);
+}
+
+/* ---------------------------------------------------------------- calibration file */
+
+static void default_calibration(char *buf, size_t cap) {
+    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (x && *x) snprintf(buf, cap, "%s/hotmoe/calibration.json", x);
+    else snprintf(buf, cap, "%s/.cache/hotmoe/calibration.json", h && *h ? h : ".");
+}
+
+static double jnum(const cJSON *o, const char *k) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(x) && x->valuedouble > 0 ? x->valuedouble : 0;
+}
+
+/* Reads rates from a calibration file into r (fields present and > 0 only). */
+static int calibration_read(const char *path, cost_rates *r, hm_error *e) {
+    size_t len;
+    char *text = hm_read_file(path, &len, e);
+    if (!text) return -1;
+    cJSON *o = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(o)) { cJSON_Delete(o); return hm_fail(e, "%s: expected a JSON object from hotmoe calibrate", path); }
+    double v;
+    if ((v = jnum(o, "hbm_gbs"))) r->hbm = v;
+    if ((v = jnum(o, "pcie_gbs"))) r->pcie = v;
+    if ((v = jnum(o, "dram_gbs"))) r->dram = v;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "cpu_gemv_gbs");
+    for (int c = 0; c < COST_CLASS_COUNT && cJSON_IsObject(g); c++)
+        if ((v = jnum(g, cost_class_name(c)))) r->cpu_gemv[c] = v;
+    cJSON_Delete(o);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- output */
+
+static const char *fmt_b(char *buf, double b) {
+    if (b >= GIB) snprintf(buf, 32, "%.2f GiB", b / GIB);
+    else if (b >= 1048576) snprintf(buf, 32, "%.1f MiB", b / 1048576);
+    else snprintf(buf, 32, "%.1f KiB", b / 1024);
+    return buf;
+}
+
+static void print_links(const char *what, const double *t, double scale, const char *unit, int n) {
+    printf("%s", what);
+    for (int i = 0; i < n; i++) printf("%s %s %.3g %s", i ? "," : "", cost_link_name(i), t[i] * scale, unit);
+}
+
+static void print_text(const plan *p, const plan_inputs *in, const plan_opts *o, const hm_model *m, const char *rates_from) {
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32];
+    const hm_config *c = &m->cfg;
+    int n_moe = 0;
+    uint64_t eb = 0;
+    for (int l = 0; l < in->n_layer; l++) if (in->layer[l].is_moe) { n_moe++; eb = in->layer[l].expert_bytes; }
+    printf("model    %s: %s, %d layers (%d MoE), %d experts top-%d, %s per expert\n", m->path ? m->path : o->model,
+           hm_arch_name(c->arch), c->n_layer, n_moe, c->n_expert, c->n_expert_used, fmt_b(b1, (double)eb));
+    printf("budget   ");
+    if (!in->n_gpu) printf("CPU only");
+    for (int d = 0; d < in->n_gpu; d++) printf("%sGPU %d %s", d ? ", " : "", d, fmt_b(b1, (double)in->gpu_mem[d]));
+    printf("; host RAM %s; ctx %d x %d stream%s; cold %s; routing %s\n", in->host_ram ? fmt_b(b1, (double)in->host_ram) : "unchecked",
+           in->ctx, in->streams, in->streams == 1 ? "" : "s", plan_cold_name(in->cold), o->routing ? o->routing : "uniform");
+    const cost_rates *r = &in->rates;
+    printf("rates    HBM %.0f x %.2f, PCIe %.1f x %.2f, DRAM %.1f x %.2f GB/s (%s)\n\n", r->hbm, r->eff_hbm, r->pcie,
+           r->eff_pcie, r->dram, r->eff_cpu, rates_from);
+    printf("%-9s %4s %7s %6s %7s %5s %7s %10s  %s\n", "layers", "gpu", "static", "slots", "stream", "cpu", "miss", "us/step",
+           "limit");
+    for (int l = 0; l < p->n_layer;) {
+        int e = l;
+        double us = p->layer[l].decode_us;
+        while (e + 1 < p->n_layer && plan_layers_alike(&p->layer[l], &p->layer[e + 1])) us += p->layer[++e].decode_us;
+        const plan_layer *pl = &p->layer[l];
+        char range[24], gpu[8];
+        snprintf(range, sizeof range, l == e ? "%d" : "%d-%d", l, e);
+        snprintf(gpu, sizeof gpu, pl->gpu < 0 ? "cpu" : "%d", pl->gpu);
+        if (!pl->is_moe) printf("%-9s %4s %7s %6s %7s %5s %7s %10.1f  %s\n", range, gpu, "dense", "-", "-", "-", "-",
+                                us / (e - l + 1), cost_link_name(pl->decode_limit));
+        else printf("%-9s %4s %7d %6d %7d %5d %6.1f%% %10.1f  %s\n", range, gpu, pl->n_static, pl->n_slots, pl->n_stream,
+                    pl->n_cpu, 100 * pl->miss_rate, us / (e - l + 1), cost_link_name(pl->decode_limit));
+        l = e + 1;
+    }
+    printf("\n%-7s %9s %10s %10s %10s %10s %10s %10s  %s\n", "VRAM", "layers", "weights", "KV", "slots", "staging",
+           "workspace", "total", "budget");
+    for (int d = 0; d < p->n_gpu; d++) {
+        const plan_gpu *g = &p->gpu[d];
+        char range[24];
+        snprintf(range, sizeof range, g->first_layer <= g->last_layer ? "%d-%d" : "none", g->first_layer, g->last_layer);
+        printf("GPU %-3d %9s %10s %10s %10s %10s %10s %10s  %s\n", d, range, fmt_b(b1, g->weights), fmt_b(b2, g->kv),
+               fmt_b(b3, g->slots), fmt_b(b4, g->staging), fmt_b(b5, g->workspace), fmt_b(b6, g->total), fmt_b(b7, g->budget));
+    }
+    printf("host     pinned experts %s, total %s", fmt_b(b1, p->host_pinned), fmt_b(b2, p->host_total));
+    if (p->kv_host) printf(" (KV %s)", fmt_b(b3, p->kv_host));
+    printf("\n\ndecode   %.1f tok/s (%d stream%s), bottleneck %s, %.2f cold experts/token\n", p->decode_tok_s, in->streams,
+           in->streams == 1 ? "" : "s", cost_link_name(p->decode_limit), p->miss_per_token);
+    print_links("         per step by bottleneck:", p->decode_time, 1e3, "ms", COST_LINK_COUNT);
+    print_links("\n         per token:", p->decode_bytes, 1e-9, "GB", COST_COMPUTE);
+    printf("\nprefill  %.0f tok/s (%d-token prompt, chunks of %d), bottleneck %s\n", p->prefill_tok_s, in->prompt,
+           in->chunk, cost_link_name(p->prefill_limit));
+    print_links("         time by bottleneck:", p->prefill_time, 1.0, "s", COST_LINK_COUNT);
+    print_links("\n         per token:", p->prefill_bytes, 1e-9, "GB", COST_COMPUTE);
+    printf("\n");
+}
+
+static cJSON *ids_of(const plan_layer *pl, int from, int to) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = from; i < to; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(pl->order[i]));
+    return a;
+}
+
+static cJSON *links_json(const double *t) {
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; i < COST_LINK_COUNT; i++) cJSON_AddNumberToObject(o, cost_link_name(i), t[i]);
+    return o;
+}
+
+static void print_json(const plan *p, const plan_inputs *in, const plan_opts *o, const char *rates_from) {
+    cJSON *j = cJSON_CreateObject(), *w = cJSON_AddObjectToObject(j, "workload"), *r = cJSON_AddObjectToObject(j, "rates");
+    cJSON_AddStringToObject(j, "model", o->model);
+    cJSON_AddStringToObject(j, "cold", plan_cold_name(in->cold));
+    cJSON_AddStringToObject(j, "routing", o->routing ? o->routing : "uniform");
+    cJSON_AddNumberToObject(w, "ctx", in->ctx); cJSON_AddNumberToObject(w, "streams", in->streams);
+    cJSON_AddNumberToObject(w, "decode_pos", in->decode_pos); cJSON_AddNumberToObject(w, "prompt", in->prompt);
+    cJSON_AddNumberToObject(w, "prefill_chunk", in->chunk);
+    cJSON_AddStringToObject(r, "source", rates_from);
+    cJSON_AddNumberToObject(r, "hbm_gbs", in->rates.hbm); cJSON_AddNumberToObject(r, "pcie_gbs", in->rates.pcie);
+    cJSON_AddNumberToObject(r, "dram_gbs", in->rates.dram);
+    cJSON *layers = cJSON_AddArrayToObject(j, "layers");
+    for (int l = 0; l < p->n_layer; l++) {
+        const plan_layer *pl = &p->layer[l];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "layer", l);
+        cJSON_AddNumberToObject(x, "gpu", pl->gpu);
+        cJSON_AddBoolToObject(x, "moe", pl->is_moe);
+        if (pl->is_moe) {
+            int a = pl->n_static, b = a + pl->n_slots;
+            cJSON_AddItemToObject(x, "static", ids_of(pl, 0, a));
+            cJSON_AddItemToObject(x, "slots", ids_of(pl, a, b));   /* start contents, most routed first */
+            cJSON *st = cJSON_AddArrayToObject(x, "stream"), *cp = cJSON_AddArrayToObject(x, "cpu");
+            for (int i = b; i < pl->n_expert; i++)
+                cJSON_AddItemToArray(pl->where[pl->order[i]] == PLAN_CPU ? cp : st, cJSON_CreateNumber(pl->order[i]));
+            cJSON_AddNumberToObject(x, "miss_rate", pl->miss_rate);
+        }
+        cJSON_AddNumberToObject(x, "decode_us", pl->decode_us);
+        cJSON_AddStringToObject(x, "limit", cost_link_name(pl->decode_limit));
+        cJSON_AddItemToArray(layers, x);
+    }
+    cJSON *gpus = cJSON_AddArrayToObject(j, "gpus");
+    for (int d = 0; d < p->n_gpu; d++) {
+        const plan_gpu *g = &p->gpu[d];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "gpu", d);
+        cJSON_AddNumberToObject(x, "first_layer", g->first_layer); cJSON_AddNumberToObject(x, "last_layer", g->last_layer);
+        cJSON_AddNumberToObject(x, "budget", (double)g->budget); cJSON_AddNumberToObject(x, "weights", (double)g->weights);
+        cJSON_AddNumberToObject(x, "kv", (double)g->kv); cJSON_AddNumberToObject(x, "slots", (double)g->slots);
+        cJSON_AddNumberToObject(x, "staging", (double)g->staging);
+        cJSON_AddNumberToObject(x, "workspace", (double)g->workspace); cJSON_AddNumberToObject(x, "total", (double)g->total);
+        cJSON_AddItemToArray(gpus, x);
+    }
+    cJSON *h = cJSON_AddObjectToObject(j, "host");
+    cJSON_AddNumberToObject(h, "pinned", (double)p->host_pinned); cJSON_AddNumberToObject(h, "total", (double)p->host_total);
+    cJSON_AddNumberToObject(h, "kv", (double)p->kv_host);
+    cJSON *dec = cJSON_AddObjectToObject(j, "decode"), *pre = cJSON_AddObjectToObject(j, "prefill");
+    cJSON_AddNumberToObject(dec, "tok_s", p->decode_tok_s);
+    cJSON_AddStringToObject(dec, "bottleneck", cost_link_name(p->decode_limit));
+    cJSON_AddNumberToObject(dec, "cold_experts_per_token", p->miss_per_token);
+    cJSON_AddItemToObject(dec, "seconds_per_step", links_json(p->decode_time));
+    cJSON_AddItemToObject(dec, "bytes_per_token", links_json(p->decode_bytes));
+    cJSON_AddNumberToObject(pre, "tok_s", p->prefill_tok_s);
+    cJSON_AddStringToObject(pre, "bottleneck", cost_link_name(p->prefill_limit));
+    cJSON_AddItemToObject(pre, "seconds", links_json(p->prefill_time));
+    cJSON_AddItemToObject(pre, "bytes_per_token", links_json(p->prefill_bytes));
+    char *s = cJSON_PrintUnformatted(j);
+    printf("%s\n", s);
+    free(s);
+    cJSON_Delete(j);
+}
+
+/* ---------------------------------------------------------------- hotmoe plan */
+
+int cmd_plan(int argc, char **argv) {
+    config_set cfg;
+    char **args = NULL;
+    hm_error e = { { 0 } };
+    int n = config_apply(&cfg, "plan", argc, argv, &args, &e), rc = 1;
+    plan_opts o;
+    if (n < 0) { fprintf(stderr, "hotmoe plan: %s\n", e.msg); config_free(&cfg); return 2; }
+    int pr = parse_plan(&o, n, args);
+    free(args);
+    if (pr) { config_free(&cfg); return pr > 0 ? 0 : 2; }
+    plan_inputs *in = &o.in;
+    /* rates: DEVICE.md defaults <- calibration file <- flags */
+    char path[4096];
+    const char *rates_from = "DEVICE.md defaults";
+    if (o.calibration) snprintf(path, sizeof path, "%s", o.calibration); else default_calibration(path, sizeof path);
+    if (o.calibration || access(path, R_OK) == 0) {
+        if (calibration_read(path, &in->rates, &e)) { fprintf(stderr, "hotmoe plan: %s\n", e.msg); config_free(&cfg); return 1; }
+        rates_from = path;
+    }
+    if (o.pcie > 0) in->rates.pcie = o.pcie;
+    if (o.dram > 0) in->rates.dram = o.dram;
+    if (o.hbm > 0) in->rates.hbm = o.hbm;
+    if (o.n_gpu_mem < 0) {
+        if (gpu_device_count() > 0) {
+            fprintf(stderr, "hotmoe plan: expected --gpu-mem GiB[,GiB] (the VRAM budget of each GPU)\n");
+            config_free(&cfg);
+            return 2;
+        }
+        o.n_gpu_mem = 0;
+    }
+    in->n_gpu = o.n_gpu_mem == 1 && o.gpu_mem[0] == 0 ? 0 : o.n_gpu_mem;
+    for (int d = 0; d < in->n_gpu; d++) in->gpu_mem[d] = (uint64_t)(o.gpu_mem[d] * GIB);
+    if (o.n_gpu_split && o.n_gpu_split != in->n_gpu) {
+        fprintf(stderr, "hotmoe plan: --gpu-split: expected %d values (one per GPU of --gpu-mem), found %d\n", in->n_gpu,
+                o.n_gpu_split);
+        config_free(&cfg);
+        return 2;
+    }
+    for (int d = 0; d < o.n_gpu_split; d++) in->gpu_split[d] = o.gpu_split[d];
+    if (o.n_cpu_experts > 1 && o.n_cpu_experts != in->n_gpu) {
+        fprintf(stderr, "hotmoe plan: --cpu-experts: expected 1 or %d values (one per GPU), found %d\n", in->n_gpu,
+                o.n_cpu_experts);
+        config_free(&cfg);
+        return 2;
+    }
+    if (o.ram >= 0) in->host_ram = (uint64_t)(o.ram * GIB);
+    else in->host_ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+
+    hm_model m;
+    if (model_load(&m, o.model, &e)) { fprintf(stderr, "hotmoe plan: %s\n", e.msg); config_free(&cfg); return 1; }
+    plan_layer_in *layers = NULL;
+    double *freq = NULL;
+    model_inputs(&m, in, &layers);
+    if (o.workspace_mib >= 0) in->workspace_bytes = (uint64_t)(o.workspace_mib * 1048576.0);
+    plan p;
+    char err[1024];
+    routing r = { 0 };
+    int *tl = calloc((size_t)in->n_layer, sizeof *tl);
+    if (o.routing && routing_freq(o.routing, &m, layers, &freq, &r, tl, &e)) fprintf(stderr, "hotmoe plan: %s\n", e.msg);
+    else if (plan_build(&p, in, err, sizeof err)) fprintf(stderr, "hotmoe %s\n", err);
+    else if (o.routing && in->n_gpu > 0 &&
+             (routing_hit_rates(&r, tl, &p, layers, in->cold == PLAN_COLD_CPU || in->n_cpu_experts > 0), plan_free(&p),
+              plan_build(&p, in, err, sizeof err)))
+        fprintf(stderr, "hotmoe %s\n", err);   /* the same residency again, priced with measured hit rates */
+    else {
+        if (o.json) print_json(&p, in, &o, rates_from);
+        else print_text(&p, in, &o, &m, rates_from);
+        plan_free(&p);
+        rc = 0;
+    }
+    routing_free(&r);
+    free(tl); free(freq); free(layers);
+    model_free(&m);
+    config_free(&cfg);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- hotmoe calibrate */
+
+/* 16-byte lanes (SSE2 on any x86-64) so that one core issues loads as fast as vector code does. */
+typedef uint64_t v2u64 __attribute__((vector_size(16)));
+
+/* Best of 3 passes reading n bytes (a multiple of 64) with t threads, GB/s. */
+static double dram_read(const uint64_t *a, size_t n, int t) {
+    double best = 0;
+    const v2u64 *v = (const v2u64 *)a;
+    size_t lines = n / 64;
+    for (int rep = 0; rep < 4; rep++) {
+        uint64_t acc = 0;
+        double t0 = hm_now();
+#pragma omp parallel num_threads(t) reduction(^ : acc)
+        {
+            v2u64 x0 = { 0, 0 }, x1 = x0, x2 = x0, x3 = x0;
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < lines; i++) {
+                x0 ^= v[4 * i]; x1 ^= v[4 * i + 1]; x2 ^= v[4 * i + 2]; x3 ^= v[4 * i + 3];
+            }
+            v2u64 x = x0 ^ x1 ^ x2 ^ x3;
+            acc ^= x[0] ^ x[1];
+        }
+        double dt = hm_now() - t0;
+        if (acc == 42) fputc(' ', stderr);   /* keeps the reads */
+        if (rep && n / dt / 1e9 > best) best = n / dt / 1e9;
+    }
+    return best;
+}
+
+/* CPU GEMV on a zero-filled matrix of type t (zero blocks are valid), weight GB/s; 0 if unsupported. */
+static double gemv_rate(int type, void *buf, size_t cap) {
+    const int64_t cols = 4096;
+    size_t row = hm_row_size(type, cols);
+    if (!row || !hm_gemv_supported(type)) return 0;
+    hm_tensor W = { .type = type, .n_dims = 2, .ne = { cols, (int64_t)(cap / row), 1, 1 }, .data = buf };
+    W.nbytes = row * (size_t)W.ne[1];
+    float *x = malloc(sizeof *x * cols), *y = malloc(sizeof *y * (size_t)W.ne[1]);
+    for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 7919) % 97) / 97.0f - 0.5f;
+    double best = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        double t0 = hm_now();
+        if (hm_gemv(y, &W, x)) { best = 0; break; }
+        double dt = hm_now() - t0;
+        if (rep && W.nbytes / dt / 1e9 > best) best = W.nbytes / dt / 1e9;
+    }
+    free(x); free(y);
+    return best;
+}
+
+static int mkdirs(const char *file) {
+    char d[4096];
+    snprintf(d, sizeof d, "%s", file);
+    for (char *s = d + 1; *s; s++)
+        if (*s == '/') { *s = 0; if (mkdir(d, 0755) && errno != EEXIST) return -1; *s = '/'; }
+    return 0;
+}
+
+int cmd_calibrate(int argc, char **argv) {
+    char out[4096];
+    default_calibration(out, sizeof out);
+    double mib = 1024;
+    for (int i = 0; i < argc; i++) {
+        if ((!strcmp(argv[i], "--out") || !strcmp(argv[i], "-o")) && i + 1 < argc) snprintf(out, sizeof out, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--mib") && i + 1 < argc) { if (num("--mib", argv[++i], 16, 1 << 20, &mib)) return 2; }
+        else {
+            fprintf(stderr, "usage: hotmoe calibrate [--out FILE] [--mib BUFFER_MIB]\n  default FILE: %s\n", out);
+            return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
+        }
+    }
+    size_t n = (size_t)(mib * 1048576.0) & ~(size_t)63;
+    uint64_t *buf = aligned_alloc(64, n);
+    if (!buf) { fprintf(stderr, "hotmoe calibrate: cannot allocate %.0f MiB\n", mib); return 1; }
+    int threads = omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < n / 8; i++) buf[i] = 0;   /* first touch by the threads that read it */
+    cJSON *j = cJSON_CreateObject(), *g = cJSON_CreateObject();
+    char host[256] = "?", when[32];
+    gethostname(host, sizeof host - 1);
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cJSON_AddNumberToObject(j, "version", 1);
+    cJSON_AddStringToObject(j, "host", host);
+    cJSON_AddStringToObject(j, "created", when);
+    cJSON_AddNumberToObject(j, "threads", threads);
+    double d1 = dram_read(buf, n, 1), dn = dram_read(buf, n, threads);
+    printf("DRAM read        1 thread %7.1f GB/s, %d threads %7.1f GB/s (%.0f MiB buffer)\n", d1, threads, dn, mib);
+    cJSON_AddNumberToObject(j, "dram_gbs_1", d1);
+    cJSON_AddNumberToObject(j, "dram_gbs", dn);
+    static const int types[COST_CLASS_COUNT] = { HM_TYPE_F16, HM_TYPE_Q8_0, HM_TYPE_Q4_0, HM_TYPE_Q4_K };
+    for (int c = 0; c < COST_CLASS_COUNT; c++) {
+        double r = gemv_rate(types[c], buf, n);
+        printf("CPU GEMV %-7s %-6s %7.1f GB/s of weights (%s)\n", cost_class_name(c), hm_type_name(types[c]), r,
+               r > 0 ? hm_gemv_isa() : "no fast kernel");
+        if (r > 0) cJSON_AddNumberToObject(g, cost_class_name(c), r);
+    }
+    cJSON_AddItemToObject(j, "cpu_gemv_gbs", g);
+    free(buf);
+    int ng = gpu_device_count();
+    cJSON_AddNumberToObject(j, "gpus", ng);
+    if (ng > 0) {
+        char desc[256];
+        double hbm = gpu_measure_d2d(0), h2d = gpu_measure_h2d(0);
+        printf("GPU 0            %s\nHBM copy         %7.1f GB/s\n", gpu_describe(0, desc, sizeof desc), hbm);
+        if (h2d > 0) printf("PCIe H2D pinned  %7.1f GB/s\n", h2d);
+        else printf("PCIe H2D pinned  not measured: plan uses 55 GB/s\n");
+        cJSON_AddStringToObject(j, "gpu", desc);
+        if (hbm > 0) cJSON_AddNumberToObject(j, "hbm_gbs", hbm);
+        if (h2d > 0) cJSON_AddNumberToObject(j, "pcie_gbs", h2d);
+    } else printf("GPU              none: plan keeps DEVICE.md's PCIe and HBM rates\n");
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    FILE *f = mkdirs(out) ? NULL : fopen(out, "w");
+    int bad_write = !f || fputs(s, f) < 0 || fputc('\n', f) < 0;
+    if ((f && fclose(f)) || bad_write) {
+        fprintf(stderr, "hotmoe calibrate: cannot write '%s': %s\n", out, strerror(errno));
+        free(s);
+        return 1;
+    }
+    printf("wrote %s\n", out);
+    free(s);
+    return 0;
+}

@@ -1,0 +1,105 @@
+/* test_gpu_decode_emu.cc - the GPU decoders of gpu/qdev*.cuh run on the CPU (through the shim in
+ * emu/), so CI without a GPU checks their bit logic: every part of every block, as the GEMV
+ * kernel's threads would visit them, against cpu/quant.h's to_float; deq4 bit-exact. Loads are
+ * checked for natural alignment. What this cannot see (the kernels' indexing, reductions,
+ * launches) tests/test_gpu_gemv.cu checks on a GPU. Compile with -ffp-contract=off. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "../gpu/qdev_k.cuh"
+extern "C" {
+#include "quant_blocks.h"
+}
+
+static int g_pass, g_fail;
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd32(void) { g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17; return (uint32_t)(g_rng >> 16); }
+static float rndf(void) { return (float)((double)rnd32() / 2147483648.0 - 1.0); }
+
+/* random valid blocks: random bits, then moderate f16 scales at the given offsets (or E8M0) */
+static void fill(int t, uint8_t *b, int64_t nblk, const int *f16_at) {
+    const hm_type_traits *tr = hm_type_get(t);
+    if (tr->blck == 1) { /* float types: random floats in [-1, 1) converted */
+        float *f = (float *)malloc(nblk * sizeof(float));
+        for (int64_t i = 0; i < nblk; i++) f[i] = rndf();
+        tr->from_float(f, b, nblk);
+        free(f);
+        return;
+    }
+    const size_t bs = tr->type_size;
+    for (int64_t i = 0; i < nblk * (int64_t)bs; i++) b[i] = (uint8_t)rnd32();
+    for (int64_t i = 0; i < nblk; i++) {
+        if (t == HM_TYPE_MXFP4) b[i * bs] = (uint8_t)(120 + rnd32() % 12);
+        for (const int *f = f16_at; *f >= 0; f++) {
+            const uint16_t h = hm_f32_to_fp16(rndf() * 0.05f);
+            memcpy(b + i * bs + *f, &h, 2);
+        }
+    }
+}
+
+/* NR rows of ncols, dotted part by part as gemv_kernel's threads do, against double references */
+template <class T, bool DEQ = true>
+static void check(int t, const char *name, const int *f16_at) {
+    const int NR = 4, ncols = T::QK == 256 ? 1024 : T::QK == 1 ? 1411 : 1408, nb = ncols / T::QK;
+    const size_t rs = (size_t)nb * T::BS;
+    uint8_t *w = (uint8_t *)aligned_alloc(64, (rs * NR + 63) / 64 * 64);
+    float *x = (float *)aligned_alloc(64, ncols * sizeof(float)), *f = (float *)malloc(ncols * sizeof(float));
+    fill(t, w, (int64_t)ncols / hm_type_get(t)->blck * NR, f16_at);
+    for (int c = 0; c < ncols; c++) x[c] = rndf();
+    const uint8_t *rows[NR];
+    for (int r = 0; r < NR; r++) rows[r] = w + r * rs;
+    float acc[NR] = { 0, 0, 0, 0 };
+    for (int ib = 0; ib < nb; ib++)
+        for (int p = 0; p < T::NT; p++) T::template dot<NR>(rows, ib, p, x + ib * T::QK, acc);
+    int bad = 0;
+    char msg[200] = "";
+    for (int r = 0; r < NR; r++) {
+        hm_type_get(t)->to_float(rows[r], f, ncols);
+        double s = 0, a = 0;
+        for (int c = 0; c < ncols; c++) { s += (double)f[c] * x[c]; a += fabs((double)f[c] * x[c]); }
+        if (!(fabs(acc[r] - s) <= 1e-5 * a)) {
+            if (!bad++) snprintf(msg, sizeof msg, "dot row %d: got %.9g want %.9g", r, acc[r], s);
+        }
+        /* deq4: bit-exact */
+        if constexpr (DEQ)
+        for (int ib = 0; ib < nb; ib++)
+            for (int q = 0; q < T::QK / 4; q++) {
+                float o[4];
+                T::deq4(rows[r] + ib * T::BS, q, o);
+                for (int i = 0; i < 4; i++)
+                    if (memcmp(&o[i], &f[ib * T::QK + 4 * q + i], 4)) {
+                        if (!bad++) snprintf(msg, sizeof msg, "deq4 row %d elem %d: got %.9g want %.9g", r, ib * T::QK + 4 * q + i, o[i], f[ib * T::QK + 4 * q + i]);
+                    }
+            }
+    }
+    printf("%s decode %s%s%s\n", bad ? "FAIL" : "PASS", name, bad ? ": " : "", msg);
+    if (bad) g_fail++;
+    else g_pass++;
+    free(w); free(x); free(f);
+}
+
+int main(void) {
+    static const int none[] = { -1 }, d0[] = { 0, -1 }, dm0[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 }, q3k[] = { 108, -1 }, q6k[] = { 208, -1 };
+    for (int rep = 0; rep < 20; rep++) {
+        check<TF32V, false>(HM_TYPE_F32, "F32 (vector)", none);
+        check<TF32S, false>(HM_TYPE_F32, "F32 (scalar)", none);
+        check<THalfV<false>, false>(HM_TYPE_F16, "F16 (vector)", none);
+        check<THalfS<false>, false>(HM_TYPE_F16, "F16 (scalar)", none);
+        check<THalfV<true>, false>(HM_TYPE_BF16, "BF16 (vector)", none);
+        check<THalfS<true>, false>(HM_TYPE_BF16, "BF16 (scalar)", none);
+        check<TQ4_0>(HM_TYPE_Q4_0, "Q4_0", d0);
+        check<TQ4_1>(HM_TYPE_Q4_1, "Q4_1", dm0);
+        check<TQ5_0>(HM_TYPE_Q5_0, "Q5_0", d0);
+        check<TQ5_1>(HM_TYPE_Q5_1, "Q5_1", dm0);
+        check<TQ8_0>(HM_TYPE_Q8_0, "Q8_0", d0);
+        check<TMXFP4>(HM_TYPE_MXFP4, "MXFP4", none);
+        check<TQ2_K>(HM_TYPE_Q2_K, "Q2_K", q2k);
+        check<TQ3_K>(HM_TYPE_Q3_K, "Q3_K", q3k);
+        check<TQ4_K>(HM_TYPE_Q4_K, "Q4_K", dm0);
+        check<TQ5_K>(HM_TYPE_Q5_K, "Q5_K", dm0);
+        check<TQ6_K>(HM_TYPE_Q6_K, "Q6_K", q6k);
+        check<TIQ4_XS>(HM_TYPE_IQ4_XS, "IQ4_XS", d0);
+    }
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}

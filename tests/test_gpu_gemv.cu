@@ -1,0 +1,493 @@
+/* test_gpu_gemv.cu - gpu/gpu_gemv.h against the CPU reference (cpu/quant.h's to_float, dot in double):
+ * every type, odd shapes, outputs poisoned (NaN) before every launch, every element checked;
+ * the expert variants through device pointer tables (rewritten between launches); dequant
+ * bit-exact. `--bench` prints GB/s per type against a device-to-device copy instead.
+ * Exit 0 when all pass, 1 on a failure, 77 (SKIP) without a CUDA device. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpu_gemv.h" /* by path: cpu/gemv.h (the CPU kernels) shares the name */
+#include "gpu_check.h"
+extern "C" {
+#include "quant.h"
+#include "quant_blocks.h"
+}
+
+#define CK(call) CUDA_CHECK_OR(call, exit(1))
+
+static const int k_types[] = {
+    HM_TYPE_F32, HM_TYPE_F16, HM_TYPE_BF16, HM_TYPE_Q8_0, HM_TYPE_Q4_0, HM_TYPE_Q4_1, HM_TYPE_Q5_0,
+    HM_TYPE_Q5_1, HM_TYPE_Q2_K, HM_TYPE_Q3_K, HM_TYPE_Q4_K, HM_TYPE_Q5_K, HM_TYPE_Q6_K, HM_TYPE_MXFP4,
+    HM_TYPE_IQ4_XS,
+};
+#define NTYPES (int)(sizeof k_types / sizeof k_types[0])
+
+static int g_pass, g_fail;
+
+static void report(int ok, const char *what, const char *type, const char *detail) {
+    printf("%s %s %s%s%s\n", ok ? "PASS" : "FAIL", what, type, detail[0] ? ": " : "", detail);
+    if (ok) g_pass++;
+    else g_fail++;
+}
+
+/* ---- random data ---- */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd32(void) { /* splitmix64 */
+    uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)((z ^ (z >> 31)) >> 32);
+}
+static float rndf(void) { return (float)((double)rnd32() / 2147483648.0 - 1.0); } /* [-1, 1) */
+
+static int is_float_type(int t) { return t == HM_TYPE_F32 || t == HM_TYPE_F16 || t == HM_TYPE_BF16; }
+
+/* byte offsets of the f16 scale fields of each block type (-1 ends the list) */
+static const int *scale_fields(int t) {
+    static const int d0[] = { 0, -1 }, dm0[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 }, q3k[] = { 108, -1 },
+                     q6k[] = { 208, -1 }, none[] = { -1 };
+    switch (t) {
+    case HM_TYPE_Q4_0: case HM_TYPE_Q5_0: case HM_TYPE_Q8_0: case HM_TYPE_IQ4_XS: return d0;
+    case HM_TYPE_Q4_1: case HM_TYPE_Q5_1: case HM_TYPE_Q4_K: case HM_TYPE_Q5_K: return dm0;
+    case HM_TYPE_Q2_K: return q2k;
+    case HM_TYPE_Q3_K: return q3k;
+    case HM_TYPE_Q6_K: return q6k;
+    default: return none;
+    }
+}
+
+/* n elements of type t (n a multiple of its block): float types from random floats in [-1, 1),
+ * block types as random valid blocks: random quant bits, moderate random scales. */
+static void fill_weights(int t, void *buf, int64_t n) {
+    const hm_type_traits *tr = hm_type_get(t);
+    if (is_float_type(t)) {
+        float *f = (float *)malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++) f[i] = rndf();
+        tr->from_float(f, buf, n);
+        free(f);
+        return;
+    }
+    uint8_t *b = (uint8_t *)buf;
+    const int64_t nblk = n / tr->blck;
+    for (int64_t i = 0; i < nblk * (int64_t)tr->type_size; i++) b[i] = (uint8_t)rnd32();
+    for (int64_t i = 0; i < nblk; i++) {
+        uint8_t *blk = b + i * tr->type_size;
+        if (t == HM_TYPE_MXFP4) blk[0] = (uint8_t)(120 + rnd32() % 12); /* 2^-8 .. 2^3 */
+        for (const int *f = scale_fields(t); *f >= 0; f++) {
+            const uint16_t h = hm_f32_to_fp16(rndf() * 0.05f + (rnd32() & 1 ? 0.002f : -0.002f));
+            memcpy(blk + *f, &h, 2);
+        }
+    }
+}
+
+/* ---- the CPU reference ---- */
+
+/* y[r] = W[r] . x in double, and the error scale sum |w*x| */
+static void ref_gemv(int t, const void *W, const float *x, int ncols, int nrows, double *y, double *yabs) {
+    const hm_type_traits *tr = hm_type_get(t);
+    const size_t rs = hm_row_size(t, ncols);
+    float *w = (float *)malloc((size_t)ncols * sizeof(float));
+    for (int r = 0; r < nrows; r++) {
+        tr->to_float((const uint8_t *)W + r * rs, w, ncols);
+        double s = 0, a = 0;
+        for (int c = 0; c < ncols; c++) {
+            s += (double)w[c] * x[c];
+            a += fabs((double)w[c] * x[c]);
+        }
+        y[r] = s;
+        yabs[r] = a;
+    }
+    free(w);
+}
+
+/* counts mismatches of got against ref within 1e-4 of the error scale; describes the first */
+static int compare(const float *got, const double *ref, const double *tol, int64_t n, char *msg, size_t cap) {
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double err = fabs((double)got[i] - ref[i]);
+        if (!(err <= tol[i])) { /* NaN (an unwritten output) fails too */
+            if (!bad) snprintf(msg, cap, "[%lld] got %.9g want %.9g (err %.3g > tol %.3g)", (long long)i, got[i], ref[i], err, tol[i]);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static void *dev_upload(const void *h, size_t n) {
+    void *d;
+    CK(cudaMalloc(&d, n ? n : 1));
+    CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* ---- gpu_gemv ---- */
+
+static int test_gemv_shape(int t, int nrows, int ncols, char *msg, size_t cap) {
+    const size_t rs = hm_row_size(t, ncols);
+    void *W = malloc(rs * nrows);
+    float *x = (float *)malloc(ncols * sizeof(float)), *y = (float *)malloc(nrows * sizeof(float));
+    double *ref = (double *)malloc(nrows * sizeof(double)), *tol = (double *)malloc(nrows * sizeof(double));
+    fill_weights(t, W, (int64_t)nrows * ncols);
+    for (int c = 0; c < ncols; c++) x[c] = rndf();
+    ref_gemv(t, W, x, ncols, nrows, ref, tol);
+    for (int r = 0; r < nrows; r++) tol[r] = 1e-4 * tol[r] + 1e-30;
+    void *dW = dev_upload(W, rs * nrows);
+    float *dx = (float *)dev_upload(x, ncols * sizeof(float)), *dy;
+    CK(cudaMalloc(&dy, nrows * sizeof(float)));
+    CK(cudaMemset(dy, 0xFF, nrows * sizeof(float)));
+    int bad = -1;
+    if (gpu_gemv(t, dW, dx, dy, ncols, nrows, NULL)) snprintf(msg, cap, "gpu_gemv returned -1: %s", gpu_gemv_error());
+    else {
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(y, dy, nrows * sizeof(float), cudaMemcpyDeviceToHost));
+        bad = compare(y, ref, tol, nrows, msg, cap);
+    }
+    CK(cudaFree(dW)); CK(cudaFree(dx)); CK(cudaFree(dy));
+    free(W); free(x); free(y); free(ref); free(tol);
+    return bad;
+}
+
+static void test_gemv(int t) {
+    static const int rows[] = { 1, 7, 33, 129, 1000 };
+    static const int cols32[] = { 32, 512, 1408, 4096 }, cols256[] = { 256, 512, 1536, 4096 },
+                     colsf[] = { 1, 7, 512, 1411, 4096 };
+    const int blck = hm_type_get(t)->blck;
+    const int *cols = blck == 1 ? colsf : blck == 32 ? cols32 : cols256;
+    const int ncol = blck == 1 ? 5 : 4;
+    char msg[256] = "", detail[320] = "";
+    int shapes = 0, failed = 0;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < ncol; j++) {
+            shapes++;
+            const int bad = test_gemv_shape(t, rows[i], cols[j], msg, sizeof msg);
+            if (bad && !failed++) snprintf(detail, sizeof detail, "%dx%d: %d bad rows, first %s", rows[i], cols[j], bad, msg);
+        }
+    if (!failed) snprintf(detail, sizeof detail, "%d shapes", shapes);
+    report(!failed, "gemv", hm_type_name(t), detail);
+}
+
+/* ---- the expert variants: 128 experts in separate allocations, tables on the device ---- */
+
+#define NEXP 128
+
+typedef struct {
+    int t, ncols, nrows;
+    size_t rs;
+    uint8_t *host[NEXP]; /* (nrows, ncols) each */
+    void *dev[NEXP];
+    void **tab;          /* device [NEXP] */
+} expert_set;
+
+static void experts_init(expert_set *s, int t, int ncols, int nrows) {
+    s->t = t; s->ncols = ncols; s->nrows = nrows;
+    s->rs = hm_row_size(t, ncols);
+    for (int e = 0; e < NEXP; e++) {
+        s->host[e] = (uint8_t *)malloc(s->rs * nrows);
+        fill_weights(t, s->host[e], (int64_t)nrows * ncols);
+        s->dev[e] = dev_upload(s->host[e], s->rs * nrows);
+    }
+    CK(cudaMalloc(&s->tab, NEXP * sizeof(void *)));
+}
+
+/* table entry e -> the matrix of expert map[e] */
+static void experts_map(expert_set *s, const int *map) {
+    void *h[NEXP];
+    for (int e = 0; e < NEXP; e++) h[e] = s->dev[map[e]];
+    CK(cudaMemcpy(s->tab, h, sizeof h, cudaMemcpyHostToDevice));
+}
+
+static void experts_free(expert_set *s) {
+    for (int e = 0; e < NEXP; e++) { CK(cudaFree(s->dev[e])); free(s->host[e]); }
+    CK(cudaFree(s->tab));
+}
+
+/* k distinct ids in [0, NEXP) */
+static void pick_ids(int *ids, int k) {
+    int all[NEXP];
+    for (int i = 0; i < NEXP; i++) all[i] = i;
+    for (int i = 0; i < k; i++) {
+        const int j = i + (int)(rnd32() % (NEXP - i));
+        const int tmp = all[i]; all[i] = all[j]; all[j] = tmp;
+        ids[i] = all[i];
+    }
+}
+
+/* one k: SwiGLU over (gate, up), then W x[j] over down, each checked against the CPU */
+static int test_experts_k(expert_set *gate, expert_set *up, expert_set *down, const int *map, int k, char *msg, size_t cap) {
+    const int t = gate->t, ncols = gate->ncols, nrows = gate->nrows, dcols = down->ncols, drows = down->nrows;
+    int ids[16], *dids, bad = 0;
+    pick_ids(ids, k);
+    dids = (int *)dev_upload(ids, k * sizeof(int));
+    const int nout = k * (nrows > drows ? nrows : drows);
+    float *x = (float *)malloc(sizeof(float) * (ncols > dcols * k ? ncols : dcols * k));
+    float *got = (float *)malloc(sizeof(float) * nout);
+    double *ref = (double *)malloc(sizeof(double) * nout), *tol = (double *)malloc(sizeof(double) * nout);
+    double *g = (double *)malloc(sizeof(double) * nrows * 4), *ga = g + nrows, *u = g + 2 * nrows, *ua = g + 3 * nrows;
+
+    /* SwiGLU: act[j][r] = silu(g) * u; the error bound carries g's and u's through silu */
+    for (int c = 0; c < ncols; c++) x[c] = rndf();
+    float *dx = (float *)dev_upload(x, ncols * sizeof(float)), *dact;
+    CK(cudaMalloc(&dact, sizeof(float) * k * nrows));
+    CK(cudaMemset(dact, 0xFF, sizeof(float) * k * nrows));
+    if (gpu_gemv_experts_swiglu(t, (const void *const *)gate->tab, (const void *const *)up->tab, dids, k, dx, dact, ncols, nrows, NULL)) {
+        snprintf(msg, cap, "gpu_gemv_experts_swiglu returned -1: %s", gpu_gemv_error());
+        bad = -1;
+    } else {
+        for (int j = 0; j < k; j++) {
+            const int e = map[ids[j]];
+            ref_gemv(t, gate->host[e], x, ncols, nrows, g, ga);
+            ref_gemv(t, up->host[e], x, ncols, nrows, u, ua);
+            for (int r = 0; r < nrows; r++) {
+                const double sg = g[r] / (1 + exp(-g[r]));
+                ref[j * nrows + r] = sg * u[r];
+                tol[j * nrows + r] = 1e-4 * (1.1 * ga[r] * fabs(u[r]) + fabs(sg) * ua[r]) + 1e-5 * fabs(sg * u[r]) + 1e-30;
+            }
+        }
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(got, dact, sizeof(float) * k * nrows, cudaMemcpyDeviceToHost));
+        bad = compare(got, ref, tol, (int64_t)k * nrows, msg, cap);
+    }
+    CK(cudaFree(dx)); CK(cudaFree(dact));
+
+    /* down: y[j] = W_ids[j] x[j] */
+    if (!bad) {
+        for (int i = 0; i < k * dcols; i++) x[i] = rndf();
+        float *dxk = (float *)dev_upload(x, sizeof(float) * k * dcols), *dy;
+        CK(cudaMalloc(&dy, sizeof(float) * k * drows));
+        CK(cudaMemset(dy, 0xFF, sizeof(float) * k * drows));
+        if (gpu_gemv_experts(t, (const void *const *)down->tab, dids, k, dxk, dy, dcols, drows, NULL)) {
+            snprintf(msg, cap, "gpu_gemv_experts returned -1: %s", gpu_gemv_error());
+            bad = -1;
+        } else {
+            for (int j = 0; j < k; j++) {
+                ref_gemv(t, down->host[map[ids[j]]], x + j * dcols, dcols, drows, ref + j * drows, tol + j * drows);
+                for (int r = 0; r < drows; r++) tol[j * drows + r] = 1e-4 * tol[j * drows + r] + 1e-30;
+            }
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(got, dy, sizeof(float) * k * drows, cudaMemcpyDeviceToHost));
+            bad = compare(got, ref, tol, (int64_t)k * drows, msg, cap);
+        }
+        CK(cudaFree(dxk)); CK(cudaFree(dy));
+    }
+    CK(cudaFree(dids));
+    free(x); free(got); free(ref); free(tol); free(g);
+    return bad;
+}
+
+static void test_experts(int t, int ncols) {
+    const int blck = hm_type_get(t)->blck;
+    const int dcols = blck == 256 ? 256 : blck == 32 ? 160 : 129; /* down's input width */
+    expert_set gate, up, down;
+    experts_init(&gate, t, ncols, 129);
+    experts_init(&up, t, ncols, 129);
+    experts_init(&down, t, dcols, 77);
+    int map[NEXP];
+    char msg[256] = "", detail[320] = "";
+    int failed = 0;
+    static const int ks[] = { 1, 8, 16 };
+    /* round 0: identity tables; round 1: the tables rewritten in place to a permutation */
+    for (int round = 0; round < 2 && !failed; round++) {
+        for (int e = 0; e < NEXP; e++) map[e] = round ? (e * 37 + 11) % NEXP : e;
+        experts_map(&gate, map); experts_map(&up, map); experts_map(&down, map);
+        for (int i = 0; i < 3 && !failed; i++) {
+            const int bad = test_experts_k(&gate, &up, &down, map, ks[i], msg, sizeof msg);
+            if (bad) { failed = 1; snprintf(detail, sizeof detail, "k=%d round %d: %d bad, first %s", ks[i], round, bad, msg); }
+        }
+    }
+    if (!failed) snprintf(detail, sizeof detail, "128 experts, gate/up 129x%d, down 77x%d, k=1,8,16, tables rewritten", ncols, dcols);
+    report(!failed, "experts", hm_type_name(t), detail);
+    experts_free(&gate); experts_free(&up); experts_free(&down);
+}
+
+/* ---- gpu_dequant: bit-exact to to_float + hm_f32_to_bf16/fp16 ---- */
+
+static void test_dequant(int t) {
+    const hm_type_traits *tr = hm_type_get(t);
+    const int64_t n = tr->blck == 1 ? 4151 : (int64_t)tr->blck * 1037;
+    const size_t bytes = hm_row_size(t, n);
+    uint8_t *src = (uint8_t *)malloc(bytes);
+    if (is_float_type(t)) /* every bit pattern: NaNs, infinities, subnormals */
+        for (size_t i = 0; i < bytes; i++) src[i] = (uint8_t)rnd32();
+    else
+        fill_weights(t, src, n);
+    float *f = (float *)malloc(n * sizeof(float));
+    uint16_t *want = (uint16_t *)malloc(n * 2), *got = (uint16_t *)malloc(n * 2);
+    tr->to_float(src, f, n);
+    void *dsrc = dev_upload(src, bytes);
+    uint16_t *ddst;
+    CK(cudaMalloc(&ddst, n * 2));
+    char detail[320] = "";
+    int failed = 0;
+    /* whole buffer, then a tile starting one block in (as a prefill tile of rows would) */
+    for (int tile = 0; tile < 2 && !failed; tile++)
+        for (int f16 = 0; f16 < 2 && !failed; f16++) {
+            const int64_t off = tile ? tr->blck * (tr->blck == 1 ? 4 : 1) : 0, m = n - off;
+            for (int64_t i = 0; i < m; i++) want[i] = f16 ? hm_f32_to_fp16(f[off + i]) : hm_f32_to_bf16(f[off + i]);
+            CK(cudaMemset(ddst, 0xFF, n * 2));
+            if (gpu_dequant(t, (const uint8_t *)dsrc + hm_row_size(t, off), ddst, m, f16, NULL)) {
+                failed = 1;
+                snprintf(detail, sizeof detail, "gpu_dequant returned -1: %s", gpu_gemv_error());
+                break;
+            }
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(got, ddst, m * 2, cudaMemcpyDeviceToHost));
+            for (int64_t i = 0; i < m; i++)
+                if (got[i] != want[i]) {
+                    if (!failed++)
+                        snprintf(detail, sizeof detail, "%s tile %d: [%lld] got 0x%04x want 0x%04x (from %.9g)", f16 ? "f16" : "bf16", tile,
+                                 (long long)i, got[i], want[i], f[off + i]);
+                }
+        }
+    if (!failed) snprintf(detail, sizeof detail, "%lld values, bf16 and f16, bit-exact", (long long)n);
+    report(!failed, "dequant", tr->name, detail);
+    CK(cudaFree(dsrc)); CK(cudaFree(ddst));
+    free(src); free(f); free(want); free(got);
+}
+
+/* the contract's failures: -1 and a reason, nothing launched */
+static void test_errors(void) {
+    float *dx;
+    CK(cudaMalloc(&dx, 4096));
+    const int a = gpu_gemv(HM_TYPE_Q8_1, dx, dx, dx, 32, 1, NULL);           /* no kernel for Q8_1 */
+    const int b = gpu_gemv(HM_TYPE_Q4_K, dx, dx, dx, 128, 1, NULL);          /* not a multiple of 256 */
+    const int c = gpu_gemv(HM_TYPE_Q4_0, (char *)dx + 2, dx, dx, 32, 1, NULL); /* misaligned W */
+    const int d = gpu_dequant(HM_TYPE_Q4_0, dx, dx, 33, 0, NULL);            /* partial block */
+    const int e = gpu_gemv(HM_TYPE_Q4_0, dx, dx, dx, 32, 0, NULL);           /* no rows: nothing to do */
+    CK(cudaFree(dx));
+    char detail[64];
+    snprintf(detail, sizeof detail, "got %d %d %d %d %d, want -1 -1 -1 -1 0", a, b, c, d, e);
+    report(a == -1 && b == -1 && c == -1 && d == -1 && e == 0 && gpu_gemv_error()[0], "errors", "-", detail);
+}
+
+/* ---- --bench: GB/s of weight bytes read, beside a device-to-device copy ---- */
+
+static float time_ms(cudaEvent_t a, cudaEvent_t b) {
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+/* the copy ceiling: (read + write) bytes / time, as ../shared/design/DEVICE.md counts it */
+static double bench_copy(cudaEvent_t e0, cudaEvent_t e1) {
+    const size_t n = (size_t)1 << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n)); CK(cudaMalloc(&b, n));
+    CK(cudaMemset(a, 1, n));
+    CK(cudaMemcpy(b, a, n, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < 10; i++) CK(cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, n, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaFree(a)); CK(cudaFree(b));
+    return 2.0 * n * 10 / (time_ms(e0, e1) * 1e-3) / 1e9;
+}
+
+/* one matrix (nrows, ncols), rotated among enough copies that L2 (60 MB) cannot hold them */
+static double bench_gemv(int t, int nrows, int ncols, cudaEvent_t e0, cudaEvent_t e1, double *us) {
+    const size_t bytes = hm_row_size(t, ncols) * (size_t)nrows;
+    int ncopy = (int)((512u << 20) / bytes) + 1;
+    if (ncopy < 2) ncopy = 2;
+    if (ncopy > 64) ncopy = 64;
+    void *w[64];
+    float *x, *y;
+    for (int i = 0; i < ncopy; i++) { CK(cudaMalloc(&w[i], bytes)); CK(cudaMemset(w[i], 0x11, bytes)); }
+    CK(cudaMalloc(&x, ncols * sizeof(float))); CK(cudaMemset(x, 0, ncols * sizeof(float)));
+    CK(cudaMalloc(&y, nrows * sizeof(float)));
+    const int iters = 100;
+    for (int i = 0; i < 3; i++) if (gpu_gemv(t, w[i % ncopy], x, y, ncols, nrows, NULL)) { fprintf(stderr, "%s\n", gpu_gemv_error()); exit(1); }
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < iters; i++) gpu_gemv(t, w[i % ncopy], x, y, ncols, nrows, NULL);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    *us = time_ms(e0, e1) * 1e3 / iters;
+    for (int i = 0; i < ncopy; i++) CK(cudaFree(w[i]));
+    CK(cudaFree(x)); CK(cudaFree(y));
+    return bytes / (*us * 1e-6) / 1e9;
+}
+
+/* MoE decode step of a Qwen3-30B-A3B layer: 128 experts, gate/up (768, 2048), down (2048, 768),
+ * k = 8 random experts per call; GB/s over the bytes of the 8 experts' matrices */
+static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, double *gbs_down) {
+    const int H = 2048, I = 768, K = 8, NSETS = 64, iters = 200;
+    const size_t gu_bytes = hm_row_size(t, H) * I, d_bytes = hm_row_size(t, I) * H;
+    void *hg[NEXP], *hu[NEXP], *hd[NEXP];
+    for (int e = 0; e < NEXP; e++) {
+        CK(cudaMalloc(&hg[e], gu_bytes)); CK(cudaMemset(hg[e], 0x11, gu_bytes));
+        CK(cudaMalloc(&hu[e], gu_bytes)); CK(cudaMemset(hu[e], 0x11, gu_bytes));
+        CK(cudaMalloc(&hd[e], d_bytes)); CK(cudaMemset(hd[e], 0x11, d_bytes));
+    }
+    void *tg = dev_upload(hg, sizeof hg), *tu = dev_upload(hu, sizeof hu), *td = dev_upload(hd, sizeof hd);
+    int ids[NSETS * K];
+    for (int s = 0; s < NSETS; s++) pick_ids(ids + s * K, K);
+    int *dids = (int *)dev_upload(ids, sizeof ids);
+    float *x, *act, *y;
+    CK(cudaMalloc(&x, H * sizeof(float))); CK(cudaMemset(x, 0, H * sizeof(float)));
+    CK(cudaMalloc(&act, K * I * sizeof(float))); CK(cudaMemset(act, 0, K * I * sizeof(float)));
+    CK(cudaMalloc(&y, K * H * sizeof(float)));
+    for (int pass = 0; pass < 2; pass++) {
+        CK(cudaEventRecord(e0));
+        for (int i = 0; i < iters; i++) {
+            const int *di = dids + (i % NSETS) * K;
+            const int rc = pass ? gpu_gemv_experts(t, (const void *const *)td, di, K, act, y, I, H, NULL)
+                                : gpu_gemv_experts_swiglu(t, (const void *const *)tg, (const void *const *)tu, di, K, x, act, H, I, NULL);
+            if (rc) { fprintf(stderr, "%s\n", gpu_gemv_error()); exit(1); }
+        }
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        const double us = time_ms(e0, e1) * 1e3 / iters;
+        if (pass) *gbs_down = K * d_bytes / (us * 1e-6) / 1e9;
+        else *gbs_gu = 2.0 * K * gu_bytes / (us * 1e-6) / 1e9;
+    }
+    for (int e = 0; e < NEXP; e++) { CK(cudaFree(hg[e])); CK(cudaFree(hu[e])); CK(cudaFree(hd[e])); }
+    CK(cudaFree(tg)); CK(cudaFree(tu)); CK(cudaFree(td)); CK(cudaFree(dids));
+    CK(cudaFree(x)); CK(cudaFree(act)); CK(cudaFree(y));
+}
+
+static int bench(void) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    const double copy = bench_copy(e0, e1);
+    printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy);
+    printf("%-7s %6s | %9s %8s %5s | %9s %8s %5s | %8s %5s %8s %5s\n", "type", "bit/w", "14336x4096", "GB/s", "%cp",
+           "4096x14336", "GB/s", "%cp", "moe g+u", "%cp", "moe down", "%cp");
+    for (int i = 0; i < NTYPES; i++) {
+        const int t = k_types[i];
+        double us1, us2, gu = 0, dn = 0;
+        const double g1 = bench_gemv(t, 14336, 4096, e0, e1, &us1), g2 = bench_gemv(t, 4096, 14336, e0, e1, &us2);
+        bench_moe(t, e0, e1, &gu, &dn);
+        printf("%-7s %6.3f | %7.1fus %8.0f %4.0f%% | %7.1fus %8.0f %4.0f%% | %8.0f %4.0f%% %8.0f %4.0f%%\n", hm_type_name(t),
+               8.0 * hm_row_size(t, 4096) / 4096, us1, g1, 100 * g1 / copy, us2, g2, 100 * g2 / copy, gu, 100 * gu / copy, dn,
+               100 * dn / copy);
+    }
+    printf("\nGB/s: weight bytes read per call / time per call (100-200 calls, matrices rotated past L2);\n"
+           "%%cp: of the copy figure above. moe: 128 experts (gate/up 768x2048, down 2048x768), k=8 random per call.\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int ndev = 0;
+    const cudaError_t err = cudaGetDeviceCount(&ndev);
+    if (err != cudaSuccess || ndev == 0) {
+        printf("SKIP: no CUDA device (%s)\n", err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        return 77;
+    }
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
+    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench();
+
+    for (int i = 0; i < NTYPES; i++) {
+        const int t = k_types[i];
+        test_gemv(t);
+        test_experts(t, 512);
+        if (is_float_type(t)) test_experts(t, 515); /* the scalar path */
+        test_dequant(t);
+    }
+    test_errors();
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
