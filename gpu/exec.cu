@@ -133,6 +133,21 @@ extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
     return n;
 }
 
+/* Profiling (HOTMOE_GPU_PROFILE=1): the step runs outside the graph with an event after each
+ * op group; times are summed per group and printed when the executor is freed. */
+enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_COUNT };
+static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "attention", "o-proj+residual",
+                                           "router gemv+topk", "experts gate/up", "experts down", "moe reduce",
+                                           "dense/shared ffn", "output head+copy" };
+typedef struct { int on; cudaEvent_t ev[2048]; int grp[2048]; int n; double ms[P_COUNT]; long steps; } prof_t;
+static prof_t prof;
+static void mark(gpu_exec *g, int grp) {
+    if (!prof.on || prof.n >= 2048) return;
+    if (!prof.ev[prof.n]) cudaEventCreate(&prof.ev[prof.n]);
+    cudaEventRecord(prof.ev[prof.n], g->s);
+    prof.grp[prof.n++] = grp;
+}
+
 /* Records one decode step into the stream (captured into a graph by the caller). */
 static void record_step(gpu_exec *g, int with_logits) {
     const hm_config *c = &g->m->cfg;
@@ -140,20 +155,27 @@ static void record_step(gpu_exec *g, int with_logits) {
     int D = c->n_embd;
     cudaMemcpyAsync(g->x, g->h_x, sizeof(float) * D, cudaMemcpyHostToDevice, s);
     cudaMemcpyAsync(g->d_pos, g->h_pos, sizeof(int), cudaMemcpyHostToDevice, s);
+    mark(g, -1);
     for (int il = 0; il < c->n_layer; il++) {
         dlayer *l = &g->L[il];
         size_t kvoff = (size_t)il * g->n_ctx * c->kv_dim;
         op_rmsnorm(g->x, l->attn_norm, g->xn, D, c->rms_eps, s);
+        mark(g, P_NORM);
         gpu_gemv(l->wq.type, l->wq.d, g->xn, g->q, D, c->q_dim, s);
         gpu_gemv(l->wk.type, l->wk.d, g->xn, g->k, D, c->kv_dim, s);
         gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
+        mark(g, P_QKV);
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
+        mark(g, P_ROPE);
         op_attn_decode(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->part, c->n_head, c->n_head_kv, c->head_dim,
                        g->n_ctx, g->d_pos, s);
+        mark(g, P_ATTN);
         gpu_gemv(l->wo.type, l->wo.d, g->att, g->tmp, c->q_dim, D, s);
         op_add(g->x, g->tmp, D, s);
+        mark(g, P_OPROJ);
         op_rmsnorm(g->x, l->ffn_norm, g->xn, D, c->rms_eps, s);
+        mark(g, P_NORM);
         const float *shared = NULL;
         if (l->has_single) { /* dense FFN, or the shared expert */
             dexperts *x = &l->single;
@@ -161,20 +183,26 @@ static void record_step(gpu_exec *g, int with_logits) {
             gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->act, D, ff, s);
             gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->act, g->sh, ff, D, s);
             shared = g->sh;
-            if (!l->is_moe) { op_moe_reduce(g->x, g->sh, NULL, 1, NULL, D, s); continue; }
+            if (!l->is_moe) { op_moe_reduce(g->x, g->sh, NULL, 1, NULL, D, s); mark(g, P_DENSE); continue; }
+            mark(g, P_DENSE);
         }
         gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
         op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
                   c->n_group, c->topk_group, g->ids, g->ew, s);
+        mark(g, P_ROUTER);
         dexperts *x = &l->exps;
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
+        mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        mark(g, P_MOE_DOWN);
         op_moe_reduce(g->x, g->ey, g->ew, c->n_expert_used, shared, D, s);
+        mark(g, P_REDUCE);
     }
     if (!with_logits) return;
     op_rmsnorm(g->x, g->out_norm, g->xn, D, c->rms_eps, s);
     gpu_gemv(g->output.type, g->output.d, g->xn, g->logits, D, c->n_vocab, s);
     cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * c->n_vocab, cudaMemcpyDeviceToHost, s);
+    mark(g, P_OUTPUT);
 }
 
 static int capture(gpu_exec *g, int with_logits, cudaGraphExec_t *out, char *err, size_t errlen) {
@@ -192,6 +220,7 @@ bad:
 extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size_t errlen) {
     const hm_config *c = &m->cfg;
     gpu_exec *g = (gpu_exec *)calloc(1, sizeof(gpu_exec));
+    prof.on = getenv("HOTMOE_GPU_PROFILE") && *getenv("HOTMOE_GPU_PROFILE") == '1';
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
     int D = c->n_embd, ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
@@ -270,8 +299,20 @@ extern "C" int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logi
     const hm_tensor *te = &g->m->tok_embd;
     hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)token * hm_row_size(te->type, te->ne[0]), g->h_x, te->ne[0]);
     *g->h_pos = pos;
-    CK(cudaGraphLaunch(logits ? g->graph : g->graph_nolog, g->s));
-    CK(cudaStreamSynchronize(g->s));
+    if (prof.on) {
+        prof.n = 0;
+        record_step(g, logits != NULL);
+        CK(cudaStreamSynchronize(g->s));
+        for (int i = 1; i < prof.n; i++) {
+            float ms = 0;
+            cudaEventElapsedTime(&ms, prof.ev[i - 1], prof.ev[i]);
+            if (prof.grp[i] >= 0) prof.ms[prof.grp[i]] += ms;
+        }
+        prof.steps++;
+    } else {
+        CK(cudaGraphLaunch(logits ? g->graph : g->graph_nolog, g->s));
+        CK(cudaStreamSynchronize(g->s));
+    }
     if (logits) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
     return 0;
 bad:
@@ -282,6 +323,13 @@ extern "C" size_t gpu_exec_vram_used(const gpu_exec *g) { return g->vram; }
 
 extern "C" void gpu_exec_free(gpu_exec *g) {
     if (!g) return;
+    if (prof.on && prof.steps) {
+        double tot = 0;
+        for (int i = 0; i < P_COUNT; i++) tot += prof.ms[i];
+        fprintf(stderr, "gpu profile over %ld steps (ungraphed, events between op groups): %.3f ms/step\n", prof.steps, tot / prof.steps);
+        for (int i = 0; i < P_COUNT; i++)
+            if (prof.ms[i] > 0) fprintf(stderr, "  %-18s %8.1f us/step %5.1f%%\n", prof_names[i], 1e3 * prof.ms[i] / prof.steps, 100 * prof.ms[i] / tot);
+    }
     if (g->graph) cudaGraphExecDestroy(g->graph);
     if (g->graph_nolog) cudaGraphExecDestroy(g->graph_nolog);
     for (int i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);

@@ -79,9 +79,11 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
                                                  pos, kcache, vcache);
 }
 
-/* grid (n_head, n_split), 4 warps; each warp walks positions of the block's chunk with an online
- * softmax; lanes hold hd/32 dims each (hd <= 256). Partials: m, l, o[hd]. */
+/* grid (n_head, n_split), 4 warps; each warp walks the block's chunk 4 positions at a time (four
+ * independent loads in flight, then four reductions) with an online softmax; lanes hold hd/32 dims
+ * each (hd <= 256). Partials: m, l, o[hd]. */
 #define ATTN_WARPS 4
+#define ATTN_ILP 4
 __global__ void k_attn_part(const float *q, const float *kc, const float *vc, float *part, int n_head, int n_head_kv,
                             int hd, const int *pos_p) {
     int h = blockIdx.x, sp = blockIdx.y, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
@@ -90,15 +92,29 @@ __global__ void k_attn_part(const float *q, const float *kc, const float *vc, fl
     float qv[8], o[8];
     for (int r = 0; r < per; r++) { int c = lane + 32 * r; qv[r] = c < hd ? q[h * hd + c] : 0.0f; o[r] = 0; }
     float m = -INFINITY, l = 0, scale = 1.0f / sqrtf((float)hd);
-    for (int t = t0 + wid; t < t1; t += ATTN_WARPS) {
-        const float *kr = kc + (size_t)t * kvd + kvh * hd, *vr = vc + (size_t)t * kvd + kvh * hd;
-        float d = 0;
-        for (int r = 0; r < per; r++) if (lane + 32 * r < hd) d += qv[r] * kr[lane + 32 * r];
-        d = warp_sum(d) * scale;
-        float mn = fmaxf(m, d), c = expf(m - mn), e = expf(d - mn);
-        l = l * c + e;
-        for (int r = 0; r < per; r++) o[r] = o[r] * c + (lane + 32 * r < hd ? e * vr[lane + 32 * r] : 0.0f);
-        m = mn;
+    for (int tb = t0 + wid * ATTN_ILP; tb < t1; tb += ATTN_WARPS * ATTN_ILP) {
+        float d[ATTN_ILP];
+#pragma unroll
+        for (int u = 0; u < ATTN_ILP; u++) {
+            d[u] = 0;
+            int t = tb + u;
+            if (t < t1) {
+                const float *kr = kc + (size_t)t * kvd + kvh * hd;
+                for (int r = 0; r < per; r++) if (lane + 32 * r < hd) d[u] += qv[r] * kr[lane + 32 * r];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ATTN_ILP; u++) d[u] = warp_sum(d[u]) * scale;
+#pragma unroll
+        for (int u = 0; u < ATTN_ILP; u++) {
+            int t = tb + u;
+            if (t >= t1) break;
+            const float *vr = vc + (size_t)t * kvd + kvh * hd;
+            float mn = fmaxf(m, d[u]), c = expf(m - mn), e = expf(d[u] - mn);
+            l = l * c + e;
+            for (int r = 0; r < per; r++) o[r] = o[r] * c + (lane + 32 * r < hd ? e * vr[lane + 32 * r] : 0.0f);
+            m = mn;
+        }
     }
     __shared__ float sm[ATTN_WARPS], sl[ATTN_WARPS], so[ATTN_WARPS][256];
     if (lane == 0) { sm[wid] = m; sl[wid] = l; }

@@ -3,7 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#define HM_ATTN_CHUNK 256 /* positions per split-K block of decode attention */
+#define HM_ATTN_CHUNK 128 /* positions per split-K block of decode attention */
 
 void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s);
 /* q/k/v post-processing for one token: bias, per-head RMSNorm (q_norm/k_norm may be NULL),
