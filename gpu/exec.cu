@@ -31,6 +31,8 @@ typedef struct {
 typedef struct {
     float *attn_norm, *ffn_norm, *bq, *bk, *bv, *q_norm, *k_norm, *router_bias;
     dmat wq, wk, wv, wo, router;
+    dmat wqkv;           /* q|k(|v) stacked when they share a type: one launch instead of 2-3 */
+    int n_fused;         /* 0: none; 2: q|k; 3: q|k|v */
     int is_moe;
     dexperts exps;       /* routed experts */
     dexperts single;     /* dense FFN or shared expert as a one-entry table */
@@ -136,8 +138,8 @@ extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
 /* Profiling (HOTMOE_GPU_PROFILE=1): the step runs outside the graph with an event after each
  * op group; times are summed per group and printed when the executor is freed. */
 enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_COUNT };
-static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "attention", "o-proj+residual",
-                                           "router gemv+topk", "experts gate/up", "experts down", "moe reduce",
+static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "attention", "o-proj+res+norm",
+                                           "router gemv+topk", "experts gate/up", "experts down", "moe reduce+norm",
                                            "dense/shared ffn", "output head+copy" };
 typedef struct { int on; cudaEvent_t ev[2048]; int grp[2048]; int n; double ms[P_COUNT]; long steps; } prof_t;
 static prof_t prof;
@@ -156,14 +158,21 @@ static void record_step(gpu_exec *g, int with_logits) {
     cudaMemcpyAsync(g->x, g->h_x, sizeof(float) * D, cudaMemcpyHostToDevice, s);
     cudaMemcpyAsync(g->d_pos, g->h_pos, sizeof(int), cudaMemcpyHostToDevice, s);
     mark(g, -1);
+    op_rmsnorm(g->x, g->L[0].attn_norm, g->xn, D, c->rms_eps, s);
+    mark(g, P_NORM);
     for (int il = 0; il < c->n_layer; il++) {
         dlayer *l = &g->L[il];
         size_t kvoff = (size_t)il * g->n_ctx * c->kv_dim;
-        op_rmsnorm(g->x, l->attn_norm, g->xn, D, c->rms_eps, s);
-        mark(g, P_NORM);
-        gpu_gemv(l->wq.type, l->wq.d, g->xn, g->q, D, c->q_dim, s);
-        gpu_gemv(l->wk.type, l->wk.d, g->xn, g->k, D, c->kv_dim, s);
-        gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
+        /* the norm that follows this layer: the next layer's, or the output's */
+        const float *next_norm = il + 1 < c->n_layer ? g->L[il + 1].attn_norm : with_logits ? g->out_norm : NULL;
+        if (l->n_fused) {
+            gpu_gemv(l->wqkv.type, l->wqkv.d, g->xn, g->q, D, (int)l->wqkv.ne1, s);
+            if (l->n_fused == 2) gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
+        } else {
+            gpu_gemv(l->wq.type, l->wq.d, g->xn, g->q, D, c->q_dim, s);
+            gpu_gemv(l->wk.type, l->wk.d, g->xn, g->k, D, c->kv_dim, s);
+            gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
+        }
         mark(g, P_QKV);
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
@@ -172,10 +181,8 @@ static void record_step(gpu_exec *g, int with_logits) {
                        g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
         gpu_gemv(l->wo.type, l->wo.d, g->att, g->tmp, c->q_dim, D, s);
-        op_add(g->x, g->tmp, D, s);
+        op_residual_norm(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_OPROJ);
-        op_rmsnorm(g->x, l->ffn_norm, g->xn, D, c->rms_eps, s);
-        mark(g, P_NORM);
         const float *shared = NULL;
         if (l->has_single) { /* dense FFN, or the shared expert */
             dexperts *x = &l->single;
@@ -183,7 +190,11 @@ static void record_step(gpu_exec *g, int with_logits) {
             gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->act, D, ff, s);
             gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->act, g->sh, ff, D, s);
             shared = g->sh;
-            if (!l->is_moe) { op_moe_reduce(g->x, g->sh, NULL, 1, NULL, D, s); mark(g, P_DENSE); continue; }
+            if (!l->is_moe) {
+                op_residual_norm(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, D, c->rms_eps, s);
+                mark(g, P_DENSE);
+                continue;
+            }
             mark(g, P_DENSE);
         }
         gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
@@ -195,11 +206,10 @@ static void record_step(gpu_exec *g, int with_logits) {
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
-        op_moe_reduce(g->x, g->ey, g->ew, c->n_expert_used, shared, D, s);
+        op_residual_norm(g->x, g->ey, g->ew, c->n_expert_used, shared, next_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
     if (!with_logits) return;
-    op_rmsnorm(g->x, g->out_norm, g->xn, D, c->rms_eps, s);
     gpu_gemv(g->output.type, g->output.d, g->xn, g->logits, D, c->n_vocab, s);
     cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * c->n_vocab, cudaMemcpyDeviceToHost, s);
     mark(g, P_OUTPUT);
@@ -251,9 +261,26 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         l->bv = upload_vec(g, &ly->bv, err, errlen);
         l->q_norm = upload_vec(g, &ly->q_norm, err, errlen); l->k_norm = upload_vec(g, &ly->k_norm, err, errlen);
         l->router_bias = upload_vec(g, &ly->router_bias, err, errlen);
-        if (upload_mat(g, &l->wq, &ly->wq, err, errlen) || upload_mat(g, &l->wk, &ly->wk, err, errlen) ||
-            upload_mat(g, &l->wv, &ly->wv, err, errlen) || upload_mat(g, &l->wo, &ly->wo, err, errlen))
+        if (ly->wq.type == ly->wk.type) {
+            /* q|k(|v) in one allocation, rows in that order, so one GEMV fills q, k (and v), which
+             * are contiguous too */
+            l->n_fused = ly->wv.type == ly->wq.type ? 3 : 2;
+            size_t nb = ly->wq.nbytes + ly->wk.nbytes + (l->n_fused == 3 ? ly->wv.nbytes : 0);
+            uint8_t *d = (uint8_t *)dalloc(g, nb, err, errlen);
+            if (!d || cudaMemcpy(d, ly->wq.data, ly->wq.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+                cudaMemcpy(d + ly->wq.nbytes, ly->wk.data, ly->wk.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+                (l->n_fused == 3 && cudaMemcpy(d + ly->wq.nbytes + ly->wk.nbytes, ly->wv.data, ly->wv.nbytes, cudaMemcpyHostToDevice) != cudaSuccess)) {
+                if (d) fail(err, errlen, "cuda: upload failed");
+                goto bad;
+            }
+            l->wqkv.type = ly->wq.type; l->wqkv.ne0 = ly->wq.ne[0];
+            l->wqkv.ne1 = ly->wq.ne[1] + ly->wk.ne[1] + (l->n_fused == 3 ? ly->wv.ne[1] : 0);
+            l->wqkv.d = d;
+            if (l->n_fused == 2 && upload_mat(g, &l->wv, &ly->wv, err, errlen)) goto bad;
+        } else if (upload_mat(g, &l->wq, &ly->wq, err, errlen) || upload_mat(g, &l->wk, &ly->wk, err, errlen) ||
+                   upload_mat(g, &l->wv, &ly->wv, err, errlen))
             goto bad;
+        if (upload_mat(g, &l->wo, &ly->wo, err, errlen)) goto bad;
         l->is_moe = ly->is_moe;
         const hm_ffn_w *single = ly->is_moe ? (c->n_shared_exp ? &ly->shexp : NULL) : &ly->dense;
         if (single) { l->has_single = 1; if (upload_experts(g, &l->single, &single, 1, err, errlen)) goto bad; }
@@ -272,7 +299,8 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
 #define A(ptr, n) if (!(ptr = (float *)dalloc(g, sizeof(float) * (size_t)(n), err, errlen))) goto bad
         if (!(g->kc = (float *)dalloc(g, kv, err, errlen)) || !(g->vc = (float *)dalloc(g, kv, err, errlen))) goto bad;
-        A(g->x, D); A(g->xn, D); A(g->q, c->q_dim); A(g->k, c->kv_dim); A(g->v, c->kv_dim); A(g->att, c->q_dim);
+        A(g->x, D); A(g->xn, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
+        g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * c->n_expert_used); A(g->sh, D);
         A(g->part, (size_t)c->n_head * n_split * (c->head_dim + 2));

@@ -35,6 +35,31 @@ void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cu
     k_rmsnorm<<<1, 1024, 0, s>>>(x, w, out, n, eps);
 }
 
+/* x += sum_j wt[j] * y[j] (+ shared), then out = rmsnorm(x) * w when w is given: the residual
+ * update and the next norm in one launch (one block: the norm needs all of x). Same order of
+ * additions as the CPU: the weighted sum first, then the shared part, then into x. */
+__global__ void k_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w,
+                                float *out, int n, float eps) {
+    float ss = 0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        float acc = 0;
+        for (int j = 0; j < k; j++) acc += (wt ? wt[j] : 1.0f) * y[(size_t)j * n + i];
+        if (shared) acc += shared[i];
+        float v = x[i] + acc;
+        x[i] = v;
+        ss += v * v;
+    }
+    if (!w) return;
+    ss = block_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = w[i] * (x[i] * inv);
+}
+
+void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
+                      int n, float eps, cudaStream_t s) {
+    k_residual_norm<<<1, 1024, 0, s>>>(x, y, wt, k, shared, w, out, n, eps);
+}
+
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
