@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages hotmoe builds with (idempotent; uses sudo when not root).
 set -euo pipefail
-PKGS="build-essential cmake pkg-config gzip libcjson-dev libcivetweb-dev libpcre2-dev libutf8proc-dev libhwloc-dev libnuma-dev"
+PKGS="build-essential cmake pkg-config gzip curl python3 python3-venv libcjson-dev libcivetweb-dev libpcre2-dev libutf8proc-dev libhwloc-dev libnuma-dev"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
