@@ -100,15 +100,14 @@ static int write_parts(gguf_writer *w, FILE *f, const out_tensor *o, hm_error *e
     return rc;
 }
 
-static void write_meta(gguf_writer *w, const hm_model *m, int file_type) {
-    const hm_config *c = &m->cfg;
+void convert_write_hparams(gguf_writer *w, const hm_config *c, const char *name, int file_type) {
     const char *a = hm_arch_name(c->arch);
     char k[256];
 #define KU(key, v) (snprintf(k, sizeof k, "%s." key, a), gguf_w_u32(w, k, (uint32_t)(v)))
 #define KF(key, v) (snprintf(k, sizeof k, "%s." key, a), gguf_w_f32(w, k, (float)(v)))
 #define KB(key, v) (snprintf(k, sizeof k, "%s." key, a), gguf_w_bool(w, k, (v) != 0))
     gguf_w_str(w, "general.architecture", a);
-    gguf_w_str(w, "general.name", "hotmoe-converted");
+    gguf_w_str(w, "general.name", name);
     gguf_w_u32(w, "general.alignment", 32);
     if (file_type >= 0) gguf_w_u32(w, "general.file_type", (uint32_t)file_type);
     gguf_w_u32(w, "general.quantization_version", 2);
@@ -137,6 +136,10 @@ static void write_meta(gguf_writer *w, const hm_model *m, int file_type) {
 #undef KU
 #undef KF
 #undef KB
+}
+
+static void write_meta(gguf_writer *w, const hm_model *m, int file_type) {
+    convert_write_hparams(w, &m->cfg, "hotmoe-converted", file_type);
     if (m->chat_template) gguf_w_str(w, "tokenizer.chat_template", m->chat_template);
 }
 

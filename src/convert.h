@@ -28,6 +28,10 @@ typedef struct {
  * naming the tensor unless the policy already picked a fitting type. Rows are converted in parallel. */
 int convert_write_gguf(const hm_model *m, const char *out_path, const convert_opts *o, hm_error *e);
 
+/* Writes general.* and the architecture's hyperparameter keys (llama.cpp's names) for c. */
+struct gguf_writer;
+void convert_write_hparams(struct gguf_writer *w, const hm_config *c, const char *name, int file_type);
+
 /* The policy behind --outtype: every matrix as `type` (F32/F16/BF16/...), routers stay F32. */
 int convert_policy_outtype(void *type_ptr, const hm_config *c, const convert_tensor *t);
 

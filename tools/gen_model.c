@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "gen_blocks.h"
 #include "gen_model.h"
+#include "convert.h"
 #include "gguf.h"
 #include "model.h"
 #include "names.h"
@@ -312,42 +313,9 @@ static void plan_build(gen_plan *p, const gen_shape *sh, const gen_mix *mx) {
 /* ---------------------------------------------------------------- writing */
 
 static void write_meta(gguf_writer *w, const gen_shape *sh, const gen_mix *mx, uint64_t seed) {
-    const hm_config *c = &sh->c;
-    const char *a = hm_arch_name(c->arch);
-    char k[256], name[128];
-#define KU(key, v) (snprintf(k, sizeof k, "%s." key, a), gguf_w_u32(w, k, (uint32_t)(v)))
-#define KF(key, v) (snprintf(k, sizeof k, "%s." key, a), gguf_w_f32(w, k, (float)(v)))
-#define KB(key, v) (snprintf(k, sizeof k, "%s." key, a), gguf_w_bool(w, k, (v) != 0))
+    char name[128];
     snprintf(name, sizeof name, "hotmoe-synthetic %s %s seed %llu", sh->name, mx->name, (unsigned long long)seed);
-    gguf_w_str(w, "general.architecture", a);
-    gguf_w_str(w, "general.name", name);
-    gguf_w_u32(w, "general.alignment", 32);
-    if (mx->ftype >= 0) gguf_w_u32(w, "general.file_type", (uint32_t)mx->ftype);
-    KU("block_count", c->n_layer + c->n_nextn);
-    KU("context_length", c->n_ctx_train);
-    KU("embedding_length", c->n_embd);
-    KU("feed_forward_length", c->n_ff);
-    KU("attention.head_count", c->n_head);
-    KU("attention.head_count_kv", c->n_head_kv);
-    KU("attention.key_length", c->head_dim);
-    KU("attention.value_length", c->head_dim);
-    KF("attention.layer_norm_rms_epsilon", c->rms_eps);
-    KF("rope.freq_base", c->rope_theta);
-    KU("rope.dimension_count", c->n_rot);
-    KU("vocab_size", c->n_vocab);
-    KU("expert_count", c->n_expert);
-    KU("expert_used_count", c->n_expert_used);
-    KU("expert_feed_forward_length", c->n_ff_exp);
-    KU("expert_gating_func", c->router_fn);
-    KB("expert_weights_norm", c->norm_topk);
-    KF("expert_weights_scale", c->routed_scale);
-    if (c->n_shared_exp) { KU("expert_shared_count", c->n_shared_exp); KU("expert_shared_feed_forward_length", c->n_ff_shexp); }
-    if (c->n_dense_lead) KU("leading_dense_block_count", c->n_dense_lead);
-    if (c->n_group > 1) { KU("expert_group_count", c->n_group); KU("expert_group_used_count", c->topk_group); }
-    if (c->n_nextn) KU("nextn_predict_layers", c->n_nextn);
-#undef KU
-#undef KF
-#undef KB
+    convert_write_hparams(w, &sh->c, name, mx->ftype);
 }
 
 /* The previous tensor is written by this thread while the next one is generated. */
