@@ -1,0 +1,199 @@
+/* test_gpu_ops.cu - every small op of the GPU forward pass (gpu/ops.cu) against its CPU
+ * reference (cpu/kernels.c, cpu/router.c): random inputs, odd sizes, outputs poisoned (NaN)
+ * before each launch, every element checked. Exits 77 (skipped) without a CUDA device. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ops.cuh"
+extern "C" {
+#include "cpu.h"
+#include "quant.h"
+#include "router.h"
+}
+
+static int n_pass, n_fail;
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2 - 1; }
+static void fill(float *x, size_t n, float s) { for (size_t i = 0; i < n; i++) x[i] = s * frand(); }
+
+static float *dup(const float *h, size_t n) {
+    float *d; cudaMalloc(&d, n * sizeof(float)); cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice); return d;
+}
+static float *poisoned(size_t n) { float *d; cudaMalloc(&d, n * sizeof(float)); cudaMemset(d, 0xFF, n * sizeof(float)); return d; }
+static void back(float *h, const float *d, size_t n) { cudaDeviceSynchronize(); cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost); }
+
+/* every element within rel * max|ref| (+ a tiny absolute floor) */
+static void check(const char *what, const float *got, const float *ref, size_t n, double rel) {
+    double mr = 1e-30, md = 0; size_t bad = 0;
+    for (size_t i = 0; i < n; i++) if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - ref[i]);
+        if (!(d <= rel * mr + 1e-30)) bad++;
+        if (!(d <= md)) md = d;
+    }
+    printf("%s %s: %zu elements, max rel err %.3g%s\n", bad ? "FAIL" : "PASS", what, n, md / mr, bad ? " (elements out of tolerance or NaN)" : "");
+    bad ? n_fail++ : n_pass++;
+}
+
+static hm_tensor vec_tensor(const float *data, int n) {
+    hm_tensor t; memset(&t, 0, sizeof t);
+    t.type = HM_TYPE_F32; t.n_dims = 1; t.ne[0] = n; t.ne[1] = t.ne[2] = t.ne[3] = 1; t.data = data; t.nbytes = (size_t)n * 4;
+    return t;
+}
+
+static void test_rmsnorm(int n) {
+    float *x = (float *)malloc(n * 4), *w = (float *)malloc(n * 4), *ref = (float *)malloc(n * 4), *got = (float *)malloc(n * 4);
+    fill(x, n, 3); fill(w, n, 1);
+    hm_tensor wt = vec_tensor(w, n);
+    cpu_rmsnorm(ref, x, &wt, n, 1e-6f);
+    float *dx = dup(x, n), *dw = dup(w, n), *dy = poisoned(n);
+    op_rmsnorm(dx, dw, dy, n, 1e-6f, 0);
+    back(got, dy, n);
+    char what[64]; snprintf(what, sizeof what, "rmsnorm n=%d", n);
+    check(what, got, ref, n, 1e-5);
+    cudaFree(dx); cudaFree(dw); cudaFree(dy); free(x); free(w); free(ref); free(got);
+}
+
+static void test_residual_norm(int n, int k, int with_shared, int with_norm) {
+    size_t nk = (size_t)n * k;
+    float *x = (float *)malloc(n * 4), *y = (float *)malloc(nk * 4), *wt = (float *)malloc(k * 4), *sh = (float *)malloc(n * 4);
+    float *w = (float *)malloc(n * 4), *rx = (float *)malloc(n * 4), *rn = (float *)malloc(n * 4), *gx = (float *)malloc(n * 4), *gn = (float *)malloc(n * 4);
+    fill(x, n, 2); fill(y, nk, 1); fill(wt, k, 1); fill(sh, n, 1); fill(w, n, 1);
+    for (int i = 0; i < n; i++) { /* the CPU's order: weighted sum, then shared, then into x */
+        float acc = 0;
+        for (int j = 0; j < k; j++) acc += wt[j] * y[(size_t)j * n + i];
+        if (with_shared) acc += sh[i];
+        rx[i] = x[i] + acc;
+    }
+    hm_tensor wtn = vec_tensor(w, n);
+    if (with_norm) cpu_rmsnorm(rn, rx, &wtn, n, 1e-5f);
+    float *dx = dup(x, n), *dy = dup(y, nk), *dwt = dup(wt, k), *dsh = dup(sh, n), *dw = dup(w, n), *dn = poisoned(n);
+    op_residual_norm(dx, dy, dwt, k, with_shared ? dsh : NULL, with_norm ? dw : NULL, dn, n, 1e-5f, 0);
+    back(gx, dx, n); back(gn, dn, n);
+    char what[96]; snprintf(what, sizeof what, "residual n=%d k=%d shared=%d", n, k, with_shared);
+    check(what, gx, rx, n, 1e-6);
+    if (with_norm) { snprintf(what, sizeof what, "residual+norm n=%d k=%d shared=%d", n, k, with_shared); check(what, gn, rn, n, 1e-5); }
+    cudaFree(dx); cudaFree(dy); cudaFree(dwt); cudaFree(dsh); cudaFree(dw); cudaFree(dn);
+    free(x); free(y); free(wt); free(sh); free(w); free(rx); free(rn); free(gx); free(gn);
+}
+
+/* bias, per-head RMSNorm, partial NeoX RoPE at pos, then k/v written to the caches */
+static void test_qkv_post(int n_head, int n_kv, int hd, int n_rot, int bias, int qk_norm, int pos) {
+    int qd = n_head * hd, kvd = n_kv * hd, n_ctx = pos + 3;
+    float *q = (float *)malloc(qd * 4), *k = (float *)malloc(kvd * 4), *v = (float *)malloc(kvd * 4);
+    float *bq = (float *)malloc(qd * 4), *bk = (float *)malloc(kvd * 4), *bv = (float *)malloc(kvd * 4);
+    float *qn = (float *)malloc(hd * 4), *kn = (float *)malloc(hd * 4);
+    fill(q, qd, 1); fill(k, kvd, 1); fill(v, kvd, 1); fill(bq, qd, 0.3f); fill(bk, kvd, 0.3f); fill(bv, kvd, 0.3f);
+    fill(qn, hd, 1); fill(kn, hd, 1);
+    float *rq = (float *)malloc(qd * 4), *rk = (float *)malloc(kvd * 4), *rv = (float *)malloc(kvd * 4);
+    memcpy(rq, q, qd * 4); memcpy(rk, k, kvd * 4); memcpy(rv, v, kvd * 4);
+    if (bias) { for (int i = 0; i < qd; i++) rq[i] += bq[i]; for (int i = 0; i < kvd; i++) { rk[i] += bk[i]; rv[i] += bv[i]; } }
+    hm_tensor tq = vec_tensor(qn, hd), tk = vec_tensor(kn, hd);
+    if (qk_norm) {
+        for (int h = 0; h < n_head; h++) cpu_rmsnorm(rq + h * hd, rq + h * hd, &tq, hd, 1e-6f);
+        for (int h = 0; h < n_kv; h++) cpu_rmsnorm(rk + h * hd, rk + h * hd, &tk, hd, 1e-6f);
+    }
+    cpu_rope_neox(rq, n_head, hd, n_rot, pos, 10000.0f);
+    cpu_rope_neox(rk, n_kv, hd, n_rot, pos, 10000.0f);
+    float *dq = dup(q, qd), *dk = dup(k, kvd), *dv = dup(v, kvd), *dbq = dup(bq, qd), *dbk = dup(bk, kvd), *dbv = dup(bv, kvd);
+    float *dqn = dup(qn, hd), *dkn = dup(kn, hd), *kc = poisoned((size_t)n_ctx * kvd), *vc = poisoned((size_t)n_ctx * kvd);
+    int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
+    op_qkv_post(dq, dk, dv, bias ? dbq : NULL, bias ? dbk : NULL, bias ? dbv : NULL, qk_norm ? dqn : NULL, qk_norm ? dkn : NULL,
+                n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, kc, vc, 0);
+    float *gq = (float *)malloc(qd * 4), *gk = (float *)malloc(kvd * 4), *gv = (float *)malloc(kvd * 4);
+    back(gq, dq, qd);
+    back(gk, kc + (size_t)pos * kvd, kvd);
+    back(gv, vc + (size_t)pos * kvd, kvd);
+    char what[128];
+    snprintf(what, sizeof what, "qkv post q: heads %d/%d hd %d rot %d bias %d qknorm %d pos %d", n_head, n_kv, hd, n_rot, bias, qk_norm, pos);
+    check(what, gq, rq, qd, 2e-5);
+    snprintf(what, sizeof what, "qkv post k cache row %d", pos); check(what, gk, rk, kvd, 2e-5);
+    snprintf(what, sizeof what, "qkv post v cache row %d", pos); check(what, gv, rv, kvd, 1e-6);
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dbq); cudaFree(dbk); cudaFree(dbv); cudaFree(dqn); cudaFree(dkn);
+    cudaFree(kc); cudaFree(vc); cudaFree(dpos);
+    free(q); free(k); free(v); free(bq); free(bk); free(bv); free(qn); free(kn); free(rq); free(rk); free(rv); free(gq); free(gk); free(gv);
+}
+
+/* softmax(q . k / sqrt(hd)) v over positions 0..pos, GQA */
+static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
+    int qd = n_head * hd, kvd = n_kv * hd, grp = n_head / n_kv;
+    size_t cn = (size_t)n_ctx * kvd;
+    float *q = (float *)malloc(qd * 4), *kc = (float *)malloc(cn * 4), *vc = (float *)malloc(cn * 4), *ref = (float *)malloc(qd * 4);
+    fill(q, qd, 1); fill(kc, cn, 1); fill(vc, cn, 1);
+    float *att = (float *)malloc((size_t)(pos + 1) * 4);
+    for (int h = 0; h < n_head; h++) {
+        int kh = h / grp;
+        for (int t = 0; t <= pos; t++) {
+            float d = 0;
+            for (int i = 0; i < hd; i++) d += q[h * hd + i] * kc[(size_t)t * kvd + kh * hd + i];
+            att[t] = d / sqrtf((float)hd);
+        }
+        cpu_softmax(att, pos + 1);
+        for (int i = 0; i < hd; i++) {
+            float o = 0;
+            for (int t = 0; t <= pos; t++) o += att[t] * vc[(size_t)t * kvd + kh * hd + i];
+            ref[h * hd + i] = o;
+        }
+    }
+    int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
+    float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *dout = poisoned(qd), *part = poisoned((size_t)n_head * n_split * (hd + 2));
+    int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
+    op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0);
+    float *got = (float *)malloc(qd * 4);
+    back(got, dout, qd);
+    char what[128];
+    snprintf(what, sizeof what, "attention heads %d/%d hd %d ctx %d pos %d", n_head, n_kv, hd, n_ctx, pos);
+    check(what, got, ref, qd, 1e-5);
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos);
+    free(q); free(kc); free(vc); free(ref); free(att); free(got);
+}
+
+static void test_router(int fn, int n, int k, int norm, float scale, int n_group, int topk_group, int with_bias, int ties) {
+    float *lg = (float *)malloc(n * 4), *b = (float *)malloc(n * 4);
+    fill(lg, n, 3); fill(b, n, 0.5f);
+    if (ties) for (int i = 0; i < n; i++) lg[i] = (float)(i % 5);    /* many equal logits */
+    router_params p = { fn, n, k, norm, scale, n_group, topk_group };
+    int ri[64]; float rw[64];
+    router_select(&p, lg, with_bias ? b : NULL, ri, rw);
+    float *dl = dup(lg, n), *db = dup(b, n), *dw = poisoned(k);
+    int *di; cudaMalloc(&di, k * 4); cudaMemset(di, 0xFF, k * 4);
+    op_router(dl, with_bias ? db : NULL, n, k, fn, norm, scale, n_group, topk_group, di, dw, 0);
+    int gi[64]; float gw[64];
+    cudaDeviceSynchronize();
+    cudaMemcpy(gi, di, k * 4, cudaMemcpyDeviceToHost); cudaMemcpy(gw, dw, k * 4, cudaMemcpyDeviceToHost);
+    int same = 1;
+    for (int j = 0; j < k; j++) same &= gi[j] == ri[j] && fabsf(gw[j] - rw[j]) <= 1e-6f * fmaxf(1.0f, fabsf(rw[j]));
+    printf("%s router %s n=%d k=%d norm %d scale %g groups %d/%d bias %d ties %d: ids and weights %s\n", same ? "PASS" : "FAIL",
+           fn == 2 ? "sigmoid" : "softmax", n, k, norm, scale, topk_group, n_group, with_bias, ties, same ? "equal" : "differ");
+    same ? n_pass++ : n_fail++;
+    cudaFree(dl); cudaFree(db); cudaFree(dw); cudaFree(di); free(lg); free(b);
+}
+
+int main(void) {
+    int nd = 0;
+    if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) { printf("SKIP: no CUDA device (test_gpu_ops needs a GPU)\n"); return 77; }
+    for (int n : { 1, 64, 1000, 2048, 4097 }) test_rmsnorm(n);
+    for (int k : { 1, 3, 8 }) { test_residual_norm(2048, k, 0, 1); test_residual_norm(4097, k, 1, 1); test_residual_norm(777, k, 1, 0); }
+    test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
+    test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
+    test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
+    test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
+    test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
+    for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
+    test_attention(4, 2, 16, 40, 39);
+    test_attention(6, 3, 48, 300, 211);
+    test_attention(96, 8, 128, 4096, 4000);
+    test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 0);
+    test_router(1, 128, 8, 0, 1.0f, 1, 1, 0, 0);
+    test_router(1, 60, 4, 1, 1.0f, 1, 1, 0, 1);
+    test_router(2, 128, 8, 1, 1.0f, 1, 1, 1, 0);
+    test_router(2, 160, 8, 1, 2.5f, 1, 1, 1, 0);
+    test_router(2, 256, 8, 1, 2.5f, 8, 4, 1, 0);
+    test_router(2, 288, 8, 1, 2.5f, 1, 1, 1, 0);
+    test_router(2, 512, 16, 1, 1.0f, 1, 1, 1, 0);
+    test_router(1, 512, 10, 1, 1.0f, 1, 1, 0, 1);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail != 0;
+}
