@@ -12,6 +12,7 @@
 #include "gpu_check.h"
 #include "qdev.cuh"
 #include "qdev_k.cuh"
+#include "gemv_q8.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
@@ -181,6 +182,10 @@ extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int n
     if (gemv_check("gpu_gemv", type, x, ncols, nrows, 1, &t)) return -1;
     if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv: W at %p is not 16-byte aligned", W);
     if (nrows == 0) return 0;
+    if (gemv_q8_mode()) { /* q8 + dp4a when it handles (type, ncols); else on to the F32 path */
+        const int rc = gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream);
+        if (rc <= 0) return rc;
+    }
     const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
@@ -192,6 +197,10 @@ extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, co
     if (gemv_check("gpu_gemv_experts_swiglu", type, x, ncols, nrows, k, &t)) return -1;
     if (!gate_tab || !up_tab || !ids) return gemv_fail("gpu_gemv_experts_swiglu: NULL table or ids");
     if (nrows == 0 || k == 0) return 0;
+    if (gemv_q8_mode()) {
+        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, 0, act, nrows, ncols, nrows, 2, stream);
+        if (rc <= 0) return rc;
+    }
     const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
@@ -202,6 +211,10 @@ extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *i
     if (gemv_check("gpu_gemv_experts", type, x, ncols, nrows, k, &t)) return -1;
     if (!w_tab || !ids) return gemv_fail("gpu_gemv_experts: NULL table or ids");
     if (nrows == 0 || k == 0) return 0;
+    if (gemv_q8_mode()) {
+        const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream);
+        if (rc <= 0) return rc;
+    }
     const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }

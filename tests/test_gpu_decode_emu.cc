@@ -2,14 +2,18 @@
  * emu/), so CI without a GPU checks their bit logic: every part of every block, as the GEMV
  * kernel's threads would visit them, against cpu/quant.h's to_float; deq4 bit-exact. Loads are
  * checked for natural alignment. What this cannot see (the kernels' indexing, reductions,
- * launches) tests/test_gpu_gemv.cu checks on a GPU. Compile with -ffp-contract=off. */
+ * launches) tests/test_gpu_gemv.cu checks on a GPU. Compile with -ffp-contract=off.
+ * Also the q8 path (gpu/gemv_q8.cuh): chunk loaders at every alignment, the activation quantizer
+ * against tests/gemv_q8_ref.h, and each type's dp4a dot of whole chunks against that reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "../gpu/qdev_k.cuh"
+#include "../gpu/gemv_q8.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
+#include "gemv_q8_ref.h"
 
 static int g_pass, g_fail;
 static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
@@ -78,6 +82,103 @@ static void check(int t, const char *name, const int *f16_at) {
     free(w); free(x); free(f);
 }
 
+/* ---- the q8 path (gemv_q8.cuh): loaders, activation quantization, per-type dp4a dots ---- */
+
+static void result(int bad, const char *what, const char *name, const char *msg) {
+    printf("%s %s %s%s%s\n", bad ? "FAIL" : "PASS", what, name, bad ? ": " : "", msg);
+    if (bad) g_fail++;
+    else g_pass++;
+}
+
+/* q8_load_chunk<CB, 1> at every offset mod 16 gives the chunk's bytes; A = 16/8/4 at their own */
+template <int CB, int A>
+static void check_q8_load(void) {
+    uint8_t *buf = (uint8_t *)aligned_alloc(64, 512);
+    for (int i = 0; i < 512; i++) buf[i] = (uint8_t)rnd32();
+    int bad = 0;
+    char msg[160] = "";
+    for (int o = 0; o < 32; o += A) {
+        uint32_t w[q8_nw(CB, A)];
+        q8_load_chunk<CB, A>(buf + 64 + o, w);
+        for (int b = 0; b < CB; b++)
+            if (((w[b / 4] >> (8 * (b % 4))) & 0xFF) != buf[64 + o + b]) {
+                if (!bad++) snprintf(msg, sizeof msg, "offset %d byte %d", o, b);
+            }
+        for (int b = 0; b + 4 <= CB; b++) {
+            uint32_t want;
+            memcpy(&want, buf + 64 + o + b, 4);
+            if (wat(w, b) != want && !bad++) snprintf(msg, sizeof msg, "offset %d: wat(%d)", o, b);
+        }
+    }
+    char name[32];
+    snprintf(name, sizeof name, "CB=%d A=%d", CB, A);
+    result(bad, "q8 load", name, msg);
+    free(buf);
+}
+
+/* x with ordinary, zero, tiny and tie-prone groups */
+static void fill_x(float *x, int n) {
+    for (int i = 0; i < n; i++) x[i] = rndf();
+    for (int i = 0; i < 32 && n >= 96; i++) {
+        x[32 + i] = 0.0f;                              /* a zero group */
+        x[64 + i] = (float)((int)(rnd32() % 255) - 127); /* integers: x*127/127 ties and exact values */
+    }
+    for (int i = 0; i < 32 && n >= 160; i++) {
+        x[96 + i] = 1e-32f * rndf();  /* amax below 2^-100: an all-zero group */
+        x[128 + i] = 1e-29f * rndf(); /* tiny but quantized */
+    }
+}
+
+/* rows of ncols = 768 (3 chunks): rows start at every phase their size allows */
+template <class T>
+static void check_q8(int t, const char *name, const int *f16_at) {
+    const int ncols = 768, nrows = 16, nch = ncols / Q8_CHUNK;
+    const size_t rs = (size_t)nch * T::CB;
+    uint8_t *w = (uint8_t *)aligned_alloc(64, (rs * nrows + 63) / 64 * 64);
+    fill(t, w, (int64_t)ncols / hm_type_get(t)->blck * nrows, f16_at);
+    float *x = (float *)malloc(ncols * sizeof(float)), *f = (float *)malloc(ncols * sizeof(float));
+    fill_x(x, ncols);
+    /* the records as the kernel builds them, from q8_quant32 */
+    uint8_t *rec = (uint8_t *)aligned_alloc(64, nch * Q8_REC);
+    q8r_group *g = (q8r_group *)malloc(sizeof(q8r_group) * ncols / 32);
+    q8r_quantize(x, ncols, g);
+    int bad = 0;
+    char msg[200] = "";
+    for (int b = 0; b < ncols / 32; b++) {
+        int8_t q[32];
+        float d;
+        uint32_t s01;
+        q8_quant32(x + 32 * b, q, &d, &s01);
+        memcpy(rec + (b / 8) * Q8_REC + 32 * (b % 8), q, 32);
+        memcpy(rec + (b / 8) * Q8_REC + 256 + 8 * (b % 8), &d, 4);
+        memcpy(rec + (b / 8) * Q8_REC + 260 + 8 * (b % 8), &s01, 4);
+        if (memcmp(q, g[b].q, 32) || memcmp(&d, &g[b].d, 4) || (int)(int16_t)(s01 & 0xFFFF) != g[b].s0 || (int)(int16_t)(s01 >> 16) != g[b].s1)
+            if (!bad++) snprintf(msg, sizeof msg, "q8_quant32 group %d differs from the reference quantizer", b);
+    }
+    for (int r = 0; r < nrows; r++) {
+        float acc = 0.f;
+        for (int c = 0; c < nch; c++) {
+            uint32_t wv[q8_nw(T::CB, T::A)];
+            q8_load_chunk<T::CB, T::A>(w + r * rs + c * T::CB, wv);
+            acc += T::dot(wv, rec + c * Q8_REC);
+        }
+        double scale;
+        const double want = q8r_dot(t, w + r * rs, g, ncols, &scale);
+        if (!(fabs(acc - want) <= 1e-5 * scale + 1e-30)) {
+            if (!bad++) snprintf(msg, sizeof msg, "row %d (offset %% 16 = %d): got %.9g want %.9g (scale %.3g)", r, (int)(r * rs % 16), acc, want, scale);
+        }
+        /* and the quantization bound against the exact float dot */
+        hm_type_get(t)->to_float(w + r * rs, f, ncols);
+        double exact = 0;
+        for (int c = 0; c < ncols; c++) exact += (double)f[c] * x[c];
+        if (!(fabs(want - exact) <= q8r_bound(f, x, g, ncols))) {
+            if (!bad++) snprintf(msg, sizeof msg, "row %d: q8 %.9g vs exact %.9g beyond the quantization bound %.3g", r, want, exact, q8r_bound(f, x, g, ncols));
+        }
+    }
+    result(bad, "q8 dot", name, msg);
+    free(w); free(x); free(f); free(rec); free(g);
+}
+
 int main(void) {
     static const int none[] = { -1 }, d0[] = { 0, -1 }, dm0[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 }, q3k[] = { 108, -1 }, q6k[] = { 208, -1 };
     for (int rep = 0; rep < 20; rep++) {
@@ -99,7 +200,21 @@ int main(void) {
         check<TQ5_K>(HM_TYPE_Q5_K, "Q5_K", dm0);
         check<TQ6_K>(HM_TYPE_Q6_K, "Q6_K", q6k);
         check<TIQ4_XS>(HM_TYPE_IQ4_XS, "IQ4_XS", d0);
+        check_q8<Q8W_Q4_0>(HM_TYPE_Q4_0, "Q4_0", d0);
+        check_q8<Q8W_Q4_1>(HM_TYPE_Q4_1, "Q4_1", dm0);
+        check_q8<Q8W_Q5_0>(HM_TYPE_Q5_0, "Q5_0", d0);
+        check_q8<Q8W_Q5_1>(HM_TYPE_Q5_1, "Q5_1", dm0);
+        check_q8<Q8W_Q8_0>(HM_TYPE_Q8_0, "Q8_0", d0);
+        check_q8<Q8W_MXFP4>(HM_TYPE_MXFP4, "MXFP4", none);
+        check_q8<Q8W_Q2_K>(HM_TYPE_Q2_K, "Q2_K", q2k);
+        check_q8<Q8W_Q3_K>(HM_TYPE_Q3_K, "Q3_K", q3k);
+        check_q8<Q8W_Q4_K>(HM_TYPE_Q4_K, "Q4_K", dm0);
+        check_q8<Q8W_Q5_K>(HM_TYPE_Q5_K, "Q5_K", dm0);
+        check_q8<Q8W_Q6_K>(HM_TYPE_Q6_K, "Q6_K", q6k);
+        check_q8<Q8W_IQ4_XS>(HM_TYPE_IQ4_XS, "IQ4_XS", d0);
     }
+    check_q8_load<110, 1>(); check_q8_load<210, 1>(); check_q8_load<84, 1>(); check_q8_load<272, 1>();
+    check_q8_load<136, 8>(); check_q8_load<84, 4>(); check_q8_load<144, 16>(); check_q8_load<272, 16>();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

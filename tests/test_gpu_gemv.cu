@@ -1,7 +1,10 @@
 /* test_gpu_gemv.cu - gpu/gpu_gemv.h against the CPU reference (cpu/quant.h's to_float, dot in double):
  * every type, odd shapes, outputs poisoned (NaN) before every launch, every element checked;
  * the expert variants through device pointer tables (rewritten between launches); dequant
- * bit-exact. `--bench` prints GB/s per type against a device-to-device copy instead.
+ * bit-exact. Then all of it again in gpu_gemv_set_mode(1) (x quantized to int8, dp4a), where the
+ * references of the shapes that path takes are tests/gemv_q8_ref.h's, plus q8-only checks: the
+ * quantization bound against the exact dot, bitwise reproducibility, fallbacks, wide rows.
+ * `--bench` prints GB/s per type against a device-to-device copy instead, for both modes.
  * Exit 0 when all pass, 1 on a failure, 77 (SKIP) without a CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -15,6 +18,7 @@ extern "C" {
 #include "quant.h"
 #include "quant_blocks.h"
 }
+#include "gemv_q8_ref.h"
 
 #define CK(call) CUDA_CHECK_OR(call, exit(1))
 
@@ -26,9 +30,10 @@ static const int k_types[] = {
 #define NTYPES (int)(sizeof k_types / sizeof k_types[0])
 
 static int g_pass, g_fail;
+static int g_q8; /* mode 1 is on: references of the shapes it takes come from gemv_q8_ref.h */
 
 static void report(int ok, const char *what, const char *type, const char *detail) {
-    printf("%s %s %s%s%s\n", ok ? "PASS" : "FAIL", what, type, detail[0] ? ": " : "", detail);
+    printf("%s %s%s %s%s%s\n", ok ? "PASS" : "FAIL", g_q8 ? "q8 " : "", what, type, detail[0] ? ": " : "", detail);
     if (ok) g_pass++;
     else g_fail++;
 }
@@ -89,6 +94,13 @@ static void fill_weights(int t, void *buf, int64_t n) {
 /* y[r] = W[r] . x in double, and the error scale sum |w*x| */
 static void ref_gemv(int t, const void *W, const float *x, int ncols, int nrows, double *y, double *yabs) {
     const hm_type_traits *tr = hm_type_get(t);
+    if (g_q8 && q8r_handles(t, ncols)) { /* yabs: the scale of the q8 path's float terms */
+        q8r_group *g = (q8r_group *)malloc(sizeof(q8r_group) * (ncols / 32));
+        q8r_quantize(x, ncols, g);
+        for (int r = 0; r < nrows; r++) y[r] = q8r_dot(t, (const uint8_t *)W + r * hm_row_size(t, ncols), g, ncols, &yabs[r]);
+        free(g);
+        return;
+    }
     const size_t rs = hm_row_size(t, ncols);
     float *w = (float *)malloc((size_t)ncols * sizeof(float));
     for (int r = 0; r < nrows; r++) {
@@ -278,9 +290,9 @@ static int test_experts_k(expert_set *gate, expert_set *up, expert_set *down, co
     return bad;
 }
 
-static void test_experts(int t, int ncols) {
+static void test_experts(int t, int ncols, int dcols = 0) {
     const int blck = hm_type_get(t)->blck;
-    const int dcols = blck == 256 ? 256 : blck == 32 ? 160 : 129; /* down's input width */
+    if (!dcols) dcols = blck == 256 ? 256 : blck == 32 ? 160 : 129; /* down's input width */
     expert_set gate, up, down;
     experts_init(&gate, t, ncols, 129);
     experts_init(&up, t, ncols, 129);
@@ -348,6 +360,85 @@ static void test_dequant(int t) {
     free(src); free(f); free(want); free(got);
 }
 
+/* ---- mode 1 only: the q8 path against its reference (1e-5 of the term scale), the exact dot
+ * within the quantization bound, two launches bitwise equal; shapes it does not take against the
+ * exact reference (the F32 fallback) ---- */
+
+static int test_q8_shape(int t, int nrows, int ncols, char *msg, size_t cap) {
+    const size_t rs = hm_row_size(t, ncols);
+    const int q8 = q8r_handles(t, ncols);
+    void *W = malloc(rs * nrows);
+    float *x = (float *)malloc(ncols * sizeof(float)), *y = (float *)malloc(nrows * sizeof(float)), *y2 = (float *)malloc(nrows * sizeof(float));
+    float *wf = (float *)malloc(ncols * sizeof(float));
+    double *ref = (double *)malloc(nrows * sizeof(double)), *sc = (double *)malloc(nrows * sizeof(double));
+    double *ex = (double *)malloc(nrows * sizeof(double)), *exa = (double *)malloc(nrows * sizeof(double));
+    q8r_group *g = (q8r_group *)malloc(sizeof(q8r_group) * (ncols / 32 + 1));
+    fill_weights(t, W, (int64_t)nrows * ncols);
+    for (int c = 0; c < ncols; c++) x[c] = rndf() * (c % 97 == 0 ? 8.f : 1.f); /* some outliers */
+    for (int c = 0; c < 32 && ncols >= 64; c++) x[32 + c] = 0.f;                /* a zero group */
+    const int keep = g_q8;
+    g_q8 = 0;
+    ref_gemv(t, W, x, ncols, nrows, ex, exa); /* exact */
+    g_q8 = keep;
+    if (q8) {
+        q8r_quantize(x, ncols, g);
+        for (int r = 0; r < nrows; r++) ref[r] = q8r_dot(t, (const uint8_t *)W + r * rs, g, ncols, &sc[r]);
+    }
+    void *dW = dev_upload(W, rs * nrows);
+    float *dx = (float *)dev_upload(x, ncols * sizeof(float)), *dy;
+    CK(cudaMalloc(&dy, nrows * sizeof(float)));
+    int bad = 0;
+    for (int rep = 0; rep < 2 && bad >= 0; rep++) {
+        CK(cudaMemset(dy, 0xFF, nrows * sizeof(float)));
+        if (gpu_gemv(t, dW, dx, dy, ncols, nrows, NULL)) {
+            snprintf(msg, cap, "gpu_gemv returned -1: %s", gpu_gemv_error());
+            bad = -1;
+            break;
+        }
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(rep ? y2 : y, dy, nrows * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    for (int r = 0; r < nrows && bad >= 0; r++) {
+        const double err = fabs((double)y[r] - (q8 ? ref[r] : ex[r]));
+        const double tol = q8 ? 1e-5 * sc[r] + 1e-30 : 1e-4 * exa[r] + 1e-30;
+        if (!(err <= tol)) {
+            if (!bad++) snprintf(msg, cap, "%s row %d: got %.9g want %.9g (err %.3g > tol %.3g)", q8 ? "q8" : "fallback", r, y[r], q8 ? ref[r] : ex[r], err, tol);
+            continue;
+        }
+        if (q8) {
+            hm_type_get(t)->to_float((const uint8_t *)W + r * rs, wf, ncols);
+            const double bound = q8r_bound(wf, x, g, ncols);
+            if (!(fabs((double)y[r] - ex[r]) <= bound)) {
+                if (!bad++) snprintf(msg, cap, "row %d: %.9g vs exact %.9g: beyond the quantization bound %.3g", r, y[r], ex[r], bound);
+                continue;
+            }
+        }
+        if (memcmp(&y[r], &y2[r], sizeof(float)) && !bad++) snprintf(msg, cap, "row %d: two launches differ: %.9g %.9g", r, y[r], y2[r]);
+    }
+    CK(cudaFree(dW)); CK(cudaFree(dx)); CK(cudaFree(dy));
+    free(W); free(x); free(y); free(y2); free(wf); free(ref); free(sc); free(ex); free(exa); free(g);
+    return bad;
+}
+
+static void test_q8(int t) {
+    /* 256: 1 lane per row; 768: 3 of 4 lanes; 5120: 20 of 32; 14336: two chunks for most lanes;
+     * 32768: the widest taken; 33024: too wide (fallback); 1408: not a multiple of 256 (fallback) */
+    static const struct { int rows, cols; } shapes[] = {
+        { 1, 256 }, { 7, 256 }, { 1000, 256 }, { 33, 768 }, { 2049, 768 }, { 129, 2048 }, { 1000, 4096 },
+        { 65, 5120 }, { 129, 14336 }, { 7, 32768 }, { 3, 33024 }, { 33, 1408 },
+    };
+    char msg[256] = "", detail[320] = "";
+    int failed = 0, n = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (shapes[i].cols % hm_type_get(t)->blck) continue;
+        n++;
+        const int bad = test_q8_shape(t, shapes[i].rows, shapes[i].cols, msg, sizeof msg);
+        if (bad && !failed++) snprintf(detail, sizeof detail, "%dx%d: %d bad, first %s", shapes[i].rows, shapes[i].cols, bad, msg);
+    }
+    if (!failed) snprintf(detail, sizeof detail, "%d shapes: reference 1e-5, quantization bound, reproducible, fallbacks", n);
+    report(!failed, "gemv-q8", hm_type_name(t), detail);
+}
+
 /* the contract's failures: -1 and a reason, nothing launched */
 static void test_errors(void) {
     float *dx;
@@ -357,10 +448,11 @@ static void test_errors(void) {
     const int c = gpu_gemv(HM_TYPE_Q4_0, (char *)dx + 2, dx, dx, 32, 1, NULL); /* misaligned W */
     const int d = gpu_dequant(HM_TYPE_Q4_0, dx, dx, 33, 0, NULL);            /* partial block */
     const int e = gpu_gemv(HM_TYPE_Q4_0, dx, dx, dx, 32, 0, NULL);           /* no rows: nothing to do */
+    const int f = gpu_gemv_set_mode(2);                                      /* no such mode */
     CK(cudaFree(dx));
     char detail[64];
-    snprintf(detail, sizeof detail, "got %d %d %d %d %d, want -1 -1 -1 -1 0", a, b, c, d, e);
-    report(a == -1 && b == -1 && c == -1 && d == -1 && e == 0 && gpu_gemv_error()[0], "errors", "-", detail);
+    snprintf(detail, sizeof detail, "got %d %d %d %d %d %d, want -1 -1 -1 -1 0 -1", a, b, c, d, e, f);
+    report(a == -1 && b == -1 && c == -1 && d == -1 && e == 0 && f == -1 && gpu_gemv_error()[0], "errors", "-", detail);
 }
 
 /* ---- --bench: GB/s of weight bytes read, beside a device-to-device copy ---- */
@@ -451,11 +543,16 @@ static int bench(void) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const double copy = bench_copy(e0, e1);
-    printf("device-to-device copy: %.0f GB/s (read + write)\n\n", copy);
+    printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
+  for (int mode = 0; mode < 2; mode++) {
+    CK(cudaDeviceSynchronize());
+    if (gpu_gemv_set_mode(mode)) { fprintf(stderr, "%s\n", gpu_gemv_error()); exit(1); }
+    printf("\nmode %d: %s\n", mode, mode ? "x quantized to int8 per 32, dp4a (gpu_gemv_set_mode(1))" : "F32 activations");
     printf("%-7s %6s | %9s %8s %5s | %9s %8s %5s | %8s %5s %8s %5s\n", "type", "bit/w", "14336x4096", "GB/s", "%cp",
            "4096x14336", "GB/s", "%cp", "moe g+u", "%cp", "moe down", "%cp");
     for (int i = 0; i < NTYPES; i++) {
         const int t = k_types[i];
+        if (mode && is_float_type(t)) continue;
         double us1, us2, gu = 0, dn = 0;
         const double g1 = bench_gemv(t, 14336, 4096, e0, e1, &us1), g2 = bench_gemv(t, 4096, 14336, e0, e1, &us2);
         bench_moe(t, e0, e1, &gu, &dn);
@@ -463,6 +560,8 @@ static int bench(void) {
                8.0 * hm_row_size(t, 4096) / 4096, us1, g1, 100 * g1 / copy, us2, g2, 100 * g2 / copy, gu, 100 * gu / copy, dn,
                100 * dn / copy);
     }
+  }
+    gpu_gemv_set_mode(0);
     printf("\nGB/s: weight bytes read per call / time per call (100-200 calls, matrices rotated past L2);\n"
            "%%cp: of the copy figure above. moe: 128 experts (gate/up 768x2048, down 2048x768), k=8 random per call.\n");
     return 0;
@@ -478,6 +577,7 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
+    if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench();
 
     for (int i = 0; i < NTYPES; i++) {
@@ -488,6 +588,20 @@ int main(int argc, char **argv) {
         test_dequant(t);
     }
     test_errors();
+
+    /* mode 1: the block types again through the q8 path (and its fallbacks) */
+    if (gpu_gemv_set_mode(1)) { printf("FAIL gpu_gemv_set_mode(1): %s\n", gpu_gemv_error()); return 1; }
+    g_q8 = 1;
+    for (int i = 0; i < NTYPES; i++) {
+        const int t = k_types[i];
+        if (is_float_type(t)) continue;
+        test_gemv(t);
+        test_experts(t, 512);
+        test_experts(t, 2048, 768); /* Qwen3-30B-A3B's expert shapes (fewer rows) */
+        test_q8(t);
+    }
+    g_q8 = 0;
+    gpu_gemv_set_mode(0);
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

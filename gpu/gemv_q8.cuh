@@ -1,0 +1,460 @@
+/* gemv_q8.cuh - device helpers of the second decode GEMV path (gemv_q8.cu): activations quantized
+ * to int8 per 32 values (a q8_1-style format), weights decoded to int8 lanes in registers and
+ * multiplied with __dp4a (4 MACs per instruction), scales applied once per 16/32-value group.
+ *
+ * Units of work. A "chunk" is 256 consecutive elements of a row: 8 blocks of the 32-element types,
+ * one super-block of the K-quants. A lane loads its chunk's CB bytes into registers w[] with the
+ * widest loads its alignment allows (ALIGN: 16, 8 or 4 bytes, every chunk of a row-major matrix
+ * with ncols % 256 == 0 starts at a multiple of ALIGN when the matrix does; ALIGN 1: the aligned
+ * 16-byte words covering the chunk, realigned in registers), then T::dot(w, xs) returns the
+ * chunk's dot product with the quantized activations xs.
+ *
+ * Activation record (shared memory, Q8_REC bytes per chunk): q[256] int8 at 0, then for each
+ * 32-group g a pair {float d; int16 s0, s1} at 256 + 8g (s0 / s1: sums of q over the group's
+ * first / second 16 values), 16 bytes of padding (336 = 84 words: consecutive chunks start 20 banks
+ * apart, so lanes reading chunk c, c+1, ... conflict-free).
+ * Quantization of 32 values x (q8_quant32, the same code on the GPU and in the CPU emulation):
+ *   amax = max |x_i|; if !(amax >= 2^-100) the group is all zero (d = 0);
+ *   else d = amax / 127 and q_i = round_half_even(x_i * (127 / amax)), each op IEEE-rounded F32.
+ * Exactness: the integer sums are exact; only the float combination per group rounds.
+ *
+ * This header also compiles as plain host C++ (tests/test_gpu_decode_emu.cc, through tests/emu/):
+ * the few intrinsics used here go through q8_* wrappers with portable fallbacks. */
+#ifndef HM_GEMV_Q8_CUH
+#define HM_GEMV_Q8_CUH
+#include <stdint.h>
+#include "qdev.cuh"
+
+#define Q8_CHUNK 256 /* elements per chunk */
+#define Q8_REC 336   /* shared-memory bytes per chunk of activations */
+#define Q8_MAX_NCOLS 32768 /* 128 chunks: 43008 bytes of records, under the 48 KB static limit */
+
+/* ---- intrinsics with host fallbacks ---- */
+
+__device__ __forceinline__ int q8_dp4a(uint32_t a, uint32_t b, int c) {
+#ifdef __CUDACC__
+    return __dp4a((int)a, (int)b, c);
+#else
+    for (int i = 0; i < 4; i++) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+
+/* the low 32 bits of (hi:lo) >> sh, sh in 0..31 */
+__device__ __forceinline__ uint32_t q8_funnel(uint32_t lo, uint32_t hi, int sh) {
+#ifdef __CUDACC__
+    return __funnelshift_r(lo, hi, sh);
+#else
+    return (uint32_t)((((uint64_t)hi << 32) | lo) >> (sh & 31));
+#endif
+}
+
+__host__ __device__ __forceinline__ float q8_div(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+__host__ __device__ __forceinline__ float q8_mul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+__host__ __device__ __forceinline__ int q8_rint(float a) { /* round half to even */
+#ifdef __CUDA_ARCH__
+    return __float2int_rn(a);
+#else
+    return (int)nearbyintf(a);
+#endif
+}
+
+/* Quantizes x[0..32) (the contract above): q[0..32), *d, the two 16-sums packed as
+ * (s0 & 0xFFFF) | s1 << 16. The same float operations on every target. */
+__host__ __device__ __forceinline__ void q8_quant32(const float *x, int8_t *q, float *d, uint32_t *s01) {
+    float amax = 0.f;
+    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+    int s0 = 0, s1 = 0;
+    if (!(amax >= 0x1p-100f)) {
+        for (int i = 0; i < 32; i++) q[i] = 0;
+        *d = 0.f;
+    } else {
+        const float id = q8_div(127.f, amax);
+        for (int i = 0; i < 32; i++) {
+            const int v = q8_rint(q8_mul(x[i], id));
+            q[i] = (int8_t)v;
+            if (i < 16) s0 += v;
+            else s1 += v;
+        }
+        *d = q8_div(amax, 127.f);
+    }
+    *s01 = ((uint32_t)s0 & 0xFFFFu) | (uint32_t)s1 << 16;
+}
+
+/* ---- the activations of group g (0..7) of a chunk record ---- */
+
+struct q8_act {
+    uint32_t a[8]; /* q[32g + 4i .. +3] packed */
+    float d;
+    int s0, s1;
+};
+
+__device__ __forceinline__ q8_act q8_load_act(const uint8_t *xs, int g) {
+    q8_act r;
+    const uint4 a0 = *(const uint4 *)(xs + 32 * g), a1 = *(const uint4 *)(xs + 32 * g + 16);
+    r.a[0] = a0.x; r.a[1] = a0.y; r.a[2] = a0.z; r.a[3] = a0.w;
+    r.a[4] = a1.x; r.a[5] = a1.y; r.a[6] = a1.z; r.a[7] = a1.w;
+    const uint2 ds = *(const uint2 *)(xs + 256 + 8 * g);
+    r.d = __uint_as_float(ds.x);
+    r.s0 = (int)(int16_t)(ds.y & 0xFFFFu);
+    r.s1 = (int)(int32_t)ds.y >> 16;
+    return r;
+}
+
+/* ---- chunk registers: w[k] = bytes 4k..4k+3 of the chunk (little-endian); after unrolling every
+ * byte offset b below is a compile-time constant, so these are 0 or 1 instructions ---- */
+
+__device__ __forceinline__ uint32_t wat(const uint32_t *w, int b) {
+    return (b & 3) ? q8_funnel(w[b >> 2], w[(b >> 2) + 1], 8 * (b & 3)) : w[b >> 2];
+}
+__device__ __forceinline__ uint32_t wat8(const uint32_t *w, int b) { return (w[b >> 2] >> (8 * (b & 3))) & 0xFFu; }
+__device__ __forceinline__ float wf16(const uint32_t *w, int b) {
+    return __half2float(__ushort_as_half((unsigned short)(wat(w, b) & 0xFFFFu)));
+}
+
+/* words the loader fills for a chunk of CB bytes at alignment A (room for wat's w[k+1] and, for
+ * A == 1, for the covering words and their realignment) */
+__host__ __device__ constexpr int q8_nw(int cb, int a) { return a == 1 ? 4 * ((cb + 30) / 16) + 4 : (cb + 3) / 4 + 2; }
+
+/* Loads a chunk of CB bytes at p (a multiple of A; any address when A == 1). For A == 1 it reads
+ * the 16-byte words that overlap [p, p + CB) (never a word wholly outside it, so never past the
+ * allocation's last 16-byte granule) and shifts them into place: two word-select stages and one
+ * funnel shift per word, all with compile-time register indices. */
+template <int CB, int A>
+__device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
+    constexpr int NW = q8_nw(CB, A);
+    if constexpr (A == 16) {
+        static_assert(CB % 16 == 0, "A");
+#pragma unroll
+        for (int j = 0; j < CB / 16; j++) {
+            const uint4 u = __ldg((const uint4 *)(p + 16 * j));
+            w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+        }
+#pragma unroll
+        for (int k = CB / 4; k < NW; k++) w[k] = 0;
+    } else if constexpr (A == 8) {
+        static_assert(CB % 8 == 0, "A");
+#pragma unroll
+        for (int j = 0; j < CB / 8; j++) {
+            const uint2 u = __ldg((const uint2 *)(p + 8 * j));
+            w[2 * j] = u.x; w[2 * j + 1] = u.y;
+        }
+#pragma unroll
+        for (int k = CB / 4; k < NW; k++) w[k] = 0;
+    } else if constexpr (A == 4) {
+        static_assert(CB % 4 == 0, "A");
+#pragma unroll
+        for (int j = 0; j < CB / 4; j++) w[j] = __ldg((const unsigned int *)(p + 4 * j));
+#pragma unroll
+        for (int k = CB / 4; k < NW; k++) w[k] = 0;
+    } else {
+        static_assert(A == 1, "A is 16, 8, 4 or 1");
+        constexpr int NL = (CB + 30) / 16, NU = (CB + 3) / 4 + 1; /* words loaded; words used */
+        static_assert(4 * NL + 4 == NW && NU + 4 <= NW, "sizes");
+        const uint8_t *base = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)15);
+        const int o = (int)((uintptr_t)p & 15);
+#pragma unroll
+        for (int j = 0; j < NL; j++) {
+            uint4 u = { 0, 0, 0, 0 };
+            if (16 * j < CB || 16 * j < o + CB) u = __ldg((const uint4 *)(base + 16 * j));
+            w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+        }
+#pragma unroll
+        for (int k = 4 * NL; k < NW; k++) w[k] = 0;
+        const bool s1 = o & 4, s2 = o & 8;
+#pragma unroll
+        for (int k = 0; k <= NU + 2; k++) w[k] = s1 ? w[k + 1] : w[k];
+#pragma unroll
+        for (int k = 0; k <= NU; k++) w[k] = s2 ? w[k + 2] : w[k];
+        const int sh = 8 * (o & 3);
+#pragma unroll
+        for (int k = 0; k < NU; k++) w[k] = q8_funnel(w[k], w[k + 1], sh);
+    }
+}
+
+/* ---- per type: CB (chunk bytes), A (load alignment), dot(w, xs) = the chunk's dot product ---- */
+
+#define Q8_M4 0x0F0F0F0Fu
+
+/* nibble v (bits 0..3) spread to bit 4 of bytes 0..3 (Q5's fifth bits) */
+__device__ __forceinline__ uint32_t q8_bit4(uint32_t v) { return ((v & 0xFu) * 0x02040810u) & 0x10101010u; }
+
+/* elements 4i..4i+3 of a nibble table lookup: lo / hi = the entries of the low / high nibbles of q */
+__device__ __forceinline__ void q8_lut(uint32_t q, uint32_t t0, uint32_t t1, uint32_t t2, uint32_t t3, uint32_t *lo, uint32_t *hi) {
+    const uint32_t v0 = lut16(q, t0, t1, t2, t3), v1 = lut16(q >> 16, t0, t1, t2, t3);
+    *lo = __byte_perm(v0, v1, 0x6420u);
+    *hi = __byte_perm(v0, v1, 0x7531u);
+}
+
+/* 8 blocks of {d; qs[32]} at 34g: x = d*q */
+struct Q8W_Q8_0 {
+    static constexpr int CB = 272, A = 16;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const q8_act x = q8_load_act(xs, g);
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) s = q8_dp4a(wat(w, 34 * g + 2 + 4 * i), x.a[i], s);
+            acc = fmaf(wf16(w, 34 * g) * x.d, (float)s, acc);
+        }
+        return acc;
+    }
+};
+
+/* 8 blocks: Q4_0 {d; qs[16]} (x = d*(q-8)), Q4_1 {d, m; qs[16]} (x = d*q + m);
+ * qs byte j: element j (low nibble), j + 16 (high) */
+template <bool MIN>
+struct Q8W_Q4 {
+    static constexpr int BS = MIN ? 20 : 18, QS = MIN ? 4 : 2, CB = 8 * BS, A = 16;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const q8_act x = q8_load_act(xs, g);
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t q = wat(w, BS * g + QS + 4 * i);
+                s = q8_dp4a(q & Q8_M4, x.a[i], s);
+                s = q8_dp4a((q >> 4) & Q8_M4, x.a[4 + i], s);
+            }
+            if (MIN) acc = fmaf(wf16(w, BS * g + 2) * x.d, (float)(x.s0 + x.s1), acc);
+            else s -= 8 * (x.s0 + x.s1);
+            acc = fmaf(wf16(w, BS * g) * x.d, (float)s, acc);
+        }
+        return acc;
+    }
+};
+typedef Q8W_Q4<false> Q8W_Q4_0;
+typedef Q8W_Q4<true> Q8W_Q4_1;
+
+/* 8 blocks: Q5_0 {d; qh[4]; qs[16]} (x = d*(q-16)), Q5_1 {d, m; qh[4]; qs[16]} (x = d*q + m);
+ * element j's fifth bit is bit j of qh */
+template <bool MIN>
+struct Q8W_Q5 {
+    static constexpr int BS = MIN ? 24 : 22, QH = MIN ? 4 : 2, CB = 8 * BS, A = 16;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const q8_act x = q8_load_act(xs, g);
+            const uint32_t qh = wat(w, BS * g + QH);
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t q = wat(w, BS * g + QH + 4 + 4 * i);
+                s = q8_dp4a((q & Q8_M4) | q8_bit4(qh >> (4 * i)), x.a[i], s);
+                s = q8_dp4a(((q >> 4) & Q8_M4) | q8_bit4(qh >> (16 + 4 * i)), x.a[4 + i], s);
+            }
+            if (MIN) acc = fmaf(wf16(w, BS * g + 2) * x.d, (float)(x.s0 + x.s1), acc);
+            else s -= 16 * (x.s0 + x.s1);
+            acc = fmaf(wf16(w, BS * g) * x.d, (float)s, acc);
+        }
+        return acc;
+    }
+};
+typedef Q8W_Q5<false> Q8W_Q5_0;
+typedef Q8W_Q5<true> Q8W_Q5_1;
+
+/* 8 blocks of {e (E8M0); qs[16]}: x = kvalues_mxfp4[q] * 2^(e-128) */
+struct Q8W_MXFP4 {
+    static constexpr int CB = 136, A = 8;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const q8_act x = q8_load_act(xs, g);
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t lo, hi;
+                q8_lut(wat(w, 17 * g + 1 + 4 * i), HM_MXFP4_T0, HM_MXFP4_T1, HM_MXFP4_T2, HM_MXFP4_T3, &lo, &hi);
+                s = q8_dp4a(lo, x.a[i], s);
+                s = q8_dp4a(hi, x.a[4 + i], s);
+            }
+            acc = fmaf(e8m0_half(wat8(w, 17 * g)) * x.d, (float)s, acc);
+        }
+        return acc;
+    }
+};
+
+/* {d; scales_h; scales_l[4]; qs[128]}: group g: x = d*(ls_g - 32)*kvalues_iq4nl[q], qs[16g + j]
+ * holds elements 32g + j (low nibble) and 32g + 16 + j (high) */
+struct Q8W_IQ4_XS {
+    static constexpr int CB = 136, A = 8;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        const uint32_t sh = wat(w, 2) & 0xFFFFu, sl = wat(w, 4);
+        float acc = 0.f;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const q8_act x = q8_load_act(xs, g);
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t lo, hi;
+                q8_lut(wat(w, 8 + 16 * g + 4 * i), HM_IQ4NL_T0, HM_IQ4NL_T1, HM_IQ4NL_T2, HM_IQ4NL_T3, &lo, &hi);
+                s = q8_dp4a(lo, x.a[i], s);
+                s = q8_dp4a(hi, x.a[4 + i], s);
+            }
+            const int ls = (int)(((sl >> (4 * g)) & 0xFu) | ((sh >> (2 * g)) & 3u) << 4) - 32;
+            acc = fmaf(x.d, (float)(ls * s), acc);
+        }
+        return wf16(w, 0) * acc;
+    }
+};
+
+/* {scales[16]; qs[64]; d, dmin}: element 128h + 32j + l is bits 2j of qs[32h + l]; its 16-group
+ * 8h + 2j + l/16 has scale sc & 15 and min sc >> 4: x = d*(sc&15)*q - dmin*(sc>>4) */
+struct Q8W_Q2_K {
+    static constexpr int CB = 84, A = 4;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float ad = 0.f, am = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const q8_act x = q8_load_act(xs, 4 * h + j);
+                int lo = 0, hi = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const uint32_t q = (w[4 + 8 * h + i] >> (2 * j)) & 0x03030303u;
+                    if (i < 4) lo = q8_dp4a(q, x.a[i], lo);
+                    else hi = q8_dp4a(q, x.a[i], hi);
+                }
+                const int c0 = (int)wat8(w, 8 * h + 2 * j), c1 = (int)wat8(w, 8 * h + 2 * j + 1);
+                ad = fmaf(x.d, (float)((c0 & 15) * lo + (c1 & 15) * hi), ad);
+                am = fmaf(x.d, (float)((c0 >> 4) * x.s0 + (c1 >> 4) * x.s1), am);
+            }
+        return fmaf(wf16(w, 80), ad, -wf16(w, 82) * am);
+    }
+};
+
+/* {hmask[32]; qs[64]; scales[12]; d}: element 128h + 32j + l: q = (bits 2j of qs[32h + l]) +
+ * 4*(bit 4h + j of hmask[l]) - 4; x = d*scale(16-group)*q with 6-bit signed scales */
+struct Q8W_Q3_K {
+    static constexpr int CB = 110, A = 1;
+    __device__ static int scale(const uint32_t *w, int j) { /* cpu/dot_scalar.c: q3_K_scale */
+        const int lo = j < 8 ? (int)(wat8(w, 96 + j) & 0xFu) : (int)(wat8(w, 96 + j - 8) >> 4);
+        const int hi = (int)(wat8(w, 104 + j % 4) >> (2 * (j / 4))) & 3;
+        return (lo | hi << 4) - 32;
+    }
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const q8_act x = q8_load_act(xs, 4 * h + j);
+                int lo = 0, hi = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const uint32_t q = ((w[8 + 8 * h + i] >> (2 * j)) & 0x03030303u) | ((w[i] >> (4 * h + j)) & 0x01010101u) << 2;
+                    if (i < 4) lo = q8_dp4a(q, x.a[i], lo);
+                    else hi = q8_dp4a(q, x.a[i], hi);
+                }
+                const int s = scale(w, 8 * h + 2 * j) * (lo - 4 * x.s0) + scale(w, 8 * h + 2 * j + 1) * (hi - 4 * x.s1);
+                acc = fmaf(x.d, (float)s, acc);
+            }
+        return wf16(w, 108) * acc;
+    }
+};
+
+/* Q4_K {d, dmin; scales[12]; qs[128]}, Q5_K {.. ; qh[32]; qs[128]}: group g (32 elements) is
+ * nibble g%2 of qs[32(g/2) + l] (+16 from bit g of qh[l]); x = d*sc_g*q - dmin*m_g */
+template <bool HIGH>
+struct Q8W_Q45_K {
+    static constexpr int CB = HIGH ? 176 : 144, A = 16, QS = HIGH ? 48 : 16;
+    __device__ static void scale_min(const uint32_t *w, int j, int *sc, int *m) { /* get_scale_min_k4 */
+        const int b = 4; /* scales at byte 4 */
+        if (j < 4) {
+            *sc = (int)wat8(w, b + j) & 63;
+            *m = (int)wat8(w, b + j + 4) & 63;
+        } else {
+            *sc = (int)(wat8(w, b + j + 4) & 0xFu) | (int)(wat8(w, b + j - 4) >> 6) << 4;
+            *m = (int)(wat8(w, b + j + 4) >> 4) | (int)(wat8(w, b + j) >> 6) << 4;
+        }
+    }
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float ad = 0.f, am = 0.f;
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const q8_act xa = q8_load_act(xs, 2 * p), xb = q8_load_act(xs, 2 * p + 1);
+            int sa = 0, sb = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t q = w[QS / 4 + 8 * p + i];
+                uint32_t lo = q & Q8_M4, hi = (q >> 4) & Q8_M4;
+                if (HIGH) {
+                    const uint32_t qh = w[4 + i];
+                    lo |= ((qh >> (2 * p)) & 0x01010101u) << 4;
+                    hi |= ((qh >> (2 * p + 1)) & 0x01010101u) << 4;
+                }
+                sa = q8_dp4a(lo, xa.a[i], sa);
+                sb = q8_dp4a(hi, xb.a[i], sb);
+            }
+            int sca, ma, scb, mb;
+            scale_min(w, 2 * p, &sca, &ma);
+            scale_min(w, 2 * p + 1, &scb, &mb);
+            ad = fmaf(xa.d, (float)(sca * sa), ad);
+            ad = fmaf(xb.d, (float)(scb * sb), ad);
+            am = fmaf(xa.d, (float)(ma * (xa.s0 + xa.s1)), am);
+            am = fmaf(xb.d, (float)(mb * (xb.s0 + xb.s1)), am);
+        }
+        return fmaf(wf16(w, 0), ad, -wf16(w, 2) * am);
+    }
+};
+typedef Q8W_Q45_K<false> Q8W_Q4_K;
+typedef Q8W_Q45_K<true> Q8W_Q5_K;
+
+/* {ql[128]; qh[64]; scales[16] (int8); d}: element 128h + 32k + l: low 4 bits from nibble k/2 of
+ * ql[64h + 32(k&1) + l], high 2 from bits 2k of qh[32h + l]; x = d*sc*(q - 32) per 16-group */
+struct Q8W_Q6_K {
+    static constexpr int CB = 210, A = 1;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const q8_act x = q8_load_act(xs, 4 * h + k);
+                int lo = 0, hi = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    const uint32_t q = ((w[16 * h + 8 * (k & 1) + i] >> (4 * (k >> 1))) & Q8_M4) |
+                                       ((w[32 + 8 * h + i] >> (2 * k)) & 0x03030303u) << 4;
+                    if (i < 4) lo = q8_dp4a(q, x.a[i], lo);
+                    else hi = q8_dp4a(q, x.a[i], hi);
+                }
+                const int c0 = (int)(int8_t)wat8(w, 192 + 8 * h + 2 * k), c1 = (int)(int8_t)wat8(w, 192 + 8 * h + 2 * k + 1);
+                acc = fmaf(x.d, (float)(c0 * (lo - 32 * x.s0) + c1 * (hi - 32 * x.s1)), acc);
+            }
+        return wf16(w, 208) * acc;
+    }
+};
+
+/* ---- host side (gemv_q8.cu) ---- */
+
+/* The q8 path's entry, called by gemv.cu after its own argument checks: 1 when (type, ncols) is
+ * not handled here (the caller falls back to the F32-activation kernels), else the result of the
+ * launch (0, or -1 with the reason recorded). nmat 2: SwiGLU over (tab0, tab1). */
+int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
+                const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream);
+
+/* the mode set by gpu_gemv_set_mode (or HOTMOE_GEMV_MODE at first use): 0 or 1 */
+int gemv_q8_mode(void);
+
+#endif
