@@ -155,7 +155,7 @@ int cmd_serve(int argc, char **argv) {
     engine_params ep = { .n_slots = (int)o.parallel, .n_ctx = (int)n_ctx, .queue_cap = (int)o.queue, .prefill_chunk = (int)o.prefill_chunk };
     s.en = engine_start(&m, &be, &ep, &e);
     if (!s.en) { fprintf(stderr, "hotmoe: %s\n", e.msg); goto free_model; }
-    __atomic_store_n(&s.ready, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&s.ready, 1, __ATOMIC_RELEASE); /* publishes s.m, s.en, s.family: see server_ready */
     fprintf(stderr, "hotmoe: ready: model '%s' (%s), template %s, %ld slot(s) x %ld tokens, backend %s%s\n", s.model_id,
             hm_arch_name(m.cfg.arch), chat_family_name(s.family), o.parallel, n_ctx, be.name, s.api_key ? ", API key required" : "");
     while (!g_stop) {
@@ -163,7 +163,7 @@ int cmd_serve(int argc, char **argv) {
         nanosleep(&ts, NULL);
     }
     fprintf(stderr, "hotmoe: shutting down\n");
-    s.stopping = 1;
+    __atomic_store_n(&s.stopping, 1, __ATOMIC_RELEASE);
     engine_shutdown(s.en);
     status = 0;
 stop_http:

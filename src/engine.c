@@ -189,7 +189,12 @@ static void *engine_main(void *arg) {
             }
         }
         if (!n) {
-            if (en->quit && !en->q_head) break;
+            /* n == 0 means every slot is free now. If requests are still queued, the scan above
+             * just freed the slots (cancelled / timed out) after engine_admit() had found none:
+             * go round to admit them. Sleeping here was a lost wakeup: nobody signals `work`
+             * again, so the queued request waited forever (client hung, engine idle). */
+            if (en->q_head) continue;
+            if (en->quit) break;
             pthread_cond_wait(&en->work, &en->mu);
             continue;
         }

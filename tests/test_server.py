@@ -5,14 +5,43 @@ Responses, tokenize, health, metrics, API key, bad input (every error in the API
 queue-full 503, mid-stream disconnects freeing their slots, graceful SIGTERM; tool calls and
 reasoning through a replay server (scripted model output). The openai / anthropic /
 prometheus_client parts print SKIP when the package is missing.
+A hung server must fail the test, not stall it: every client socket has a timeout
+(REQ_TIMEOUT), and a watchdog (HM_TEST_WATCHDOG seconds, default 540, under ctest's 600)
+prints every Python thread's stack and the live servers' thread backtraces (gdb, when
+installed), kills the servers and exits 1.
 Usage: test_server.py HOTMOE_BINARY [REPO_ROOT]"""
-import http.client, json, os, signal, socket, subprocess, sys, threading, time
+import faulthandler, http.client, json, os, shutil, signal, socket, subprocess, sys, threading, time
 
 BIN = sys.argv[1] if len(sys.argv) > 1 else "hotmoe"
 ROOT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODEL = os.path.join(ROOT, "tests", "fixtures", "qwen3moe")
 KEY = "sk-test-123"
+REQ_TIMEOUT = 60   # seconds per request / socket read; the slowest request here takes a few seconds
 failures = []
+servers = []       # live Server objects, for the watchdog
+
+def watchdog_fire(limit):
+    print("WATCHDOG: test_server did not finish within %d s; Python stacks:" % limit, flush=True)
+    faulthandler.dump_traceback(all_threads=True)
+    for sv in list(servers):
+        if sv.p.poll() is None and shutil.which("gdb"):
+            print("WATCHDOG: threads of server pid %d (port %d):" % (sv.p.pid, sv.port), flush=True)
+            try: subprocess.run(["gdb", "-p", str(sv.p.pid), "-batch", "-ex", "thread apply all bt"], timeout=120,
+                                stdout=sys.stdout, stderr=subprocess.DEVNULL)
+            except Exception as e: print("gdb failed:", e)
+        sv.p.kill()
+    sys.stdout.flush()
+    os._exit(1)
+
+def start_watchdog():
+    limit = int(os.environ.get("HM_TEST_WATCHDOG", "540"))
+    t = threading.Timer(limit, watchdog_fire, args=(limit,))
+    t.daemon = True
+    t.start()
+    faulthandler.dump_traceback_later(limit + 180, exit=True)  # backstop if the timer thread cannot run
+
+def raw_connect(port):
+    return socket.create_connection(("127.0.0.1", port), timeout=REQ_TIMEOUT)
 
 def check(cond, what):
     if not cond:
@@ -27,6 +56,7 @@ class Server:
         self.port = free_port()
         self.p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(self.port)] + list(args),
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        servers.append(self)
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -38,7 +68,7 @@ class Server:
         raise SystemExit("server did not start: " + (self.p.stdout.read() if self.p.poll() is not None else "timeout"))
 
     def req(self, method, path, body=None, key=KEY, headers=None, raw=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQ_TIMEOUT)
         h = dict(headers or {})
         if key: h["Authorization"] = "Bearer " + key
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
@@ -70,6 +100,7 @@ class Server:
         try: rc = self.p.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.p.kill(); rc = "hung"
+        if self in servers: servers.remove(self)
         out = self.p.stdout.read()
         check(rc == 0, "SIGTERM: clean exit (rc %s)" % rc)
         check("ERROR: AddressSanitizer" not in out and "runtime error" not in out, "sanitizer report:\n" + out[-3000:])
@@ -201,15 +232,20 @@ def test_concurrency_and_disconnects(s):
     import random
     rnd = random.Random(1)
     for i in range(n):
-        c = socket.create_connection(("127.0.0.1", s.port))
+        c = raw_connect(s.port)
         c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
                   b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         want = rnd.randint(0, 3000)
         got = 0
-        while got < want:
-            d = c.recv(4096)
-            if not d: break
-            got += len(d)
+        try:
+            while got < want:
+                d = c.recv(4096)
+                if not d: break
+                got += len(d)
+        except socket.timeout:
+            check(False, "disconnect %d: no response bytes for %d s (%d of %d read): the server hung" % (i, REQ_TIMEOUT, got, want))
+            c.close()
+            break
         c.close()
     deadline = time.time() + 20
     while time.time() < deadline and metric(s.metrics(), "hotmoe_slots_busy") != 0: time.sleep(0.1)
@@ -233,14 +269,43 @@ def test_metrics(s):
     check("hotmoe_time_to_first_token_seconds" in fams and fams["hotmoe_time_to_first_token_seconds"].type == "histogram", "prometheus parse")
 
 def test_queue_full():
-    s = Server("--parallel", "1", "--queue", "0", "--replay", "x" * 3000)
-    c = socket.create_connection(("127.0.0.1", s.port))
-    body = json.dumps({"messages": msgs(), "max_tokens": 400, "stream": True}).encode()
-    c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    # The slot must stay busy while the second request arrives: a long prompt keeps it in prefill
+    # for seconds (a replay generation of 400 tokens ends in ~20 ms, which raced with the probe),
+    # and the probe waits until the slot is taken (the SSE headers go out before the submit).
+    s = Server("--parallel", "1", "--queue", "0", "--ctx", "2048")
+    c = raw_connect(s.port)
+    body = json.dumps({"prompt": "hello " * 300, "max_tokens": 400, "stream": True}).encode()
+    c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     c.recv(100)
+    deadline = time.time() + 20
+    while time.time() < deadline and metric(s.metrics(), "hotmoe_slots_busy") != 1: time.sleep(0.01)
     st, js, _, r = s.req("POST", CHAT, {"messages": msgs(), "max_tokens": 2})
     check(st == 503 and r.getheader("Retry-After") and "queue" in js["error"]["message"], "full queue: 503 + Retry-After (%s %s)" % (st, js))
     c.close()
+    s.stop()
+
+def test_queue_after_cancel():
+    """Regression: a request queued behind a slot that is then cancelled or times out must be
+    admitted. The engine used to free the slot in its pre-step scan and then sleep with the
+    request still queued (nothing signalled it again): the queued client waited forever.
+    One slot, --timeout 1 and a long prompt: A times out in prefill while B waits in the queue."""
+    s = Server("--parallel", "1", "--queue", "4", "--timeout", "1", "--ctx", "2048")
+    res = {}
+    def run_a():
+        try: res["a"] = s.req("POST", "/v1/completions", {"prompt": "hello " * 400, "max_tokens": 8})[0]
+        except OSError as e: res["a"] = repr(e)
+    ta = threading.Thread(target=run_a); ta.start()
+    deadline = time.time() + 20
+    while time.time() < deadline and metric(s.metrics(), "hotmoe_slots_busy") != 1: time.sleep(0.01)
+    try: st = s.req("POST", "/v1/completions", {"prompt": "hi", "max_tokens": 2})[0]
+    except OSError as e: st = repr(e)
+    check(st == 200, "request queued behind a timed-out slot is answered (got %s)" % st)
+    ta.join(REQ_TIMEOUT + 5)
+    check(res.get("a") == 200, "long request answered after its time limit (got %s)" % res.get("a"))
+    m = s.metrics()
+    check(metric(m, "hotmoe_slots_busy") == 0 and metric(m, "hotmoe_queue_length") == 0, "queue-after-cancel: slots and queue empty")
+    if not metric(m, 'hotmoe_requests_total{outcome="timeout"}'):
+        print("NOTE queue-after-cancel: the long prompt finished within 1 s; the timed-out-slot path was not exercised")
     s.stop()
 
 REPLAY = '<think>\nchecking\n</think>\n\nSure.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
@@ -258,7 +323,7 @@ def test_replay_sdks():
     except ImportError:
         print("SKIP openai SDK tests (pip install openai)")
     else:
-        cl = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % s.port, api_key=KEY)
+        cl = openai.OpenAI(base_url="http://127.0.0.1:%d/v1" % s.port, api_key=KEY, timeout=REQ_TIMEOUT, max_retries=0)
         r = cl.chat.completions.create(model="qwen3moe", messages=msgs(), tools=TOOLS)
         check(r.choices[0].message.tool_calls[0].function.name == "get_weather", "openai SDK: tool call")
         calls, content = {}, ""
@@ -281,7 +346,7 @@ def test_replay_sdks():
     except ImportError:
         print("SKIP anthropic SDK tests (pip install anthropic)")
     else:
-        cl = anthropic.Anthropic(base_url="http://127.0.0.1:%d" % s.port, api_key=KEY)
+        cl = anthropic.Anthropic(base_url="http://127.0.0.1:%d" % s.port, api_key=KEY, timeout=REQ_TIMEOUT, max_retries=0)
         atools = [{"name": "get_weather", "input_schema": TOOLS[0]["function"]["parameters"]}]
         r = cl.messages.create(model="qwen3moe", max_tokens=200, messages=msgs(), tools=atools)
         kinds = [b.type for b in r.content]
@@ -294,6 +359,7 @@ def test_replay_sdks():
     s.stop()
 
 def main():
+    start_watchdog()
     s = Server("--parallel", "4", "--api-key", KEY, "--body-limit", "65536", "--ctx", "512")
     try:
         test_basic(s)
@@ -303,6 +369,7 @@ def main():
     finally:
         s.stop()
     test_queue_full()
+    test_queue_after_cancel()
     test_replay_sdks()
     if failures:
         print("test_server: %d failure(s)" % len(failures)); sys.exit(1)

@@ -109,7 +109,7 @@ int gen_run(http_req *h, engine_req *r, int parse, int starts_in_reasoning, gen_
     out->n_calls = rl.n_calls;
     out->client_gone = rl.failed;
     engine_release(s->en, r); /* cancels a generation whose client went away, frees its slot */
-    if (!rl.failed && out->finish == ENGINE_FINISH_CANCELLED && s->stopping) {
+    if (!rl.failed && out->finish == ENGINE_FINISH_CANCELLED && server_stopping(s)) {
         http_error(h, 503, "server_error", "the server is shutting down; the generation was stopped");
         return -1;
     }

@@ -107,9 +107,9 @@ int http_sse_event(http_req *h, const char *event, cJSON *data) {
 
 static void api_health(http_req *h) {
     cJSON *o = cJSON_CreateObject();
-    if (!h->s->ready) { cJSON_AddStringToObject(o, "status", "loading"); http_send_json(h, 503, o); return; }
-    cJSON_AddStringToObject(o, "status", h->s->stopping ? "stopping" : "ok");
-    http_send_json(h, h->s->stopping ? 503 : 200, o);
+    if (!server_ready(h->s)) { cJSON_AddStringToObject(o, "status", "loading"); http_send_json(h, 503, o); return; }
+    cJSON_AddStringToObject(o, "status", server_stopping(h->s) ? "stopping" : "ok");
+    http_send_json(h, server_stopping(h->s) ? 503 : 200, o);
 }
 
 /* ---------------------------------------------------------------- routing */
@@ -210,8 +210,8 @@ static int dispatch(struct mg_connection *c, void *cbdata) {
         http_error(&h, 401, "authentication_error", "invalid or missing API key: expected 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
         return 1;
     }
-    if (r->needs_model && (!s->ready || s->stopping)) {
-        http_error(&h, 503, "server_error", s->stopping ? "the server is shutting down" : "the model is still loading; retry shortly");
+    if (r->needs_model && (!server_ready(s) || server_stopping(s))) {
+        http_error(&h, 503, "server_error", server_stopping(s) ? "the server is shutting down" : "the model is still loading; retry shortly");
         return 1;
     }
     if (r->json_body) {

@@ -43,11 +43,11 @@ void api_metrics(http_req *h) {
     server *s = h->s;
     engine_stats st;
     memset(&st, 0, sizeof st);
-    if (s->ready && s->en) engine_stats_get(s->en, &st);
+    if (server_ready(s) && s->en) engine_stats_get(s->en, &st);
     out_buf b = { hm_malloc(4096), 0, 4096 };
     b.s[0] = 0;
     metric(&b, "hotmoe_ready", "gauge", "1 when the model is loaded and the server accepts generations");
-    outf(&b, "hotmoe_ready %d\n", s->ready && !s->stopping);
+    outf(&b, "hotmoe_ready %d\n", server_ready(s) && !server_stopping(s));
     metric(&b, "hotmoe_prompt_tokens_total", "counter", "Prompt tokens processed");
     outf(&b, "hotmoe_prompt_tokens_total %llu\n", (unsigned long long)st.prompt_tokens);
     metric(&b, "hotmoe_generated_tokens_total", "counter", "Tokens generated");

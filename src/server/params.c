@@ -174,7 +174,7 @@ void api_openai_models(http_req *h) {
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)(long)time(NULL));
     cJSON_AddStringToObject(m, "owned_by", "hotmoe");
-    if (h->s->ready && h->s->en) {
+    if (server_ready(h->s) && h->s->en) {
         cJSON_AddNumberToObject(m, "context_length", engine_n_ctx(h->s->en));
         cJSON_AddStringToObject(m, "chat_template", chat_family_name(h->s->family));
     }

@@ -26,13 +26,20 @@ typedef struct server {
     hm_model *m;
     engine *en;
     int family;                     /* enum chat_family */
-    volatile int ready, stopping;
+    int ready, stopping;            /* set by the main thread: read through server_ready / server_stopping */
     struct mg_context *ctx;
     pthread_mutex_t mu;
     uint64_t http_by_status[6];     /* 1xx..5xx, by first digit */
     uint64_t served_by_api[8];
     double started;
 } server;
+
+/* ready and stopping are written by the main thread while handler threads run. Read them with
+ * acquire loads: the main thread sets up s->m, s->en and s->family before its release store of
+ * ready, and the acquire makes those writes visible to the handler (plain reads of the flag are
+ * a data race, and ThreadSanitizer reports every later use of the model as one). */
+static inline int server_ready(const server *s) { return __atomic_load_n(&s->ready, __ATOMIC_ACQUIRE); }
+static inline int server_stopping(const server *s) { return __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE); }
 
 /* One HTTP request being handled. */
 typedef struct {
