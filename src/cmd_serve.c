@@ -3,6 +3,8 @@
  * running generations, let handlers finish, then free. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "config.h"
+#include "gemv.h"
 #include "tokenizer.h"
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +29,7 @@ static const char usage[] =
     "usage: hotmoe serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "                    [--ctx N] [--queue N] [--body-limit BYTES] [--timeout SECONDS] [--keepalive SECONDS]\n"
     "                    [--alias NAME] [--any-model] [--chat-template FAMILY] [--prefill-chunk N]\n"
+    "                    [--config FILE] [--device cpu] [--kernels fast|ref]\n"
     "  --api-key also reads HOTMOE_API_KEY; /health never needs it.\n"
     "  --chat-template: chatml | qwen3 | glm-4.5 | deepseek-v3 (default: detected from the model's template)\n"
     "  --replay TEXT: test only; every request generates TEXT's tokens then EOS.\n";
@@ -65,6 +68,36 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--replay")) o->replay = v;
         else if (!strcmp(a, "--chat-template")) o->family = v;
         else if (!strcmp(a, "--any-model")) { o->any_model = 1; used = 0; }
+        else if (!strcmp(a, "--device")) {
+            /* the engine's GPU backend is not wired into serve yet: say so rather than run elsewhere */
+            if (v && strcmp(v, "cpu") && strcmp(v, "auto")) {
+                fprintf(stderr, "hotmoe serve: --device: expected cpu or auto (serve runs on the CPU for now), found '%s'\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--kernels")) {
+            if (v && !strcmp(v, "ref")) hm_kernels_set(HM_KERNELS_REF);
+            else if (v && !strcmp(v, "fast")) hm_kernels_set(HM_KERNELS_FAST);
+            else { fprintf(stderr, "hotmoe serve: --kernels: expected fast or ref, found '%s'\n", v ? v : ""); return -1; }
+        } else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--cold")) {
+            /* a CPU-only deployment (configs/cpu-only.json) says gpu-mem 0, cold cpu: accepted */
+            int cpu_only = v && (!strcmp(a, "--gpu-mem") ? !strcmp(v, "0") : (!strcmp(v, "cpu") || !strcmp(v, "auto")));
+            if (!cpu_only) {
+                fprintf(stderr, "hotmoe serve: %s: expected %s on this CPU-only server (expert placement comes with the offload "
+                        "paths), found '%s'\n", a, !strcmp(a, "--gpu-mem") ? "0" : "cpu or auto", v ? v : "");
+                return -1;
+            }
+        } else if (!strcmp(a, "--replay-routing")) {
+            fprintf(stderr, "hotmoe serve: --replay-routing is for benchmarks only (it replaces the model's routing) and is refused by serve\n");
+            return -1;
+        } else if (!strcmp(a, "--gpus") || !strcmp(a, "--gpu-split") || !strcmp(a, "--ram") || !strcmp(a, "--static-experts") ||
+                   !strcmp(a, "--cache-slots") || !strcmp(a, "--cpu-experts") || !strcmp(a, "--staging") ||
+                   !strcmp(a, "--workspace-mib") || !strcmp(a, "--routing") || !strcmp(a, "--calibration") ||
+                   !strcmp(a, "--pcie-gbs") || !strcmp(a, "--dram-gbs") || !strcmp(a, "--hbm-gbs") || !strcmp(a, "--lfu-decay") ||
+                   !strcmp(a, "--record-routing") || !strcmp(a, "--cpu-threads") || !strncmp(a, "--swap-", 7) ||
+                   !strcmp(a, "--no-swap")) {
+            fprintf(stderr, "hotmoe serve: %s: not supported by serve yet (it belongs to the expert offload paths)\n", a);
+            return -1;
+        }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 1; }
         else { fprintf(stderr, "hotmoe serve: unknown option '%s'\n%s", a, usage); return -1; }
         if (rc) return -1;
@@ -96,8 +129,12 @@ static int family_from_name(const char *name) {
 
 int cmd_serve(int argc, char **argv) {
     serve_opts o;
-    int rc = parse_args(&o, argc, argv);
-    if (rc) return rc > 0 ? 0 : 2;
+    /* --config FILE: the file's keys become flags placed before ours, so the command line wins */
+    config_set cfg; char **args = NULL; hm_error ce;
+    int n_args = config_apply(&cfg, "serve", argc, argv, &args, &ce);
+    if (n_args < 0) { fprintf(stderr, "hotmoe serve: %s\n", ce.msg); config_free(&cfg); free(args); return 2; }
+    int rc = parse_args(&o, n_args, args);
+    if (rc) { config_free(&cfg); free(args); return rc > 0 ? 0 : 2; }
     const char *path = o.model ? o.model : demo_model();
     static server s;
     memset(&s, 0, sizeof s);
@@ -116,7 +153,7 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     hm_error e;
-    if (server_start(&s, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); free(model_id); return 1; }
+    if (server_start(&s, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); free(model_id); config_free(&cfg); free(args); return 1; }
     struct mg_server_port ports[4];
     int np = mg_get_server_ports(s.ctx, 4, ports);
     fprintf(stderr, "hotmoe: listening on http://%s:%d (loading %s)\n", o.host, np > 0 ? ports[0].port : (int)o.port, path);
@@ -171,10 +208,12 @@ stop_http:
     if (s.en) engine_free(s.en);
     if (s.m) model_free(&m);
     free(model_id);
+    config_free(&cfg); free(args);
     return status;
 free_model:
     server_stop(&s);
     model_free(&m);
     free(model_id);
+    config_free(&cfg); free(args);
     return 1;
 }

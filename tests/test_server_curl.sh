@@ -7,7 +7,9 @@ set -u
 BIN=$1; MODEL=$2
 command -v curl >/dev/null || { echo "SKIP curl not installed"; exit 77; }
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 18089)
-"$BIN" serve -m "$MODEL" --port "$PORT" --api-key k123 --parallel 2 --ctx 256 >/tmp/hm_curl_$PORT.log 2>&1 &
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# the CPU-only deployment file, with the command line winning (port, ctx, parallel)
+"$BIN" serve --config "$ROOT/configs/cpu-only.json" -m "$MODEL" --port "$PORT" --api-key k123 --parallel 2 --ctx 256 >/tmp/hm_curl_$PORT.log 2>&1 &
 SRV=$!
 trap 'kill $SRV 2>/dev/null; wait $SRV 2>/dev/null' EXIT
 U="http://127.0.0.1:$PORT"
@@ -32,6 +34,12 @@ out=$("${C[@]}" -w ' HTTP%{http_code}' "$U/v1/chat/completions" -d '{"model":"qw
 check "malformed JSON: 400 in OpenAI error format" '[[ "$out" == *"\"error\""* && "$out" == *"HTTP400"* ]]'
 out=$("${C[@]}" -w ' HTTP%{http_code}' "$U/v1/chat/completions" -d '{"model":"qwen3moe","messages":[{"role":"user","content":"hi"}],"max_tokens":100000}')
 check "prompt + max_tokens over the context: 400 naming both numbers" '[[ "$out" == *"HTTP400"* && "$out" == *"100000"* && "$out" == *"256"* ]]'
+out=$("$BIN" serve -m "$MODEL" --replay-routing x.hmrt 2>&1); rc=$?
+check "serve refuses --replay-routing (benchmark only)" '[ $rc = 2 ] && [[ "$out" == *"benchmarks only"* ]]'
+printf '{"port": 1, "colour": "blue"}' > /tmp/hm_curl_bad_$PORT.json
+out=$("$BIN" serve --config /tmp/hm_curl_bad_$PORT.json 2>&1); rc=$?
+check "serve --config with an unknown key: error naming it" '[ $rc = 2 ] && [[ "$out" == *"colour"* ]]'
+rm -f /tmp/hm_curl_bad_$PORT.json
 check "server still up" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/health")" = 200 ]'
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -11,4 +11,7 @@ add_library(hm_server STATIC
   src/engine.c src/engine_backend.c src/chat.c src/chat_parse.c src/cmd_serve.c ${HM_SERVER_SOURCES})
 target_include_directories(hm_server PUBLIC src ${CIVETWEB_INCLUDE_DIR})
 target_link_libraries(hm_server PUBLIC hm_core PkgConfig::CJSON ${CIVETWEB_LIBRARY} Threads::Threads)
+if(TARGET hm_sim)
+  target_link_libraries(hm_server PUBLIC hm_sim)   # src/config.c: serve --config
+endif()
 list(APPEND HM_EXTRA_LIBS hm_server)
