@@ -38,6 +38,9 @@ typedef struct {
     float *router_logits;         /* (n_expert) */
     float *bias;                  /* (n_expert) */
     int *exp_idx; float *exp_w;   /* (n_expert_used) */
+    float *moe_gu;                /* (2, n_expert_used, n_ff_exp): gate and up of the chosen experts */
+    float *moe_y;                 /* (n_expert_used, n_embd): their down outputs */
+    uint8_t *moe_xq;              /* quantized activations: x, then each expert's hidden */
     cpu_route_cb route_cb; void *route_ud;
     const int *replay;            /* (n_layer, n_expert_used) or NULL: benchmark-only routing replay;
                                    * the choice is replaced, the weights follow the router's rule */
