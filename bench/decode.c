@@ -26,8 +26,6 @@ static double bytes_per_token(const hm_model *m) {
     return n;
 }
 
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
-
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto";
     int n_prompt = 128, n_gen = 512, runs = 3;
@@ -70,22 +68,21 @@ int main(int argc, char **argv) {
         double t2 = hm_now();
         pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
     }
-    qsort(dec, runs, sizeof(double), cmp_d); qsort(pre, runs, sizeof(double), cmp_d);
-    double tok_s = dec[runs / 2], w = bytes_per_token(&m);
+    double tok_s = hm_median(dec, runs), pre_s = hm_median(pre, runs), w = bytes_per_token(&m);
     double kv = 2.0 * c->n_layer * c->kv_dim * 4 * (n_prompt + n_gen / 2.0); /* average KV bytes read per token */
     double gbs = (w + kv) * tok_s / 1e9;
     printf("\n| model | device | weights/token | KV/token | decode tok/s | GB/s | of ceiling (%.0f GB/s) | prompt tok/s | VRAM | load s |\n",
            ceiling);
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
-           w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre[runs / 2], vram / 1073741824.0, tl);
+           w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
     if (json) {
         FILE *f = fopen(json, "w");
         if (f) {
             fprintf(f, "{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"n_gen\":%d,\"runs\":%d,\"decode_tok_s\":%.3f,"
                        "\"prompt_tok_s\":%.3f,\"weight_bytes_per_token\":%.0f,\"kv_bytes_per_token\":%.0f,\"gb_s\":%.2f,"
                        "\"ceiling_gb_s\":%.1f,\"fraction_of_ceiling\":%.4f,\"vram_bytes\":%zu,\"decode_runs\":[",
-                    model, runner_device_name(&r), n_prompt, n_gen, runs, tok_s, pre[runs / 2], w, kv, gbs, ceiling, gbs / ceiling, vram);
+                    model, runner_device_name(&r), n_prompt, n_gen, runs, tok_s, pre_s, w, kv, gbs, ceiling, gbs / ceiling, vram);
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", dec[i]);
             fprintf(f, "]}\n");
             fclose(f);

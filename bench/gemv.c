@@ -1,6 +1,8 @@
 /* bench/gemv.c - GEMV weight-read bandwidth per quant type and ISA, 1 thread and all threads,
  * against a DRAM read ceiling measured here at start (the roofline a decode step is judged by).
  * usage: bench_gemv [--size MiB] [--cols N] [--runs N] [--threads N] [--types A,B] [--isa A,B] [--json FILE] */
+#include "membw.h"
+#include "util.h"
 #include "cpu.h"
 #include "gemv.h"
 #include "quant.h"
@@ -13,78 +15,8 @@
 
 #define MAX_RUNS 64
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* ---- the ceiling: every thread sums its contiguous share of a buffer larger than any cache ---- */
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
-        a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
-        a2 = _mm256_add_epi64(a2, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
-        a3 = _mm256_add_epi64(a3, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
-    }
-    uint64_t t[4];
-    _mm256_storeu_si256((__m256i *)t, _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-    uint64_t s = t[0] + t[1] + t[2] + t[3];
-    for (; i < n; i++) s += p[i];
-    return s;
-}
-#endif
-
-static uint64_t sum_plain(const uint64_t *p, size_t n) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) { s0 += p[i]; s1 += p[i + 1]; s2 += p[i + 2]; s3 += p[i + 3]; }
-    for (; i < n; i++) s0 += p[i];
-    return s0 + s1 + s2 + s3;
-}
-
-static volatile uint64_t sink;
-
-static double read_gbs(const uint64_t *buf, size_t n, int threads, int runs) {
-    double t[MAX_RUNS];
-#if defined(__x86_64__)
-    const int avx2 = __builtin_cpu_supports("avx2");
-#endif
-    omp_set_num_threads(threads);
-    for (int r = -1; r < runs; r++) {
-        uint64_t total = 0;
-        const double t0 = now_s();
-#pragma omp parallel reduction(+ : total)
-        {
-            const int k = omp_get_thread_num(), nt = omp_get_num_threads();
-            const size_t a = n * (size_t)k / (size_t)nt, b = n * (size_t)(k + 1) / (size_t)nt;
-#if defined(__x86_64__)
-            total += avx2 ? sum_avx2(buf + a, b - a) : sum_plain(buf + a, b - a);
-#else
-            total += sum_plain(buf + a, b - a);
-#endif
-        }
-        const double dt = now_s() - t0;
-        sink = total;
-        if (r >= 0) t[r] = dt;
-    }
-    return (double)(n * sizeof(uint64_t)) / median(t, runs) * 1e-9;
-}
 
 /* ---- GEMV ---- */
 
@@ -136,11 +68,11 @@ static double time_gemv(const hm_tensor *W, const float *x, float *y, int thread
     double t[MAX_RUNS];
     omp_set_num_threads(threads);
     for (int r = -1; r < runs; r++) { /* one warm-up: thread team, page tables, activation buffer */
-        const double t0 = now_s();
+        const double t0 = hm_now();
         hm_gemv(y, W, x);
-        if (r >= 0) t[r] = now_s() - t0;
+        if (r >= 0) t[r] = hm_now() - t0;
     }
-    return median(t, runs);
+    return hm_median(t, runs);
 }
 
 int main(int argc, char **argv) {
@@ -179,7 +111,7 @@ int main(int argc, char **argv) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < bytes / 8; i++) buf[i] = i;
     double ceiling[2];
-    for (int k = 0; k < n_thread_set; k++) ceiling[k] = read_gbs(buf, bytes / 8, thread_set[k], runs);
+    for (int k = 0; k < n_thread_set; k++) ceiling[k] = cpu_dram_read_gbs(buf, bytes, thread_set[k], runs);
     free(buf);
     printf("# DRAM read ceiling (%zu MiB, median of %d): 1 thread %.1f GB/s", size_mib, runs, ceiling[0]);
     if (n_thread_set > 1) printf(", %d threads %.1f GB/s", threads, ceiling[1]);

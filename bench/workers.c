@@ -4,6 +4,8 @@
  * pool larger than the last-level cache, and each job picks fresh random experts from it.
  * usage: bench_workers [--shapes a3b,air] [--threads 1,2,4,8,16] [--tokens 1,4] [--runs N]
  *                      [--pool-mib MiB] [--spin-us US] [--no-bind] [--json FILE] */
+#include "membw.h"
+#include "util.h"
 #include "arena.h"
 #include "gemv.h"
 #include "quant.h"
@@ -28,21 +30,8 @@ static const shape shapes[] = {
     { "air", 4096, 1408, HM_TYPE_Q3_K, HM_TYPE_Q4_0 },
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static int parse_list(const char *s, int *out) {
     int n = 0;
@@ -54,63 +43,11 @@ static int parse_list(const char *s, int *out) {
     return n;
 }
 
-/* ---- the ceiling: n threads each sum a contiguous share of the pool ---- */
-
-static volatile uint64_t sink;
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_add_epi64(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
-        a1 = _mm256_add_epi64(a1, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
-        a2 = _mm256_add_epi64(a2, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
-        a3 = _mm256_add_epi64(a3, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
-    }
-    uint64_t t[4];
-    _mm256_storeu_si256((__m256i *)t, _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-    return t[0] + t[1] + t[2] + t[3];
-}
-#endif
-
-static uint64_t sum_plain(const uint64_t *p, size_t n) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i + 4 <= n; i += 4) { s0 += p[i]; s1 += p[i + 1]; s2 += p[i + 2]; s3 += p[i + 3]; }
-    return s0 + s1 + s2 + s3;
-}
-
-static double ceiling_gbs(const uint8_t *buf, size_t bytes, int threads, int runs) {
-    double t[MAX_RUNS];
-    const size_t n = bytes / sizeof(uint64_t);
-    const uint64_t *p = (const uint64_t *)buf;
-#if defined(__x86_64__)
-    const int avx2 = __builtin_cpu_supports("avx2");
-#endif
-    omp_set_num_threads(threads);
-    for (int r = -1; r < runs; r++) {
-        uint64_t total = 0;
-        const double t0 = now_s();
-#pragma omp parallel reduction(+ : total)
-        {
-            const int k = omp_get_thread_num(), nt = omp_get_num_threads();
-            const size_t a = n * (size_t)k / (size_t)nt, b = n * (size_t)(k + 1) / (size_t)nt;
-#if defined(__x86_64__)
-            total += avx2 ? sum_avx2(p + a, b - a) : sum_plain(p + a, b - a);
-#else
-            total += sum_plain(p + a, b - a);
-#endif
-        }
-        const double dt = now_s() - t0;
-        sink = total;
-        if (r >= 0) t[r] = dt;
-    }
-    return (double)bytes / median(t, runs) * 1e-9;
-}
 
 /* The same work for 1 token through the existing OpenMP path (gemv.h: hm_gemv_multi, one region
  * for the 16 gate/up matrices, one for the 8 downs): what the pool is to match or beat. */
+static volatile uint64_t sink; /* keeps results the timing loop would otherwise drop */
+
 static double omp_job_s(const hm_expert *ex, const int *ids, const float *x, int threads) {
     const hm_ffn_w *f0 = &ex[ids[0]].host;
     const int64_t d = f0->gate.ne[0], ff = f0->gate.ne[1];
@@ -120,7 +57,7 @@ static double omp_job_s(const hm_expert *ex, const int *ids, const float *x, int
     const void *xs[2 * N_COLD];
     float *ys[2 * N_COLD];
     omp_set_num_threads(threads);
-    const double t0 = now_s();
+    const double t0 = hm_now();
     hm_act_quantize(f0->gate.type, x, xq, d);
     for (int j = 0; j < N_COLD; j++) {
         W[2 * j] = &ex[ids[j]].host.gate; xs[2 * j] = xq; ys[2 * j] = h[j];
@@ -136,7 +73,7 @@ static double omp_job_s(const hm_expert *ex, const int *ids, const float *x, int
     float s = 0;
     for (int64_t i = 0; i < d; i++)
         for (int j = 0; j < N_COLD; j++) s += 0.125f * y[j][i];
-    const double dt = now_s() - t0;
+    const double dt = hm_now() - t0;
     sink = (uint64_t)s;
     return dt;
 }
@@ -215,7 +152,7 @@ int main(int argc, char **argv) {
                "ceiling", "%ceil", "OpenMP");
         for (int ti = 0; ti < n_threads; ti++) {
             const int nt = threads[ti];
-            const double ceil = ceiling_gbs(ar.base, ar.used, nt, 5);
+            const double ceil = cpu_dram_read_gbs(ar.base, ar.used, nt, 5);
             settle();
             workers_config cfg = { .n_threads = nt, .numa_node = -1, .bind = bind, .spin_us = spin_us };
             workers *wk = workers_init(&cfg, err, sizeof err);
@@ -249,10 +186,10 @@ int main(int argc, char **argv) {
                     }
                     workers_job job = { .n_tok = nt_tok, .n_embd = sh->n_embd, .x = x, .k = N_COLD, .n_cold = n_cold,
                                         .ids = ids, .w = w, .experts = ex, .n_expert = n_pool, .out = out };
-                    const double t0 = now_s();
+                    const double t0 = hm_now();
                     if (workers_submit(wk, &job, err, sizeof err) < 0) { fprintf(stderr, "%s\n", err); return 1; }
                     workers_wait(wk);
-                    const double dt = now_s() - t0;
+                    const double dt = hm_now() - t0;
                     if (r >= 0) { t[r] = dt; bytes_sum += (double)uniq * (double)ffn_bytes(&proto); uniq_sum += uniq; }
 
                 }
@@ -270,9 +207,9 @@ int main(int argc, char **argv) {
                     }
                     settle();
                 }
-                const double mb = bytes_sum / runs / 1e6, us = median(t, runs) * 1e6;
+                const double mb = bytes_sum / runs / 1e6, us = hm_median(t, runs) * 1e6;
                 result *o = &res[n_res++];
-                const double omp_gbs = nt_tok == 1 ? mb / median(t_omp, runs) * 1e-3 : 0;
+                const double omp_gbs = nt_tok == 1 ? mb / hm_median(t_omp, runs) * 1e-3 : 0;
                 *o = (result){ sh->name, nt, nt_tok, (uniq_sum + runs / 2) / runs, mb, us, mb * 1e6 / (us * 1e-6) * 1e-9, ceil, omp_gbs };
                 printf("%7d %7d %8d %9.1f %10.0f %9.2f %11.2f %6.0f%% ", nt, nt_tok, o->experts, mb, us, o->gbs, ceil,
                        100.0 * o->gbs / ceil);

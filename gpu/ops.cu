@@ -185,12 +185,6 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
     k_attn_combine<<<n_head, hd < 1024 ? hd : 1024, 0, s>>>(part, out, hd, n_split);
 }
 
-__global__ void k_add(float *x, const float *y, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] += y[i];
-}
-void op_add(float *x, const float *y, int n, cudaStream_t s) { k_add<<<(n + 255) / 256, 256, 0, s>>>(x, y, n); }
-void op_add_bias(float *x, const float *b, int n, cudaStream_t s) { op_add(x, b, n, s); }
 
 /* index of the largest v[i] among i in [0, n) with used[i] == 0; ties -> lowest index. One warp. */
 static __device__ int warp_argmax(const float *v, const unsigned char *used, int n) {
@@ -277,15 +271,3 @@ void op_router(const float *logits, const float *bias, int n, int k, int fn, int
     k_router<<<1, 32, 0, s>>>(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
 }
 
-__global__ void k_moe_reduce(float *x, const float *y, const float *w, int k, const float *shared, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float acc = 0;
-    for (int j = 0; j < k; j++) acc += (w ? w[j] : 1.0f) * y[(size_t)j * n + i];
-    if (shared) acc += shared[i];
-    x[i] += acc;
-}
-
-void op_moe_reduce(float *x, const float *y, const float *w, int k, const float *shared, int n, cudaStream_t s) {
-    k_moe_reduce<<<(n + 255) / 256, 256, 0, s>>>(x, y, w, k, shared, n);
-}

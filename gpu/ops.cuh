@@ -15,14 +15,10 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
  * part: scratch of n_head * n_split * (hd + 2) floats; n_split = ceil(n_ctx / HM_ATTN_CHUNK). */
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
-void op_add(float *x, const float *y, int n, cudaStream_t s);
 /* x += sum_j wt[j] * y[j] (+ shared) (wt NULL: weights 1; y: [k][n]); then, when w is not NULL,
  * out = rmsnorm(x) * w. One launch for the residual update and the next norm. */
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s);
-void op_add_bias(float *x, const float *b, int n, cudaStream_t s);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);
-/* x += sum_j w[j] * y[j] (+ shared), y: [k][n]; w may be NULL (all ones). */
-void op_moe_reduce(float *x, const float *y, const float *w, int k, const float *shared, int n, cudaStream_t s);

@@ -4,6 +4,7 @@
  * (placement/plan.h); this file turns a loaded model, a routing trace and flags into its inputs. */
 #define _GNU_SOURCE
 #include "config.h"
+#include "membw.h"
 #include "gemv.h"
 #include "gpu.h"
 #include "loader.h"
@@ -521,33 +522,6 @@ int cmd_plan(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- hotmoe calibrate */
 
-/* 16-byte lanes (SSE2 on any x86-64) so that one core issues loads as fast as vector code does. */
-typedef uint64_t v2u64 __attribute__((vector_size(16)));
-
-/* Best of 3 passes reading n bytes (a multiple of 64) with t threads, GB/s. */
-static double dram_read(const uint64_t *a, size_t n, int t) {
-    double best = 0;
-    const v2u64 *v = (const v2u64 *)a;
-    size_t lines = n / 64;
-    for (int rep = 0; rep < 4; rep++) {
-        uint64_t acc = 0;
-        double t0 = hm_now();
-#pragma omp parallel num_threads(t) reduction(^ : acc)
-        {
-            v2u64 x0 = { 0, 0 }, x1 = x0, x2 = x0, x3 = x0;
-#pragma omp for schedule(static)
-            for (size_t i = 0; i < lines; i++) {
-                x0 ^= v[4 * i]; x1 ^= v[4 * i + 1]; x2 ^= v[4 * i + 2]; x3 ^= v[4 * i + 3];
-            }
-            v2u64 x = x0 ^ x1 ^ x2 ^ x3;
-            acc ^= x[0] ^ x[1];
-        }
-        double dt = hm_now() - t0;
-        if (acc == 42) fputc(' ', stderr);   /* keeps the reads */
-        if (rep && n / dt / 1e9 > best) best = n / dt / 1e9;
-    }
-    return best;
-}
 
 /* CPU GEMV on a zero-filled matrix of type t (zero blocks are valid), weight GB/s; 0 if unsupported. */
 static double gemv_rate(int type, void *buf, size_t cap) {
@@ -604,7 +578,7 @@ int cmd_calibrate(int argc, char **argv) {
     cJSON_AddStringToObject(j, "host", host);
     cJSON_AddStringToObject(j, "created", when);
     cJSON_AddNumberToObject(j, "threads", threads);
-    double d1 = dram_read(buf, n, 1), dn = dram_read(buf, n, threads);
+    double d1 = cpu_dram_read_gbs(buf, n, 1, 3), dn = cpu_dram_read_gbs(buf, n, threads, 3);
     printf("DRAM read        1 thread %7.1f GB/s, %d threads %7.1f GB/s (%.0f MiB buffer)\n", d1, threads, dn, mib);
     cJSON_AddNumberToObject(j, "dram_gbs_1", d1);
     cJSON_AddNumberToObject(j, "dram_gbs", dn);

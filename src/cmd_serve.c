@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "server/server.h"
 #include "config.h"
+#include "loader.h"
 #include "gemv.h"
 #include "tokenizer.h"
 #include <errno.h>
@@ -109,18 +110,6 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
     return 0;
 }
 
-/* The bundled demo model: $HOTMOE_DEMO_MODEL, or demo/demo.gguf beside the executable. */
-static const char *demo_model(void) {
-    const char *env = getenv("HOTMOE_DEMO_MODEL");
-    if (env && *env) return env;
-    static char buf[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 32);
-    if (n <= 0) return "demo/demo.gguf";
-    buf[n] = 0;
-    char *slash = strrchr(buf, '/');
-    if (slash) strcpy(slash + 1, "demo/demo.gguf");
-    return buf;
-}
 
 static int family_from_name(const char *name) {
     for (int f = 0; f < CHAT_FAMILY_COUNT; f++) if (!strcmp(chat_family_name(f), name)) return f;
@@ -135,7 +124,7 @@ int cmd_serve(int argc, char **argv) {
     if (n_args < 0) { fprintf(stderr, "hotmoe serve: %s\n", ce.msg); config_free(&cfg); free(args); return 2; }
     int rc = parse_args(&o, n_args, args);
     if (rc) { config_free(&cfg); free(args); return rc > 0 ? 0 : 2; }
-    const char *path = o.model ? o.model : demo_model();
+    const char *path = o.model ? o.model : model_demo_path();
     static server s;
     memset(&s, 0, sizeof s);
     s.host = o.host; s.port = (int)o.port; s.api_key = o.api_key && *o.api_key ? o.api_key : NULL;

@@ -19,9 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#ifndef HOTMOE_DEMO_MODEL
-#define HOTMOE_DEMO_MODEL "demo/demo.gguf"
-#endif
 
 /* ---------------------------------------------------------------- options */
 
@@ -96,33 +93,19 @@ static void parse_opts(opts *o, int argc, char **argv) {
     }
 }
 
-static const char *demo_path(void) {
-    const char *env = getenv("HOTMOE_DEMO_MODEL");
-    if (env && *env) return env;
-    if (access(HOTMOE_DEMO_MODEL, R_OK) == 0) return HOTMOE_DEMO_MODEL;
-    static char buf[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 32);
-    if (n > 0) {
-        buf[n] = 0;
-        char *slash = strrchr(buf, '/');
-        if (slash) { strcpy(slash + 1, "demo/demo.gguf"); if (access(buf, R_OK) == 0) return buf; }
-    }
-    return HOTMOE_DEMO_MODEL;
-}
 
 static void load_or_die(hm_model *m, const opts *o) {
     hm_error e;
-    const char *path = o->model ? o->model : demo_path();
+    const char *path = o->model ? o->model : model_demo_path();
     if (model_load(m, path, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); exit(1); }
 }
 
-static int ctx_for(const hm_model *m, const opts *o, int need) {
+static int ctx_for(const opts *o, int need) {
     int n = o->n_ctx ? o->n_ctx : need;
     if (n < need) {
         fprintf(stderr, "hotmoe: context: expected room for %d tokens, --ctx is %d\n", need, n);
         exit(1);
     }
-    (void)m;
     return n;
 }
 
@@ -154,7 +137,7 @@ static int cmd_logits(int argc, char **argv) {
     hm_model m; load_or_die(&m, &o);
     size_t n; int32_t *toks = parse_tokens(o.tokens, &n, m.cfg.n_vocab);
     hm_runner r; hm_error e; routeio io;
-    if (runner_init(&r, &m, o.device, ctx_for(&m, &o, (int)n), &e) || routeio_open(&io, &m, o.record, o.replay, &e) ||
+    if (runner_init(&r, &m, o.device, ctx_for(&o, (int)n), &e) || routeio_open(&io, &m, o.record, o.replay, &e) ||
         routeio_attach(&io, &r, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     FILE *f = fopen(o.out, "wb");
     if (!f) die("logits: cannot create '%s'", o.out);
@@ -179,7 +162,7 @@ static int cmd_generate(int argc, char **argv) {
     hm_error e; int32_t *ids; size_t n;
     if (tokenizer_encode(m.tok, o.prompt, strlen(o.prompt), &ids, &n, &e)) die("%s", e.msg);
     if (!n) die("%s", "generate: the prompt encodes to no tokens");
-    int n_ctx = ctx_for(&m, &o, (int)n + o.n_predict);
+    int n_ctx = ctx_for(&o, (int)n + o.n_predict);
     hm_runner r; routeio io;
     if (runner_init(&r, &m, o.device, n_ctx, &e) || routeio_open(&io, &m, o.record, o.replay, &e) || routeio_attach(&io, &r, &e)) {
         fprintf(stderr, "hotmoe: %s\n", e.msg);
@@ -268,17 +251,9 @@ static int cmd_inspect(int argc, char **argv) {
            c->tied_output ? "tied" : "untied", c->n_vocab, c->n_ctx_train);
     /* tensor count, bytes by type (from the file's own table) */
     size_t bytes[HM_TYPE_COUNT] = { 0 }, count[HM_TYPE_COUNT] = { 0 }, n_t = 0;
-    if (m.from_gguf) {
-        gguf_file g; hm_error e;
-        if (!gguf_open(&g, m.path, &e)) {
-            for (uint64_t i = 0; i < g.n_tensors; i++) { bytes[g.tensors[i].type] += g.tensors[i].nbytes; count[g.tensors[i].type]++; }
-            n_t = g.n_tensors;
-            gguf_close(&g);
-        }
-    } else {
-        /* HF: count the canonical weights */
-        n_t = 0;
-    }
+    const gguf_file *g = model_gguf(&m);   /* the file the loader already has open */
+    for (uint64_t i = 0; g && i < g->n_tensors; i++) { bytes[g->tensors[i].type] += g->tensors[i].nbytes; count[g->tensors[i].type]++; }
+    if (g) n_t = g->n_tensors;
     if (n_t) {
         printf("tensors:      %zu\n", n_t);
         for (int t = 0; t < HM_TYPE_COUNT; t++)

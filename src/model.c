@@ -15,6 +15,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
+#include <unistd.h>
+
+#ifndef HOTMOE_DEMO_MODEL
+#define HOTMOE_DEMO_MODEL "demo/demo.gguf"
+#endif
+
+const char *model_demo_path(void) {
+    const char *env = getenv("HOTMOE_DEMO_MODEL");
+    if (env && *env) return env;
+    if (access(HOTMOE_DEMO_MODEL, R_OK) == 0) return HOTMOE_DEMO_MODEL;
+    static char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 32);
+    if (n > 0) {
+        buf[n] = 0;
+        char *slash = strrchr(buf, '/');
+        if (slash) { strcpy(slash + 1, "demo/demo.gguf"); if (access(buf, R_OK) == 0) return buf; }
+    }
+    return HOTMOE_DEMO_MODEL;
+}
 
 struct hm_model_store {
     gguf_file gguf;
@@ -495,6 +515,8 @@ void model_free(hm_model *m) {
     free(m->chat_template); free(m->path);
     memset(m, 0, sizeof *m);
 }
+
+const gguf_file *model_gguf(const hm_model *m) { return m->store && m->store->is_gguf ? &m->store->gguf : NULL; }
 
 static size_t tb(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
 static size_t ffn_bytes(const hm_ffn_w *f) { return tb(&f->gate) + tb(&f->up) + tb(&f->down); }

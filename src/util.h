@@ -34,5 +34,7 @@ void hm_map_close(hm_map *m);
 
 /* Monotonic seconds. */
 double hm_now(void);
+/* Median of v[0..n) (n >= 1); sorts v in place. */
+double hm_median(double *v, int n);
 
 #endif

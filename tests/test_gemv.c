@@ -11,27 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_pass, n_fail;
-
-static void report(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) n_pass++; else n_fail++;
-}
-
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t next_u64(void) { /* splitmix64 */
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float uniform(void) { return (float)((next_u64() >> 40) * (1.0 / 16777216.0)); }
-static float gauss(void) { return uniform() + uniform() + uniform() + uniform() - 2.0f; }
+#include "test_util.h"
 
 /* values with a per-row scale, an offset (so the d*q+m types see one-sided rows) and outliers */
 static void fill(float *v, int64_t n, float scale, float offset) {
@@ -252,6 +232,7 @@ static void test_multi(void) {
 }
 
 int main(void) {
+    rng_seed(0x9E3779B97F4A7C15ull);
     printf("# best ISA on this CPU: %s\n", hm_gemv_isa());
     for (size_t i = 0; i < sizeof test_types / sizeof test_types[0]; i++) {
         const hm_type_traits *tr = hm_type_get(test_types[i]);

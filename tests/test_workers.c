@@ -15,28 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_pass, n_fail;
-
-static void report(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok) n_pass++; else n_fail++;
-}
-
-static uint64_t rng = 0x243F6A8885A308D3ull;
-static uint64_t next_u64(void) { /* splitmix64 */
-    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float uniform(void) { return (float)((next_u64() >> 40) * (1.0 / 16777216.0)); }
-static float gauss(void) { return uniform() + uniform() + uniform() + uniform() - 2.0f; }
-static int rand_int(int n) { return (int)(next_u64() % (uint64_t)n); }
+#include "test_util.h"
 
 #define N_EXPERT 12
 #define N_TOK 37  /* the prefill chunk; decode jobs use its first 1..4 tokens */
@@ -385,6 +364,7 @@ static void check_shutdown(const fixture *f) {
 }
 
 int main(void) {
+    rng_seed(0x243F6A8885A308D3ull);
     omp_set_num_threads(1); /* the references; an idle OpenMP team would only spin beside the workers */
     printf("gemv ISA %s\n", hm_gemv_isa());
     fixture fx[N_SHAPES];
