@@ -1,7 +1,7 @@
 /* exec.cu - the GPU executor: uploads the canonical model, builds per-layer expert pointer
  * tables on the device, and runs one decode step as one CUDA graph (the position and the token's
  * embedding are read from pinned host buffers by the graph's own copy nodes). */
-#include "exec.h"
+#include "exec_impl.cuh"
 #include "gpu_gemv.h"
 #include "ops.cuh"
 extern "C" {
@@ -20,39 +20,6 @@ static int fail(char *err, size_t n, const char *fmt, ...) {
     if (err && n) { va_list ap; va_start(ap, fmt); vsnprintf(err, n, fmt, ap); va_end(ap); }
     return -1;
 }
-
-typedef struct { int type; int64_t ne0, ne1; const void *d; } dmat; /* a matrix on the device */
-
-typedef struct {
-    const void **gate, **up, **down;   /* device arrays [n]: the expert pointer table */
-    int type_gu, type_down, n;
-} dexperts;
-
-typedef struct {
-    float *attn_norm, *ffn_norm, *bq, *bk, *bv, *q_norm, *k_norm, *router_bias;
-    dmat wq, wk, wv, wo, router;
-    dmat wqkv;           /* q|k(|v) stacked when they share a type: one launch instead of 2-3 */
-    int n_fused;         /* 0: none; 2: q|k; 3: q|k|v */
-    int is_moe;
-    dexperts exps;       /* routed experts */
-    dexperts single;     /* dense FFN or shared expert as a one-entry table */
-    int has_single;
-} dlayer;
-
-struct gpu_exec {
-    const hm_model *m;
-    int dev, n_ctx;
-    cudaStream_t s;
-    dlayer *L;
-    float *out_norm; dmat output;
-    float *kc, *vc;                       /* (n_layer, n_ctx, kv_dim) */
-    float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
-    int *ids, *zero_id, *d_pos;
-    float *h_x, *h_logits; int *h_pos;    /* pinned */
-    cudaGraphExec_t graph, graph_nolog;
-    size_t vram;
-    void **allocs; int n_allocs, cap_allocs;
-};
 
 static void *dalloc(gpu_exec *g, size_t n, char *err, size_t errlen) {
     void *p = NULL;
