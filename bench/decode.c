@@ -1,9 +1,15 @@
 /* decode.c - the decode and prefill benchmark of ../shared/design/BENCH.md on one target:
  * 128-token prompt, 512 greedy tokens (EOS ignored), median of >= 3 runs; bytes read per token
  * (weights actually touched + KV cache) over time per token, as a fraction of the measured ceiling.
- * usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt 128] [--gen 512] [--runs 3] [--json FILE] */
+ * usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt 128] [--gen 512] [--runs 3] [--json FILE]
+ *        [--gpu-mem GiB --cold stream [--static-experts N] [--cache-slots N] [--routing TRACE]]
+ * With --cold stream it also reports the expert cache over the decode phase: hit rate, misses and
+ * PCIe bytes per token, and the rate the cache's copy kernel reaches from pinned host RAM beside
+ * cudaMemcpyAsync's (the 55 GB/s of DEVICE.md). */
+#include "exec.h"
 #include "gpu.h"
 #include "loader.h"
+#include "routeio.h"
 #include "runner.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +35,12 @@ static double bytes_per_token(const hm_model *m) {
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto";
     int n_prompt = 128, n_gen = 512, runs = 3;
+    runner_opts ro; runner_opts_init(&ro);
+    hm_error e;
     for (int i = 1; i < argc; i++) {
+        int took = runner_opts_flag(&ro, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &e);
+        if (took < 0) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 2; }
+        if (took) { i++; continue; }
         if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) dev = argv[++i];
         else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
@@ -39,15 +50,23 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE]\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
-    hm_model m; hm_error e;
+    hm_model m;
     double tl = hm_now();
     if (model_load(&m, model, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     hm_runner r;
     int device = runner_parse_device(dev);
-    if (device < 0 || runner_init(&r, &m, device, n_prompt + n_gen, &e)) { fprintf(stderr, "bench_decode: %s\n", device < 0 ? "bad --device" : e.msg); return 1; }
+    int64_t *counts = NULL;
+    if (ro.routing && routeio_counts(ro.routing, &m, &counts, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
+    ro.counts = counts;
+    size_t used0 = gpu_mem_used(0);
+    if (device < 0 || runner_init_opts(&r, &m, device, n_prompt + n_gen, &ro, &e)) { fprintf(stderr, "bench_decode: %s\n", device < 0 ? "bad --device" : e.msg); return 1; }
+    free(counts);
     tl = hm_now() - tl;
     double ceiling = r.device == HM_DEVICE_CUDA ? gpu_measure_d2d(0) : 94.0; /* CPU: DEVICE.md's DRAM read */
-    size_t vram = r.device == HM_DEVICE_CUDA ? gpu_mem_used(0) : 0;
+    size_t vram = r.device == HM_DEVICE_CUDA ? gpu_mem_used(0) - used0 : 0;
+    gpu_exec_layout lay = { 0 };
+    if (r.device == HM_DEVICE_CUDA) gpu_exec_info(r.gpu, &lay);
+    uint64_t st[3] = { 0, 0, 0 }, tmp[3];
     const hm_config *c = &m.cfg;
     float *logits = hm_malloc(sizeof(float) * c->n_vocab);
     double dec[32], pre[32];
@@ -59,6 +78,7 @@ int main(int argc, char **argv) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
             if (runner_forward(&r, (int32_t)(x % (uint64_t)c->n_vocab), i, i + 1 == n_prompt ? logits : NULL, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         }
+        if (lay.n_streamed && gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         double t1 = hm_now();
         for (int i = 0; i < n_gen; i++) {
             int best = 0;
@@ -67,6 +87,10 @@ int main(int argc, char **argv) {
         }
         double t2 = hm_now();
         pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
+        if (lay.n_streamed) {
+            if (gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+            for (int j = 0; j < 3; j++) st[j] += tmp[j];
+        }
     }
     double tok_s = hm_median(dec, runs), pre_s = hm_median(pre, runs), w = bytes_per_token(&m);
     double kv = 2.0 * c->n_layer * c->kv_dim * 4 * (n_prompt + n_gen / 2.0); /* average KV bytes read per token */
@@ -76,6 +100,21 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
+    double hit = 0, mpt = 0, pcie_tok = 0, copy_gbs = 0, h2d = 0;
+    if (lay.n_streamed) {
+        double sel = (double)(st[0] + st[1] + st[2]), toks = (double)n_gen * runs;
+        hit = sel ? st[0] / sel : 0;
+        mpt = (st[1] + st[2]) / toks;
+        pcie_tok = mpt * (double)lay.expert_bytes;
+        copy_gbs = gpu_cache_copy_rate(c->n_expert_used, lay.expert_bytes, 20);
+        h2d = gpu_measure_h2d(0);
+        printf("\n| expert cache | static + slots / layer | hit rate | misses/token (copied, read in place) | PCIe/token | PCIe GB/s at decode rate | "
+               "copy kernel GB/s (of cudaMemcpy %.1f) | pinned host | VRAM (engine / device) |\n|---|---|---|---|---|---|---|---|---|\n", h2d);
+        printf("| %d MoE layers | %d + %d of %d | %.4f | %.2f (%.2f, %.2f) | %.1f MB | %.1f | %.1f (%.0f%%) | %.2f GiB | %.2f / %.2f GiB |\n",
+               lay.n_streamed, lay.n_static, lay.n_slots, c->n_expert, hit, mpt, st[1] / ((double)n_gen * runs),
+               st[2] / ((double)n_gen * runs), pcie_tok / 1e6, pcie_tok * tok_s / 1e9, copy_gbs, h2d > 0 ? 100 * copy_gbs / h2d : 0,
+               lay.pinned_host / 1073741824.0, lay.vram_total / 1073741824.0, vram / 1073741824.0);
+    }
     if (json) {
         FILE *f = fopen(json, "w");
         if (f) {
@@ -84,7 +123,11 @@ int main(int argc, char **argv) {
                        "\"ceiling_gb_s\":%.1f,\"fraction_of_ceiling\":%.4f,\"vram_bytes\":%zu,\"decode_runs\":[",
                     model, runner_device_name(&r), n_prompt, n_gen, runs, tok_s, pre_s, w, kv, gbs, ceiling, gbs / ceiling, vram);
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", dec[i]);
-            fprintf(f, "]}\n");
+            fprintf(f, "],\"gpu_mem_gib\":%.2f,\"engine_vram_bytes\":%zu,\"streamed_layers\":%d,\"static_experts\":%d,"
+                       "\"cache_slots\":%d,\"pinned_host_bytes\":%zu,\"hit_rate\":%.5f,\"misses_per_token\":%.4f,"
+                       "\"pcie_bytes_per_token\":%.0f,\"copy_kernel_gb_s\":%.2f,\"h2d_gb_s\":%.2f}\n",
+                    ro.gpu_mem_gib, lay.vram_total, lay.n_streamed, lay.n_static, lay.n_slots, lay.pinned_host, hit, mpt, pcie_tok,
+                    copy_gbs, h2d);
             fclose(f);
         }
     }

@@ -33,6 +33,7 @@ static void *dalloc(gpu_exec *g, size_t n, char *err, size_t errlen) {
     if (g->n_allocs == g->cap_allocs) { g->cap_allocs = g->cap_allocs ? 2 * g->cap_allocs : 256; g->allocs = (void **)realloc(g->allocs, g->cap_allocs * sizeof(void *)); }
     g->allocs[g->n_allocs++] = p;
     g->vram += n;
+    g->vram_by[g->cat] += n;
     return p;
 }
 
@@ -104,10 +105,10 @@ extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
 
 /* Profiling (HOTMOE_GPU_PROFILE=1): the step runs outside the graph with an event after each
  * op group; times are summed per group and printed when the executor is freed. */
-enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_COUNT };
+enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_CACHE, P_COUNT };
 static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "attention", "o-proj+res+norm",
                                            "router gemv+topk", "experts gate/up", "experts down", "moe reduce+norm",
-                                           "dense/shared ffn", "output head+copy" };
+                                           "dense/shared ffn", "output head+copy", "expert cache" };
 typedef struct { int on; cudaEvent_t ev[2048]; int grp[2048]; int n; double ms[P_COUNT]; long steps; } prof_t;
 static prof_t prof;
 static void mark(gpu_exec *g, int grp) {
@@ -169,6 +170,7 @@ static void record_step(gpu_exec *g, int with_logits) {
                   c->n_group, c->topk_group, g->ids, g->ew, s);
         mark(g, P_ROUTER);
         dexperts *x = &l->exps;
+        if (l->cache) { cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s); mark(g, P_CACHE); }
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
@@ -194,9 +196,125 @@ bad:
     return -1;
 }
 
+#define ALIGN256(x) (((x) + (size_t)255) & ~(size_t)255)
+
+/* One expert's record (VRAM slot or pinned host copy): gate | up | down, each 256-byte aligned. */
+static size_t rec_layout(const hm_ffn_w *f, size_t *off_up, size_t *off_down) {
+    *off_up = ALIGN256(f->gate.nbytes);
+    *off_down = *off_up + ALIGN256(f->up.nbytes);
+    return ALIGN256(*off_down + f->down.nbytes);
+}
+
+/* VRAM of a streamed layer's cache besides its records: pointer tables, hidx, slot_of, score,
+ * owner (at most n_expert), the copy list and the counters. */
+static size_t cache_meta(int n_expert, int k) {
+    return (size_t)n_expert * (3 * sizeof(void *) + 4 * sizeof(int)) + (size_t)k * 2 * sizeof(void *) + sizeof(int) + 3 * 8;
+}
+
+/* Host RAM the kernel reports as available (bytes), 0 when unknown. */
+static size_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256]; size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* Expert ids of one layer, most routed first (ties: lower id); identity without counts. */
+static void popularity_order(const int64_t *cnt, int n, int *order) {
+    for (int i = 0; i < n; i++) order[i] = i;
+    if (!cnt) return;
+    for (int i = 1; i < n; i++) { /* insertion sort: stable, n <= 4096 once per layer */
+        int v = order[i], j = i;
+        while (j > 0 && cnt[order[j - 1]] < cnt[v]) { order[j] = order[j - 1]; j--; }
+        order[j] = v;
+    }
+}
+
+/* Builds layer l's expert cache: S static experts and C LFU slots (order[0..S+C) start resident),
+ * every other expert's record in pinned host RAM at hrec (device address hrec_dev). */
+static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert, int k, int S, int C, const int *order,
+                       uint8_t *hrec, uint8_t *hrec_dev, char *err, size_t errlen) {
+    const hm_ffn_w *f0 = &ly->experts[0].host;
+    dcache hc;
+    memset(&hc, 0, sizeof hc);
+    hc.n_expert = n_expert; hc.n_static = S; hc.n_slots = C;
+    hc.stride = rec_layout(f0, &hc.off_up, &hc.off_down);
+    dexperts *x = &l->exps;
+    x->n = n_expert; x->type_gu = f0->gate.type; x->type_down = f0->down.type;
+    for (int e = 0; e < n_expert; e++) {
+        const hm_ffn_w *f = &ly->experts[e].host;
+        if (f->gate.type != x->type_gu || f->up.type != x->type_gu || f->down.type != x->type_down ||
+            f->gate.nbytes != f0->gate.nbytes || f->up.nbytes != f0->up.nbytes || f->down.nbytes != f0->down.nbytes)
+            return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types and sizes (expert %d differs)", e);
+    }
+    const int R = S + C;
+    g->cat = VRAM_EXPERTS;
+    if (!(hc.dev = (uint8_t *)dalloc(g, (size_t)(R ? R : 1) * hc.stride, err, errlen))) return -1;
+    int *hidx = (int *)malloc(sizeof(int) * (3 * (size_t)n_expert + R + 1)), *slot_of = hidx + n_expert,
+        *owner = slot_of + n_expert;
+    float *score = (float *)calloc(n_expert, sizeof(float));
+    const void **tab = (const void **)malloc(3 * sizeof(void *) * n_expert);
+    int rc = -1;
+    for (int e = 0; e < n_expert; e++) hidx[e] = slot_of[e] = -1;
+    for (int r = 0; r < R; r++) { owner[r] = order[r]; slot_of[order[r]] = r; }
+    for (int i = S, nh = 0; i < n_expert; i++) hidx[order[i]] = nh++;
+    for (int e = 0; e < n_expert; e++) {
+        const hm_ffn_w *f = &ly->experts[e].host;
+        const hm_tensor *mt[3] = { &f->gate, &f->up, &f->down };
+        const size_t off[3] = { 0, hc.off_up, hc.off_down };
+        uint8_t *base;
+        if (hidx[e] >= 0)
+            for (int i = 0; i < 3; i++) memcpy(hrec + (size_t)hidx[e] * hc.stride + off[i], mt[i]->data, mt[i]->nbytes);
+        if (slot_of[e] >= 0) {
+            base = hc.dev + (size_t)slot_of[e] * hc.stride;
+            for (int i = 0; i < 3; i++)
+                if (cudaMemcpy(base + off[i], mt[i]->data, mt[i]->nbytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+                    fail(err, errlen, "cuda: upload of expert %d failed", e);
+                    goto done;
+                }
+        } else
+            base = hrec_dev + (size_t)hidx[e] * hc.stride;
+        for (int i = 0; i < 3; i++) tab[(size_t)i * n_expert + e] = base + off[i];
+    }
+    if (!(x->gate = (const void **)upload(g, tab, n_expert * sizeof(void *), err, errlen)) ||
+        !(x->up = (const void **)upload(g, tab + n_expert, n_expert * sizeof(void *), err, errlen)) ||
+        !(x->down = (const void **)upload(g, tab + 2 * (size_t)n_expert, n_expert * sizeof(void *), err, errlen)) ||
+        !(hc.hidx = (int *)upload(g, hidx, sizeof(int) * n_expert, err, errlen)) ||
+        !(hc.slot_of = (int *)upload(g, slot_of, sizeof(int) * n_expert, err, errlen)) ||
+        !(hc.owner = (int *)upload(g, owner, sizeof(int) * (R ? R : 1), err, errlen)) ||
+        !(hc.score = (float *)upload(g, score, sizeof(float) * n_expert, err, errlen)) ||
+        !(hc.miss_src = (const uint8_t **)dalloc(g, sizeof(void *) * k, err, errlen)) ||
+        !(hc.miss_dst = (uint8_t **)dalloc(g, sizeof(void *) * k, err, errlen)) ||
+        !(hc.miss_n = (int *)dalloc(g, sizeof(int), err, errlen)) ||
+        !(hc.stats = (unsigned long long *)dalloc(g, 3 * 8, err, errlen)))
+        goto done;
+    if (cudaMemset(hc.miss_n, 0, sizeof(int)) != cudaSuccess || cudaMemset(hc.stats, 0, 3 * 8) != cudaSuccess) {
+        fail(err, errlen, "cuda: memset failed");
+        goto done;
+    }
+    hc.host = hrec_dev;
+    l->cache = (dcache *)malloc(sizeof(dcache));
+    *l->cache = hc;
+    rc = 0;
+done:
+    free(hidx); free(score); free(tab);
+    return rc;
+}
+
 extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size_t errlen) {
+    return gpu_exec_create_opts(m, dev, n_ctx, NULL, err, errlen);
+}
+
+extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen) {
     const hm_config *c = &m->cfg;
+    static const gpu_exec_opts none = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1 };
+    if (!o) o = &none;
+    size_t pin_off = 0;
     gpu_exec *g = (gpu_exec *)calloc(1, sizeof(gpu_exec));
+    g->decay = o->decay > 0 ? o->decay : 0.995f;
     prof.on = getenv("HOTMOE_GPU_PROFILE") && *getenv("HOTMOE_GPU_PROFILE") == '1';
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
     int D = c->n_embd, ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
@@ -210,10 +328,72 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         size_t need = gpu_exec_vram_needed(m, n_ctx), fr = 0, tot = 0;
         CK(cudaSetDevice(dev));
         CK(cudaMemGetInfo(&fr, &tot));
-        if (need > fr) {
-            fail(err, errlen, "gpu %d: the model needs %.2f GiB of VRAM (weights + KV cache for %d tokens), %.2f GiB are free",
-                 dev, need / 1073741824.0, n_ctx, fr / 1073741824.0);
-            goto bad;
+        const double GiB = 1073741824.0;
+        const size_t budget = o->gpu_mem_gib > 0 ? (size_t)(o->gpu_mem_gib * GiB) : 0, limit = budget ? budget : fr;
+        if (o->cold != GPU_COLD_STREAM) {
+            if (need > limit) {
+                fail(err, errlen, "gpu %d: the model needs %.2f GiB of VRAM (weights + KV cache for %d tokens), %s %.2f GiB%s",
+                     dev, need / GiB, n_ctx, budget ? "the budget (--gpu-mem) is" : "only", limit / GiB,
+                     budget ? "; --cold stream keeps cold experts in host RAM" : " are free; --cold stream with --gpu-mem keeps cold experts in host RAM");
+                goto bad;
+            }
+        } else {
+            /* the cache's plan: what is fixed (dense weights, KV, workspace, per-layer metadata),
+             * then as many expert records per MoE layer as the rest of the budget holds */
+            size_t experts = 0, strides = 0, meta = 0, ou, od;
+            int n_moe = 0, E = c->n_expert, k = c->n_expert_used;
+            for (int il = 0; il < c->n_layer; il++) {
+                const hm_layer *ly = &m->layers[il];
+                if (!ly->is_moe) continue;
+                n_moe++;
+                experts += (size_t)E * (fsz(&ly->experts[0].host) + 3 * sizeof(void *));
+                strides += rec_layout(&ly->experts[0].host, &ou, &od);
+                meta += cache_meta(E, k);
+            }
+            const size_t fixed = need - experts + meta + ((size_t)1 << 20);   /* 1 MiB: small buffers the estimate leaves out */
+            if (fixed > limit) {
+                fail(err, errlen, "gpu %d: %s %.2f GiB is too small: the dense weights, the KV cache for %d tokens and the "
+                     "workspace need at least %.2f GiB (everything resident: %.2f GiB)", dev,
+                     budget ? "--gpu-mem" : "free VRAM of", limit / GiB, n_ctx, fixed / GiB, need / GiB);
+                goto bad;
+            }
+            long r = strides ? (long)((limit - fixed) / strides) : 0;
+            if (r > E) r = E;
+            int S = o->n_static, C = o->n_slots;
+            if (S > E || C > E) {
+                fail(err, errlen, "gpu: --static-experts %d / --cache-slots %d: the model has %d experts per layer", S, C, E);
+                goto bad;
+            }
+            if (S < 0 && C < 0) { S = o->counts ? (int)(r / 4) : 0; C = (int)r - S; }
+            else if (S < 0) S = (int)(r - C > 0 ? r - C : 0);
+            else if (C < 0) C = (int)(r - S > 0 ? r - S : 0);
+            if (S + C > E) C = E - S;
+            if (fixed + (size_t)(S + C) * strides > limit) {
+                fail(err, errlen, "gpu %d: %d static experts + %d cache slots per layer need %.2f GiB of VRAM, %s %.2f GiB",
+                     dev, S, C, (fixed + (size_t)(S + C) * strides) / GiB, budget ? "the budget (--gpu-mem) is" : "free:", limit / GiB);
+                goto bad;
+            }
+            g->n_static = S; g->n_slots = C;
+            if (S + C < E && n_moe) {
+                size_t pin = 0;
+                for (int il = 0; il < c->n_layer; il++)
+                    if (m->layers[il].is_moe) pin += (size_t)(E - S) * rec_layout(&m->layers[il].experts[0].host, &ou, &od);
+                const size_t avail = mem_available();
+                if (avail && pin > avail / 10 * 9) {
+                    fail(err, errlen, "--cold stream: %.2f GiB of cold experts must be pinned in host RAM, %.2f GiB are available "
+                         "(raise --gpu-mem or free host memory)", pin / GiB, avail / GiB);
+                    goto bad;
+                }
+                if (cudaHostAlloc(&g->pinned, pin, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+                    cudaGetLastError();
+                    g->pinned = NULL;
+                    fail(err, errlen, "--cold stream: cannot pin %.2f GiB of host RAM for the cold experts (cudaHostAlloc failed; "
+                         "%.2f GiB available): raise --gpu-mem or free host memory", pin / GiB, avail / GiB);
+                    goto bad;
+                }
+                g->pinned_bytes = pin;
+                g->n_streamed = n_moe;
+            }
         }
     }
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
@@ -221,6 +401,7 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
     for (int il = 0; il < c->n_layer; il++) {
         const hm_layer *ly = &m->layers[il];
         dlayer *l = &g->L[il];
+        g->cat = VRAM_WEIGHTS;
         l->attn_norm = upload_vec(g, &ly->attn_norm, err, errlen);
         l->ffn_norm = upload_vec(g, &ly->ffn_norm, err, errlen);
         if (!l->attn_norm || !l->ffn_norm) goto bad;
@@ -253,19 +434,41 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         if (single) { l->has_single = 1; if (upload_experts(g, &l->single, &single, 1, err, errlen)) goto bad; }
         if (!ly->is_moe) continue;
         if (upload_mat(g, &l->router, &ly->router, err, errlen)) goto bad;
+        if (g->n_streamed) {
+            size_t ou, od, st = rec_layout(&ly->experts[0].host, &ou, &od);
+            int *order = (int *)malloc(sizeof(int) * c->n_expert);
+            popularity_order(o->counts ? o->counts + (size_t)il * c->n_expert : NULL, c->n_expert, order);
+            uint8_t *hdev = NULL;
+            if (cudaHostGetDevicePointer((void **)&hdev, g->pinned, 0) != cudaSuccess) {
+                free(order);
+                fail(err, errlen, "cuda: no device address for the pinned expert records");
+                goto bad;
+            }
+            int rc = cache_setup(g, l, ly, c->n_expert, c->n_expert_used, g->n_static, g->n_slots, order,
+                                 (uint8_t *)g->pinned + pin_off, hdev + pin_off, err, errlen);
+            free(order);
+            if (rc) goto bad;
+            pin_off += (size_t)(c->n_expert - g->n_static) * st;
+            if (st > g->rec_bytes) g->rec_bytes = st;
+            continue;
+        }
+        g->cat = VRAM_EXPERTS;
         const hm_ffn_w **ws = (const hm_ffn_w **)malloc(c->n_expert * sizeof(void *));
         for (int e = 0; e < c->n_expert; e++) ws[e] = &ly->experts[e].host;
         int rc = upload_experts(g, &l->exps, ws, c->n_expert, err, errlen);
         free(ws);
         if (rc) goto bad;
     }
+    g->cat = VRAM_WEIGHTS;
     if (!(g->out_norm = upload_vec(g, &m->output_norm, err, errlen)) || upload_mat(g, &g->output, &m->output, err, errlen))
         goto bad;
     {
         size_t kv = (size_t)c->n_layer * n_ctx * c->kv_dim * sizeof(float);
         int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
 #define A(ptr, n) if (!(ptr = (float *)dalloc(g, sizeof(float) * (size_t)(n), err, errlen))) goto bad
+        g->cat = VRAM_KV;
         if (!(g->kc = (float *)dalloc(g, kv, err, errlen)) || !(g->vc = (float *)dalloc(g, kv, err, errlen))) goto bad;
+        g->cat = VRAM_WORKSPACE;
         A(g->x, D); A(g->xn, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used);
@@ -281,6 +484,18 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         CK(cudaMallocHost(&g->h_pos, sizeof(int)));
     }
     if (capture(g, 1, &g->graph, err, errlen) || capture(g, 0, &g->graph_nolog, err, errlen)) goto bad;
+    if (o->cold == GPU_COLD_STREAM && !o->quiet) {
+        const double GiB = 1073741824.0;
+        if (g->n_streamed)
+            fprintf(stderr, "gpu %d: --cold stream: %d MoE layers x %d experts: %d static + %d LFU slots in VRAM, %d cold per layer "
+                    "in %.2f GiB of pinned host RAM (%.1f MiB per expert)\n", dev, g->n_streamed, c->n_expert, g->n_static,
+                    g->n_slots, c->n_expert - g->n_static - g->n_slots, g->pinned_bytes / GiB, g->rec_bytes / 1048576.0);
+        else
+            fprintf(stderr, "gpu %d: --cold stream: every expert fits in the budget; nothing is streamed\n", dev);
+        fprintf(stderr, "gpu %d: VRAM: weights %.2f GiB, experts %.2f GiB, KV cache %.2f GiB, workspace %.3f GiB = %.2f GiB%s\n", dev,
+                g->vram_by[VRAM_WEIGHTS] / GiB, g->vram_by[VRAM_EXPERTS] / GiB, g->vram_by[VRAM_KV] / GiB,
+                g->vram_by[VRAM_WORKSPACE] / GiB, g->vram / GiB, o->gpu_mem_gib > 0 ? " (within --gpu-mem)" : "");
+    }
     return g;
 bad:
     gpu_exec_free(g);
@@ -316,6 +531,29 @@ bad:
 
 extern "C" size_t gpu_exec_vram_used(const gpu_exec *g) { return g->vram; }
 
+extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
+    memset(out, 0, sizeof *out);
+    out->vram_weights = g->vram_by[VRAM_WEIGHTS]; out->vram_experts = g->vram_by[VRAM_EXPERTS];
+    out->vram_kv = g->vram_by[VRAM_KV]; out->vram_workspace = g->vram_by[VRAM_WORKSPACE]; out->vram_total = g->vram;
+    out->pinned_host = g->pinned_bytes; out->n_streamed = g->n_streamed;
+    out->n_static = g->n_static; out->n_slots = g->n_slots; out->expert_bytes = g->rec_bytes;
+}
+
+extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[3], int reset, char *err, size_t errlen) {
+    out[0] = out[1] = out[2] = 0;
+    for (int il = 0; il < g->m->cfg.n_layer; il++) {
+        const dcache *c = g->L[il].cache;
+        if (!c) continue;
+        unsigned long long v[3];
+        CK(cudaMemcpy(v, c->stats, sizeof v, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < 3; i++) out[i] += v[i];
+        if (reset) CK(cudaMemset(c->stats, 0, sizeof v));
+    }
+    return 0;
+bad:
+    return -1;
+}
+
 extern "C" void gpu_exec_free(gpu_exec *g) {
     if (!g) return;
     if (prof.on && prof.steps) {
@@ -331,6 +569,8 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->h_x) cudaFreeHost(g->h_x);
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_pos) cudaFreeHost(g->h_pos);
+    if (g->pinned) cudaFreeHost(g->pinned);
+    for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) free(g->L[il].cache);
     if (g->s) cudaStreamDestroy(g->s);
     free(g->allocs); free(g->L); free(g);
 }

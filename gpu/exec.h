@@ -12,12 +12,43 @@ extern "C" {
 
 typedef struct gpu_exec gpu_exec;
 
+enum { GPU_COLD_NONE = 0, GPU_COLD_STREAM = 1 };
+
+/* How the executor places the model (gpu_exec_create_opts). Zeroed = everything resident. */
+typedef struct {
+    double gpu_mem_gib;     /* VRAM the executor may allocate (weights, experts, KV, workspace); 0 = no limit */
+    int cold;               /* GPU_COLD_NONE: every expert in VRAM; GPU_COLD_STREAM: the expert cache */
+    int n_static, n_slots;  /* per MoE layer; -1: from the budget (static: a quarter when counts are given) */
+    const int64_t *counts;  /* (n_layer, n_expert) routing counts: the static set and warm slots; NULL: none */
+    float decay;            /* LFU score decay per token; 0: 0.995 */
+    int quiet;              /* 1: no layout line on stderr */
+} gpu_exec_opts;
+
+/* Where things went (gpu_exec_info). */
+typedef struct {
+    size_t vram_weights, vram_experts, vram_kv, vram_workspace, vram_total;  /* bytes allocated */
+    size_t pinned_host;     /* cold expert records in page-locked host RAM */
+    int n_streamed;         /* MoE layers with an expert cache */
+    int n_static, n_slots;  /* per streamed layer */
+    size_t expert_bytes;    /* one expert record (gate + up + down, aligned) */
+} gpu_exec_layout;
+
 /* Bytes of VRAM gpu_exec_create would allocate for m with n_ctx positions. */
 size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx);
 /* Uploads m to device dev (everything but the token embeddings, which stay in host memory) and
  * allocates the KV cache for n_ctx positions. NULL on failure, with err naming what and how much. */
 gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size_t errlen);
+/* The same with a placement: --gpu-mem, --cold stream, static experts and cache slots. A budget too
+ * small for the dense weights and the KV cache, or host RAM that cannot be pinned, fails with err
+ * naming the minimum. */
+gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen);
 void gpu_exec_free(gpu_exec *g);
+void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out);
+/* Expert cache counters summed over layers since creation or the last reset: [0] hits, [1] misses
+ * copied into a slot, [2] misses read in place from host RAM. Returns 0, or -1 with err set. */
+int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[3], int reset, char *err, size_t errlen);
+/* GB/s of the cache's copy kernel moving n records of bytes (multiple of 256) from pinned host RAM. */
+double gpu_cache_copy_rate(int n, size_t bytes, int reps);
 /* Runs token at position pos (positions in order from 0). logits (n_vocab floats, host) may be
  * NULL to skip the output head. Returns 0, or -1 with err set. */
 int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *err, size_t errlen);

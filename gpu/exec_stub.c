@@ -1,5 +1,6 @@
 /* exec_stub.c - the GPU executor in a build without it: nothing can be created. */
 #include <stdio.h>
+#include <string.h>
 #include "exec.h"
 size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) { (void)m; (void)n_ctx; return 0; }
 gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size_t errlen) {
@@ -14,3 +15,14 @@ int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *e
     return -1;
 }
 size_t gpu_exec_vram_used(const gpu_exec *g) { (void)g; return 0; }
+gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen) {
+    (void)o;
+    return gpu_exec_create(m, dev, n_ctx, err, errlen);
+}
+void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) { (void)g; memset(out, 0, sizeof *out); }
+int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[3], int reset, char *err, size_t errlen) {
+    (void)g; (void)reset; out[0] = out[1] = out[2] = 0;
+    snprintf(err, errlen, "gpu: this binary was built without CUDA");
+    return -1;
+}
+double gpu_cache_copy_rate(int n, size_t bytes, int reps) { (void)n; (void)bytes; (void)reps; return -1; }

@@ -8,7 +8,8 @@ target_link_libraries(hm_placement PUBLIC ${MATH_LIB})
 # src-side pieces of the planner room: trace files, the simulate, plan and calibrate commands, and
 # deployment config files (src/config.c).
 add_library(hm_sim STATIC ${CMAKE_SOURCE_DIR}/src/trace.c ${CMAKE_SOURCE_DIR}/src/cmd_simulate.c
-  ${CMAKE_SOURCE_DIR}/src/cmd_plan.c ${CMAKE_SOURCE_DIR}/src/config.c)
+  ${CMAKE_SOURCE_DIR}/src/cmd_plan.c ${CMAKE_SOURCE_DIR}/src/config.c
+  ${CMAKE_SOURCE_DIR}/src/routeio.c)
 target_link_libraries(hm_sim PUBLIC hm_placement hm_core)
 
 list(APPEND HM_EXTRA_LIBS hm_sim hm_placement)

@@ -26,6 +26,7 @@ typedef struct {
     const char *model, *prompt, *tokens, *out, *text, *tokenizer_path, *outtype, *record, *replay;
     int n_predict, n_ctx, ignore_eos, quiet, device;
     sampler_params sp;
+    runner_opts ro;          /* --gpu-mem --cold --static-experts --cache-slots --routing --lfu-decay */
     const char *positional[4]; int n_pos;
 } opts;
 
@@ -50,9 +51,14 @@ static float parse_float(const char *flag, const char *v) {
 static void parse_opts(opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     o->n_predict = 64; o->n_ctx = 0; o->sp = sampler_defaults();
+    runner_opts_init(&o->ro);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        hm_error re;
+        int took = runner_opts_flag(&o->ro, a, v, &re);
+        if (took < 0) { fprintf(stderr, "hotmoe: %s\n", re.msg); exit(2); }
+        if (took) { i++; continue; }
 #define VAL() (v ? (i++, v) : (die("%s: expected a value after it", a), ""))
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = VAL();
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = VAL();
@@ -109,6 +115,17 @@ static int ctx_for(const opts *o, int need) {
     return n;
 }
 
+/* The target with its placement; --routing's counts are read here (freed with the runner's model). */
+static int init_runner(hm_runner *r, const hm_model *m, opts *o, int n_ctx, hm_error *e) {
+    int64_t *counts = NULL;
+    if (o->ro.routing && routeio_counts(o->ro.routing, m, &counts, e)) return -1;
+    o->ro.counts = counts;
+    int rc = runner_init_opts(r, m, o->device, n_ctx, &o->ro, e);
+    free(counts);   /* the executor has placed its experts: the counts are not kept */
+    o->ro.counts = NULL;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- commands */
 
 static int32_t *parse_tokens(const char *s, size_t *n, int n_vocab) {
@@ -137,7 +154,7 @@ static int cmd_logits(int argc, char **argv) {
     hm_model m; load_or_die(&m, &o);
     size_t n; int32_t *toks = parse_tokens(o.tokens, &n, m.cfg.n_vocab);
     hm_runner r; hm_error e; routeio io;
-    if (runner_init(&r, &m, o.device, ctx_for(&o, (int)n), &e) || routeio_open(&io, &m, o.record, o.replay, &e) ||
+    if (init_runner(&r, &m, &o, ctx_for(&o, (int)n), &e) || routeio_open(&io, &m, o.record, o.replay, &e) ||
         routeio_attach(&io, &r, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
     FILE *f = fopen(o.out, "wb");
     if (!f) die("logits: cannot create '%s'", o.out);
@@ -164,7 +181,7 @@ static int cmd_generate(int argc, char **argv) {
     if (!n) die("%s", "generate: the prompt encodes to no tokens");
     int n_ctx = ctx_for(&o, (int)n + o.n_predict);
     hm_runner r; routeio io;
-    if (runner_init(&r, &m, o.device, n_ctx, &e) || routeio_open(&io, &m, o.record, o.replay, &e) || routeio_attach(&io, &r, &e)) {
+    if (init_runner(&r, &m, &o, n_ctx, &e) || routeio_open(&io, &m, o.record, o.replay, &e) || routeio_attach(&io, &r, &e)) {
         fprintf(stderr, "hotmoe: %s\n", e.msg);
         return 1;
     }
@@ -316,6 +333,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     { "serve",    cmd_serve,    "serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N] [--queue N]\n"
                                 "                  [--body-limit BYTES] [--timeout S] [--keepalive S] [--alias NAME] [--any-model] [--chat-template FAMILY]" },
     { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]\n"
+                                "                  [--gpu-mem GiB] [--cold none|stream] [--static-experts N] [--cache-slots N] [--routing TRACE] [--lfu-decay D]\n"
                                 "                  [--record-routing FILE] [--replay-routing FILE (benchmarks only)]" },
     { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE [--device cpu|cuda]  (float32 [n_tokens][n_vocab])" },
     { "tokenize", cmd_tokenize, "tokenize (-m PATH | --tokenizer tokenizer.json) [--text S]   (stdin without --text)" },

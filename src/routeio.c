@@ -66,3 +66,31 @@ int routeio_close(routeio *io, hm_error *e) {
     memset(io, 0, sizeof *io);
     return rc;
 }
+
+int routeio_counts(const char *path, const hm_model *m, int64_t **counts, hm_error *e) {
+    const hm_config *c = &m->cfg;
+    routing r = { 0 };
+    trace_info info;
+    *counts = NULL;
+    if (trace_load(path, &r, &info, e)) return -1;
+    int n_moe = 0;
+    for (int l = 0; l < c->n_layer; l++) n_moe += m->layers[l].is_moe;
+    const int all = r.n_layer == c->n_layer && r.n_layer != n_moe;
+    if (trace_conform(path, &r, &info, all ? c->n_layer : n_moe, c->n_expert, c->n_expert_used, e)) {
+        routing_free(&r);
+        return -1;
+    }
+    int64_t *cnt = calloc((size_t)r.n_layer * (size_t)r.n_expert, sizeof *cnt);
+    int64_t *out = calloc((size_t)c->n_layer * (size_t)c->n_expert, sizeof *out);
+    if (!cnt || !out) { free(cnt); free(out); routing_free(&r); return hm_fail(e, "%s: out of memory", path); }
+    routing_count_experts(&r, cnt);
+    for (int l = 0, j = 0; l < c->n_layer; l++) {
+        if (!m->layers[l].is_moe) { j += all; continue; }
+        memcpy(out + (size_t)l * c->n_expert, cnt + (size_t)j * r.n_expert, sizeof *out * (size_t)c->n_expert);
+        j++;
+    }
+    free(cnt);
+    routing_free(&r);
+    *counts = out;
+    return 0;
+}

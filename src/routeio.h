@@ -25,4 +25,9 @@ void routeio_before(routeio *io, int64_t t);
 int routeio_after(routeio *io, hm_error *e);
 int routeio_close(routeio *io, hm_error *e);
 
+/* Per-layer expert use counts from a routing trace (binary or JSONL) of model m, recorded over
+ * all layers or over the MoE layers only: *counts is (m's n_layer, n_expert), zero for dense
+ * layers; free() it. A trace of another shape (layers, experts, top-k) is an error naming both. */
+int routeio_counts(const char *path, const hm_model *m, int64_t **counts, hm_error *e);
+
 #endif

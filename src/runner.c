@@ -2,7 +2,53 @@
 #include "runner.h"
 #include "exec.h"
 #include "gpu.h"
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+void runner_opts_init(runner_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->cold = GPU_COLD_NONE; o->n_static = o->n_slots = -1;
+}
+
+static int parse_num(const char *flag, const char *v, double lo, double hi, double *out, hm_error *e) {
+    char *end; errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+        return hm_fail(e, "%s: expected a number in [%g, %g], found '%s'", flag, lo, hi, v ? v : "(nothing)");
+    *out = x;
+    return 0;
+}
+
+int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error *e) {
+    double x;
+    if (!strcmp(flag, "--gpu-mem")) { if (parse_num(flag, val, 0, 1 << 20, &x, e)) return -1; o->gpu_mem_gib = x; return 1; }
+    if (!strcmp(flag, "--static-experts") || !strcmp(flag, "--cache-slots")) {
+        if (parse_num(flag, val, 0, 65535, &x, e)) return -1;
+        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
+        *(flag[2] == 's' ? &o->n_static : &o->n_slots) = (int)x;
+        return 1;
+    }
+    if (!strcmp(flag, "--lfu-decay")) {
+        if (parse_num(flag, val, 0, 1, &x, e)) return -1;
+        if (x <= 0) return hm_fail(e, "%s: expected a number in (0, 1], found '%s'", flag, val), -1;
+        o->decay = (float)x;
+        return 1;
+    }
+    if (!strcmp(flag, "--cold")) {
+        if (val && !strcmp(val, "stream")) o->cold = GPU_COLD_STREAM;
+        else if (val && !strcmp(val, "none")) o->cold = GPU_COLD_NONE;
+        else return hm_fail(e, "--cold: expected none or stream, found '%s'", val ? val : "(nothing)"), -1;
+        return 1;
+    }
+    if (!strcmp(flag, "--routing")) {
+        if (!val) return hm_fail(e, "--routing: expected a trace file"), -1;
+        o->routing = val;
+        return 1;
+    }
+    return 0;
+}
 
 int runner_parse_device(const char *s) {
     if (!strcmp(s, "cpu")) return HM_DEVICE_CPU;
@@ -12,6 +58,10 @@ int runner_parse_device(const char *s) {
 }
 
 int runner_init(hm_runner *r, const hm_model *m, int device, int n_ctx, hm_error *e) {
+    return runner_init_opts(r, m, device, n_ctx, NULL, e);
+}
+
+int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, const runner_opts *o, hm_error *e) {
     memset(r, 0, sizeof *r);
     r->m = m;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
@@ -19,11 +69,18 @@ int runner_init(hm_runner *r, const hm_model *m, int device, int n_ctx, hm_error
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
         char msg[1024];
-        r->gpu = gpu_exec_create(m, 0, n_ctx, msg, sizeof msg);
+        gpu_exec_opts go = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 0 };
+        if (o) {
+            go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold; go.n_static = o->n_static; go.n_slots = o->n_slots;
+            go.counts = o->counts; go.decay = o->decay;
+        }
+        r->gpu = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
         if (!r->gpu) return hm_fail(e, "%s", msg);
         r->device = HM_DEVICE_CUDA;
         return 0;
     }
+    if (o && (o->cold != GPU_COLD_NONE || o->gpu_mem_gib > 0 || o->n_static >= 0 || o->n_slots >= 0))
+        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots: expected --device cuda, found the CPU target");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);
     r->device = HM_DEVICE_CPU;
     return 0;

@@ -15,10 +15,28 @@ typedef struct {
     struct gpu_exec *gpu;
 } hm_runner;
 
+/* Placement of the GPU target (flags of generate, logits and the benchmarks; `serve --config`
+ * keys of the same names). Zeroed by runner_opts_init. */
+typedef struct {
+    double gpu_mem_gib;      /* --gpu-mem GiB: VRAM budget; 0 = all free VRAM */
+    int cold;                /* --cold none|stream (GPU_COLD_*) */
+    int n_static, n_slots;   /* --static-experts N, --cache-slots N per MoE layer; -1 = from the budget */
+    const char *routing;     /* --routing FILE: a routing trace whose counts choose the static experts */
+    const int64_t *counts;   /* (n_layer, n_expert), filled from routing by the caller (routeio_counts) */
+    float decay;             /* --lfu-decay: LFU score decay per token (0.995) */
+} runner_opts;
+
+void runner_opts_init(runner_opts *o);
+/* If flag is one of runner_opts' flags, parses val into o and returns 1; unknown flag: 0; a bad
+ * value: -1 with e naming the flag, what was expected and what was found. */
+int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error *e);
+
 /* Parses "cpu" / "cuda" / "auto". Returns -1 for anything else. */
 int runner_parse_device(const char *s);
 /* device AUTO: CUDA when this build has it and a GPU is present, else CPU. */
 int runner_init(hm_runner *r, const hm_model *m, int device, int n_ctx, hm_error *e);
+/* The same with a placement (o may be NULL: everything resident). */
+int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, const runner_opts *o, hm_error *e);
 /* Runs token at pos; logits (n_vocab) may be NULL. */
 int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error *e);
 void runner_free(hm_runner *r);

@@ -1,0 +1,155 @@
+/* cache.cu - the on-GPU expert cache of --cold stream (dcache in exec_impl.cuh), device side.
+ *
+ * Per MoE layer and decode step, right after the router wrote ids[k], two launches recorded in the
+ * step's graph:
+ *   k_cache_update (one block): decays every expert's LFU score and adds 1 to the chosen ones;
+ *     for each chosen expert that is not in VRAM, picks the LFU slot with the lowest score whose
+ *     owner is not chosen by this token (an empty slot first; ties: the lowest slot), points the
+ *     evicted expert's table entries back at its host record and the new one's at the slot, and
+ *     appends (host record -> slot) to the layer's copy list. With no slot to give (0 slots, or
+ *     every slot held by this token's experts) the expert is read in place from pinned host RAM
+ *     through its table entry, which always points at a valid copy.
+ *   k_cache_copy (many blocks): copies the listed records over PCIe (reads of mapped host
+ *     memory, 16-byte words, several loads in flight per thread); nothing to do: blocks exit.
+ * The expert GEMVs that follow read weights through the tables, so the logits are those of the
+ * all-resident model bit for bit: the same bytes, the same kernels. Hit and miss counters stay on
+ * the device; the host reads them between runs (gpu_exec_cache_stats). */
+#include "exec_impl.cuh"
+#include <math.h>
+
+#define CACHE_THREADS 256
+#define COPY_BLOCKS 1056   /* 8 per SM of an H100/H200 */
+#define COPY_UNROLL 4
+
+__global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, const int *ids, int k, float decay,
+                                                                const void **tg, const void **tu, const void **td) {
+    __shared__ int sid[64], nmiss, victim;
+    __shared__ float wkey[CACHE_THREADS / 32];
+    __shared__ int widx[CACHE_THREADS / 32];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    if (tid < k) sid[tid] = ids[tid];
+    if (tid == 0) nmiss = 0;
+    __syncthreads();
+    for (int e = tid; e < c.n_expert; e += blockDim.x) {
+        float add = 0.f;
+        for (int j = 0; j < k; j++) add = sid[j] == e ? 1.f : add;
+        c.score[e] = c.score[e] * decay + add;
+    }
+    __syncthreads();
+    const int R = c.n_static + c.n_slots;
+    unsigned long long hits = 0, copied = 0, direct = 0;
+    for (int j = 0; j < k; j++) {
+        const int e = sid[j];
+        if (e < 0 || e >= c.n_expert) continue;          /* never produced by the router */
+        if (c.slot_of[e] >= 0) { hits++; continue; }      /* the same value in every thread */
+        float best = INFINITY; int bi = -1;
+        for (int r = c.n_static + tid; r < R; r += blockDim.x) {
+            const int o = c.owner[r];
+            float key = -INFINITY;
+            if (o >= 0) {
+                bool cur = false;
+                for (int jj = 0; jj < k; jj++) cur |= sid[jj] == o;
+                if (cur) continue;
+                key = c.score[o];
+            }
+            if (bi < 0 || key < best) { best = key; bi = r; }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ok = __shfl_xor_sync(0xffffffffu, best, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi >= 0 && (bi < 0 || ok < best || (ok == best && oi < bi))) { best = ok; bi = oi; }
+        }
+        if (lane == 0) { wkey[warp] = best; widx[warp] = bi; }
+        __syncthreads();
+        if (tid == 0) {
+            float b = INFINITY; int v = -1;
+            for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+                if (widx[w] >= 0 && (v < 0 || wkey[w] < b || (wkey[w] == b && widx[w] < v))) { b = wkey[w]; v = widx[w]; }
+            victim = v;
+            if (v >= 0) {
+                const int old = c.owner[v];
+                if (old >= 0) {
+                    const uint8_t *h = c.host + (size_t)c.hidx[old] * c.stride;
+                    c.slot_of[old] = -1;
+                    tg[old] = h; tu[old] = h + c.off_up; td[old] = h + c.off_down;
+                }
+                uint8_t *d = c.dev + (size_t)v * c.stride;
+                c.owner[v] = e; c.slot_of[e] = v;
+                tg[e] = d; tu[e] = d + c.off_up; td[e] = d + c.off_down;
+                c.miss_src[nmiss] = c.host + (size_t)c.hidx[e] * c.stride;
+                c.miss_dst[nmiss] = d;
+                nmiss++;
+            }
+        }
+        __syncthreads();   /* owners, slot_of and victim visible to the whole block */
+        if (victim >= 0) copied++; else direct++;
+        __syncthreads();   /* victim is rewritten by the next miss */
+    }
+    if (tid == 0) {
+        *c.miss_n = nmiss;
+        c.stats[0] += hits; c.stats[1] += copied; c.stats[2] += direct;
+    }
+}
+
+__global__ void __launch_bounds__(CACHE_THREADS) k_cache_copy(const uint8_t *const *src, uint8_t *const *dst,
+                                                              const int *n, size_t stride) {
+    const int nm = *n;
+    if (!nm) return;
+    const size_t words = stride / 16, total = (size_t)nm * words, G = (size_t)gridDim.x * blockDim.x;
+    for (size_t i0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += G * COPY_UNROLL) {
+        uint4 v[COPY_UNROLL];
+#pragma unroll
+        for (int u = 0; u < COPY_UNROLL; u++) {
+            const size_t i = i0 + u * G;
+            if (i < total) v[u] = ((const uint4 *)src[i / words])[i % words];
+        }
+#pragma unroll
+        for (int u = 0; u < COPY_UNROLL; u++) {
+            const size_t i = i0 + u * G;
+            if (i < total) ((uint4 *)dst[i / words])[i % words] = v[u];
+        }
+    }
+}
+
+void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s) {
+    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, k, decay, tab->gate, tab->up, tab->down);
+    k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+}
+
+/* Copies n records of `bytes` (a multiple of 256) host -> device with the cache's copy kernel and
+ * returns GB/s (bench: the PCIe rate the copy kernel reaches, beside cudaMemcpyAsync's). */
+extern "C" double gpu_cache_copy_rate(int n, size_t bytes, int reps) {
+    uint8_t *h = NULL, *d = NULL; const uint8_t **src = NULL; uint8_t **dst = NULL; int *dn = NULL;
+    double gbs = -1;
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    if (cudaHostAlloc(&h, n * bytes, cudaHostAllocMapped) != cudaSuccess || cudaMalloc(&d, n * bytes) != cudaSuccess ||
+        cudaMalloc(&src, n * sizeof(void *)) != cudaSuccess || cudaMalloc(&dst, n * sizeof(void *)) != cudaSuccess ||
+        cudaMalloc(&dn, sizeof(int)) != cudaSuccess) {
+        cudaGetLastError();
+        goto done;
+    }
+    {
+        memset(h, 1, n * bytes);
+        const uint8_t **hs = (const uint8_t **)malloc(n * sizeof(void *)); uint8_t **hd = (uint8_t **)malloc(n * sizeof(void *));
+        uint8_t *hdev = NULL;
+        cudaHostGetDevicePointer((void **)&hdev, h, 0);
+        for (int i = 0; i < n; i++) { hs[i] = hdev + (size_t)i * bytes; hd[i] = d + (size_t)i * bytes; }
+        cudaMemcpy(src, hs, n * sizeof(void *), cudaMemcpyHostToDevice);
+        cudaMemcpy(dst, hd, n * sizeof(void *), cudaMemcpyHostToDevice);
+        cudaMemcpy(dn, &n, sizeof(int), cudaMemcpyHostToDevice);
+        free(hs); free(hd);
+        k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS>>>(src, dst, dn, bytes);   /* warm-up */
+        cudaEventRecord(e0);
+        for (int r = 0; r < reps; r++) k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS>>>(src, dst, dn, bytes);
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (cudaGetLastError() == cudaSuccess && ms > 0) gbs = (double)n * bytes * reps / (ms * 1e-3) / 1e9;
+    }
+done:
+    cudaFreeHost(h); cudaFree(d); cudaFree(src); cudaFree(dst); cudaFree(dn);
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    return gbs;
+}

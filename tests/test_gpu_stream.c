@@ -1,0 +1,156 @@
+/* test_gpu_stream.c - --cold stream is exact: with the expert cache (any budget, any static/slot
+ * split, 0 slots, every expert cold) the logits of 64 greedy tokens equal those of the
+ * all-in-VRAM executor bit for bit (same kernels, same bytes), the tokens are identical, and the
+ * cache's counters add up (hits + misses = MoE layers x top-k x tokens). Also the error paths: a
+ * budget below the dense part, more static experts than the model has. Models: the fixtures, plus
+ * any GGUF named on the command line (the device script passes generated tiny models and a3b).
+ * Exits 77 (skipped) without a CUDA device. */
+#include "convert.h"
+#include "exec.h"
+#include "gpu.h"
+#include "loader.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NTOK 64
+static int n_pass, n_fail;
+
+static void check(int ok, const char *fmt, const char *label, const char *what) {
+    printf("%s %s: ", ok ? "PASS" : "FAIL", label);
+    printf(fmt, what);
+    printf("\n");
+    ok ? n_pass++ : n_fail++;
+}
+
+/* Greedy decode of NTOK tokens from a fixed 4-token prompt; logits of every position into out
+ * (NTOK+3 rows), tokens into tok. Returns the executor's counters in st (NULL: not streamed). */
+static int run(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, uint64_t st[3], gpu_exec_layout *lay,
+               char *err, size_t n) {
+    gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, o, err, n);
+    if (!g) return -1;
+    if (lay) gpu_exec_info(g, lay);
+    const int V = m->cfg.n_vocab;
+    int32_t t = 1 % V;
+    int rc = 0;
+    for (int i = 0; i < NTOK + 3 && !rc; i++) {
+        float *l = out + (size_t)i * V;
+        rc = gpu_exec_forward(g, t, i, l, err, n);
+        if (i < 3) t = (int32_t)((7 * i + 3) % V);
+        else {
+            int b = 0;
+            for (int v = 1; v < V; v++) if (l[v] > l[b]) b = v;
+            t = tok[i - 3] = b;
+        }
+    }
+    if (!rc && st) rc = gpu_exec_cache_stats(g, st, 0, err, n);
+    gpu_exec_free(g);
+    return rc;
+}
+
+static void model_tests(const char *label, const hm_model *m, int quick) {
+    const hm_config *c = &m->cfg;
+    const int V = c->n_vocab, E = c->n_expert, k = c->n_expert_used;
+    size_t rows = (size_t)(NTOK + 3) * V;
+    float *ref = malloc(sizeof(float) * rows), *got = malloc(sizeof(float) * rows);
+    int32_t rt[NTOK], gt[NTOK];
+    char err[1024], what[1400];
+    gpu_exec_opts all = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1 };
+    if (run(m, &all, ref, rt, NULL, NULL, err, sizeof err)) { check(0, "all resident: %s", label, err); goto out; }
+    int n_moe = 0;
+    for (int l = 0; l < c->n_layer; l++) n_moe += m->layers[l].is_moe;
+    /* counts that make experts E-1, E-2, ... the most popular (static set != the low ids) */
+    int64_t *counts = calloc((size_t)c->n_layer * E, sizeof *counts);
+    for (int l = 0; l < c->n_layer; l++) for (int x = 0; x < E; x++) counts[(size_t)l * E + x] = x;
+    struct { int S, C; const int64_t *cnt; const char *name; } cfg[] = {
+        { 0, 0, NULL, "every expert cold (0 static, 0 slots)" },
+        { 0, 1, NULL, "1 slot: misses copied every step" },
+        { 0, k, NULL, "k slots" },
+        { 1, k + 1, counts, "1 static + k+1 slots (by counts)" },
+        { E / 4, E / 2, counts, "E/4 static + E/2 slots" },
+        { E - 1, 0, counts, "all static but one" },
+        { 0, E - 1, NULL, "E-1 slots" },
+    };
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        if (quick && i != 1) continue;   /* large models: the forced-miss case only (each case pins the cold experts anew) */
+        gpu_exec_opts o = { 0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0.f, 1 };
+        uint64_t st[3];
+        for (size_t j = 0; j < rows; j++) got[j] = -1e30f;
+        if (run(m, &o, got, gt, st, NULL, err, sizeof err)) { check(0, "%s", label, err); continue; }
+        size_t bad = 0;
+        for (size_t j = 0; j < rows; j++) bad += memcmp(&got[j], &ref[j], sizeof(float)) != 0;
+        int same_tok = !memcmp(gt, rt, sizeof rt);
+        uint64_t sel = st[0] + st[1] + st[2], want = (uint64_t)n_moe * k * (NTOK + 3);
+        int counters = sel == want && (cfg[i].S + cfg[i].C > 0 || st[0] == 0) && (cfg[i].C > 0 || st[1] == 0);
+        if (cfg[i].C == 1 && k > 1) counters &= st[1] + st[2] >= (uint64_t)n_moe * (k - 1) * (NTOK + 3);
+        snprintf(what, sizeof what, "%s: %zu of %zu logits differ from all-resident, %d greedy tokens %s; "
+                 "hits %llu, copied %llu, read in place %llu (sum %llu, expected %llu)", cfg[i].name, bad, rows, NTOK,
+                 same_tok ? "identical" : "DIFFER", (unsigned long long)st[0], (unsigned long long)st[1],
+                 (unsigned long long)st[2], (unsigned long long)sel, (unsigned long long)want);
+        check(bad == 0 && same_tok && counters, "%s", label, what);
+    }
+    /* a budget from --gpu-mem alone: everything but half the routed experts' bytes */
+    {
+        size_t all_b = gpu_exec_vram_needed(m, NTOK + 4), exp_b = 0;
+        for (int l = 0; l < c->n_layer; l++) {
+            if (!m->layers[l].is_moe) continue;
+            const hm_ffn_w *f = &m->layers[l].experts[0].host;
+            exp_b += (size_t)E * (f->gate.nbytes + f->up.nbytes + f->down.nbytes);
+        }
+        gpu_exec_opts o = { 0, GPU_COLD_STREAM, -1, -1, counts, 0.f, 1 };
+        o.gpu_mem_gib = (all_b - exp_b / 2) / 1073741824.0;
+        uint64_t st[3];
+        gpu_exec_layout lay;
+        if (run(m, &o, got, gt, st, &lay, err, sizeof err)) check(0, "budget: all but half the experts: %s", label, err);
+        else {
+            size_t bad = 0;
+            for (size_t j = 0; j < rows; j++) bad += memcmp(&got[j], &ref[j], sizeof(float)) != 0;
+            int within = lay.vram_total <= (size_t)(o.gpu_mem_gib * 1073741824.0) && lay.n_streamed > 0;
+            snprintf(what, sizeof what, "--gpu-mem %.4f GiB (all-resident less half the experts): %d static + %d slots, engine VRAM %zu <= "
+                     "budget %s, %zu logits differ", o.gpu_mem_gib, lay.n_static, lay.n_slots, lay.vram_total,
+                     within ? "yes" : "NO", bad);
+            check(bad == 0 && within && !memcmp(gt, rt, sizeof rt), "%s", label, what);
+        }
+    }
+    /* error paths */
+    {
+        gpu_exec_opts o = { 1e-6, GPU_COLD_STREAM, -1, -1, NULL, 0.f, 1 };
+        gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, &o, err, sizeof err);
+        check(!g && strstr(err, "at least") && strstr(err, "GiB"), "budget below the dense part is refused: %s", label, g ? "(created)" : err);
+        gpu_exec_free(g);
+        gpu_exec_opts o2 = { 0, GPU_COLD_STREAM, E + 1, 0, NULL, 0.f, 1 };
+        g = gpu_exec_create_opts(m, 0, NTOK + 4, &o2, err, sizeof err);
+        check(!g && strstr(err, "experts per layer"), "more static experts than the model has: %s", label, g ? "(created)" : err);
+        gpu_exec_free(g);
+        gpu_exec_opts o3 = { 1e-6, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1 };
+        g = gpu_exec_create_opts(m, 0, NTOK + 4, &o3, err, sizeof err);
+        check(!g && strstr(err, "--cold stream"), "a budget too small without --cold stream says so: %s", label, g ? "(created)" : err);
+        gpu_exec_free(g);
+    }
+    free(counts);
+out:
+    free(ref); free(got);
+}
+
+int main(int argc, char **argv) {
+    if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_stream needs a GPU)\n"); return 77; }
+    static const char *fixtures[] = { "qwen3moe", "glm4moe" };
+    for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/fixtures/%s", HM_TESTS_DIR, fixtures[f]);
+        hm_model m; hm_error e;
+        if (model_load(&m, dir, &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
+        model_tests(fixtures[f], &m, 0);
+        model_free(&m);
+    }
+    int quick = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) { quick = 1; continue; }   /* for the models named after it */
+        hm_model m; hm_error e;
+        if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
+        model_tests(argv[i], &m, quick);
+        model_free(&m);
+    }
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
