@@ -3,6 +3,7 @@
  * (weights actually touched + KV cache) over time per token, as a fraction of the measured ceiling.
  * usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt 128] [--gen 512] [--runs 3] [--json FILE]
  *        [--gpu-mem GiB --cold stream [--static-experts N] [--cache-slots N] [--routing TRACE]]
+ *        [--replay-routing TRACE] [--record-routing OUT]   (replay: each run replays the trace from token 0)
  * With --cold stream it also reports the expert cache over the decode phase: hit rate, misses and
  * PCIe bytes per token, and the rate the cache's copy kernel reaches from pinned host RAM beside
  * cudaMemcpyAsync's (the 55 GB/s of DEVICE.md). */
@@ -33,7 +34,7 @@ static double bytes_per_token(const hm_model *m) {
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *json = NULL, *dev = "auto";
+    const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
     int n_prompt = 128, n_gen = 512, runs = 3;
     runner_opts ro; runner_opts_init(&ro);
     hm_error e;
@@ -47,6 +48,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+        else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
+        else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
         else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE]\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
@@ -58,8 +61,11 @@ int main(int argc, char **argv) {
     int64_t *counts = NULL;
     if (ro.routing && routeio_counts(ro.routing, &m, &counts, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     ro.counts = counts;
+    ro.route_io = record || replay;
     size_t used0 = gpu_mem_used(0);
-    if (device < 0 || runner_init_opts(&r, &m, device, n_prompt + n_gen, &ro, &e)) { fprintf(stderr, "bench_decode: %s\n", device < 0 ? "bad --device" : e.msg); return 1; }
+    routeio io;
+    if (device < 0 || runner_init_opts(&r, &m, device, n_prompt + n_gen, &ro, &e) || routeio_open(&io, &m, record, replay, &e) ||
+        routeio_attach(&io, &r, &e)) { fprintf(stderr, "bench_decode: %s\n", device < 0 ? "bad --device" : e.msg); return 1; }
     free(counts);
     tl = hm_now() - tl;
     double ceiling = r.device == HM_DEVICE_CUDA ? gpu_measure_d2d(0) : 94.0; /* CPU: DEVICE.md's DRAM read */
@@ -76,14 +82,17 @@ int main(int argc, char **argv) {
         double t0 = hm_now();
         for (int i = 0; i < n_prompt; i++) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-            if (runner_forward(&r, (int32_t)(x % (uint64_t)c->n_vocab), i, i + 1 == n_prompt ? logits : NULL, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+            routeio_before(&io, i);
+            if (runner_forward(&r, (int32_t)(x % (uint64_t)c->n_vocab), i, i + 1 == n_prompt ? logits : NULL, &e) ||
+                routeio_after(&io, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         }
         if (lay.n_streamed && gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         double t1 = hm_now();
         for (int i = 0; i < n_gen; i++) {
             int best = 0;
             for (int v = 1; v < c->n_vocab; v++) if (logits[v] > logits[best]) best = v;
-            if (runner_forward(&r, best, n_prompt + i, logits, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+            routeio_before(&io, n_prompt + i);
+            if (runner_forward(&r, best, n_prompt + i, logits, &e) || routeio_after(&io, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         }
         double t2 = hm_now();
         pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
@@ -131,6 +140,7 @@ int main(int argc, char **argv) {
             fclose(f);
         }
     }
+    if (routeio_close(&io, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     free(logits); runner_free(&r); model_free(&m);
     return 0;
 }

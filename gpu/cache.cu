@@ -116,6 +116,33 @@ void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexp
     k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
 }
 
+__global__ void k_route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced,
+                               int *ids, float *w) {
+    if (threadIdx.x || forced[0] < 0) return;
+    float mx = logits[0], sum = 0.f, tot = 0.f;
+    if (fn != 2) {
+        for (int i = 1; i < n; i++) if (logits[i] > mx) mx = logits[i];
+        for (int i = 0; i < n; i++) sum += expf(logits[i] - mx);
+    }
+    for (int j = 0; j < k; j++) {
+        const int e = forced[j];
+        const float l = logits[e];
+        ids[j] = e;
+        w[j] = fn == 2 ? 1.0f / (1.0f + expf(-l)) : expf(l - mx) / sum;
+        tot += w[j];
+    }
+    if (norm) {
+        const float den = fn == 2 ? tot + 1e-20f : tot;
+        for (int j = 0; j < k; j++) w[j] /= den;
+    }
+    for (int j = 0; j < k; j++) w[j] *= scale;
+}
+
+void route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced, int *ids, float *w,
+                  cudaStream_t s) {
+    k_route_replay<<<1, 32, 0, s>>>(logits, n, k, fn, norm, scale, forced, ids, w);
+}
+
 /* Copies n records of `bytes` (a multiple of 256) host -> device with the cache's copy kernel and
  * returns GB/s (bench: the PCIe rate the copy kernel reaches, beside cudaMemcpyAsync's). */
 extern "C" double gpu_cache_copy_rate(int n, size_t bytes, int reps) {

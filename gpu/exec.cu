@@ -125,6 +125,8 @@ static void record_step(gpu_exec *g, int with_logits) {
     int D = c->n_embd;
     cudaMemcpyAsync(g->x, g->h_x, sizeof(float) * D, cudaMemcpyHostToDevice, s);
     cudaMemcpyAsync(g->d_pos, g->h_pos, sizeof(int), cudaMemcpyHostToDevice, s);
+    const size_t nk = (size_t)c->n_layer * c->n_expert_used;
+    if (g->d_replay) cudaMemcpyAsync(g->d_replay, g->h_replay, sizeof(int) * nk, cudaMemcpyHostToDevice, s);
     mark(g, -1);
     op_rmsnorm(g->x, g->L[0].attn_norm, g->xn, D, c->rms_eps, s);
     mark(g, P_NORM);
@@ -168,6 +170,12 @@ static void record_step(gpu_exec *g, int with_logits) {
         gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
         op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
                   c->n_group, c->topk_group, g->ids, g->ew, s);
+        if (g->d_rec) {
+            const int k = c->n_expert_used;
+            route_replay(g->rlog, c->n_expert, k, c->router_fn, c->norm_topk, c->routed_scale, g->d_replay + (size_t)il * k,
+                         g->ids, g->ew, s);
+            cudaMemcpyAsync(g->d_rec + (size_t)il * k, g->ids, sizeof(int) * k, cudaMemcpyDeviceToDevice, s);
+        }
         mark(g, P_ROUTER);
         dexperts *x = &l->exps;
         if (l->cache) { cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s); mark(g, P_CACHE); }
@@ -178,6 +186,7 @@ static void record_step(gpu_exec *g, int with_logits) {
         op_residual_norm(g->x, g->ey, g->ew, c->n_expert_used, shared, next_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
+    if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);
     if (!with_logits) return;
     gpu_gemv(g->output.type, g->output.d, g->xn, g->logits, D, c->n_vocab, s);
     cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * c->n_vocab, cudaMemcpyDeviceToHost, s);
@@ -310,7 +319,7 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
 
 extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen) {
     const hm_config *c = &m->cfg;
-    static const gpu_exec_opts none = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1 };
+    static const gpu_exec_opts none = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 0 };
     if (!o) o = &none;
     size_t pin_off = 0;
     gpu_exec *g = (gpu_exec *)calloc(1, sizeof(gpu_exec));
@@ -350,10 +359,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 strides += rec_layout(&ly->experts[0].host, &ou, &od);
                 meta += cache_meta(E, k);
             }
-            const size_t fixed = need - experts + meta + ((size_t)1 << 20);   /* 1 MiB: small buffers the estimate leaves out */
+            const size_t fixed = need - experts + meta + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
+                                 (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0);
             if (fixed > limit) {
-                fail(err, errlen, "gpu %d: %s %.2f GiB is too small: the dense weights, the KV cache for %d tokens and the "
-                     "workspace need at least %.2f GiB (everything resident: %.2f GiB)", dev,
+                fail(err, errlen, "gpu %d: %s %.4g GiB is too small: the dense weights, the KV cache for %d tokens and the "
+                     "workspace need at least %.4g GiB (everything resident: %.4g GiB)", dev,
                      budget ? "--gpu-mem" : "free VRAM of", limit / GiB, n_ctx, fixed / GiB, need / GiB);
                 goto bad;
             }
@@ -482,6 +492,15 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaMallocHost(&g->h_x, sizeof(float) * D));
         CK(cudaMallocHost(&g->h_logits, sizeof(float) * c->n_vocab));
         CK(cudaMallocHost(&g->h_pos, sizeof(int)));
+        if (o->route_io) {
+            const size_t nk = (size_t)c->n_layer * c->n_expert_used;
+            if (!(g->d_rec = (int *)dalloc(g, sizeof(int) * nk, err, errlen)) || !(g->d_replay = (int *)dalloc(g, sizeof(int) * nk, err, errlen)))
+                goto bad;
+            CK(cudaMallocHost(&g->h_rec, sizeof(int) * nk));
+            CK(cudaMallocHost(&g->h_replay, sizeof(int) * nk));
+            for (size_t i = 0; i < nk; i++) g->h_rec[i] = g->h_replay[i] = -1;
+            CK(cudaMemset(g->d_rec, 0xFF, sizeof(int) * nk));
+        }
     }
     if (capture(g, 1, &g->graph, err, errlen) || capture(g, 0, &g->graph_nolog, err, errlen)) goto bad;
     if (o->cold == GPU_COLD_STREAM && !o->quiet) {
@@ -531,6 +550,9 @@ bad:
 
 extern "C" size_t gpu_exec_vram_used(const gpu_exec *g) { return g->vram; }
 
+extern "C" const int *gpu_exec_route_ids(const gpu_exec *g) { return g->h_rec; }
+extern "C" int *gpu_exec_replay_ids(gpu_exec *g) { return g->h_replay; }
+
 extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
     memset(out, 0, sizeof *out);
     out->vram_weights = g->vram_by[VRAM_WEIGHTS]; out->vram_experts = g->vram_by[VRAM_EXPERTS];
@@ -570,6 +592,8 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_pos) cudaFreeHost(g->h_pos);
     if (g->pinned) cudaFreeHost(g->pinned);
+    if (g->h_rec) cudaFreeHost(g->h_rec);
+    if (g->h_replay) cudaFreeHost(g->h_replay);
     for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) free(g->L[il].cache);
     if (g->s) cudaStreamDestroy(g->s);
     free(g->allocs); free(g->L); free(g);

@@ -22,6 +22,7 @@ typedef struct {
     const int64_t *counts;  /* (n_layer, n_expert) routing counts: the static set and warm slots; NULL: none */
     float decay;            /* LFU score decay per token; 0: 0.995 */
     int quiet;              /* 1: no layout line on stderr */
+    int route_io;           /* 1: record each step's expert choices and accept replayed ones (below) */
 } gpu_exec_opts;
 
 /* Where things went (gpu_exec_info). */
@@ -47,6 +48,12 @@ void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out);
 /* Expert cache counters summed over layers since creation or the last reset: [0] hits, [1] misses
  * copied into a slot, [2] misses read in place from host RAM. Returns 0, or -1 with err set. */
 int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[3], int reset, char *err, size_t errlen);
+/* With route_io: the (n_layer, k) choices of the last step (-1 rows: dense layers), and the
+ * pinned (n_layer, k) row the next step replaces the router's choice with (benchmark-only
+ * --replay-routing; a row starting with -1 keeps the router's choice; weights are recomputed from
+ * the router's logits as cpu/router.c's router_weights does). NULL without route_io. */
+const int *gpu_exec_route_ids(const gpu_exec *g);
+int *gpu_exec_replay_ids(gpu_exec *g);
 /* GB/s of the cache's copy kernel moving n records of bytes (multiple of 256) from pinned host RAM. */
 double gpu_cache_copy_rate(int n, size_t bytes, int reps);
 /* Runs token at position pos (positions in order from 0). logits (n_vocab floats, host) may be

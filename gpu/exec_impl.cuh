@@ -62,6 +62,7 @@ struct gpu_exec {
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */
     float decay;                          /* LFU score decay per token */
+    int *d_rec, *d_replay, *h_rec, *h_replay;  /* route_io: (n_layer, k) choices out, replayed in */
     void *pinned;                         /* host records of all streamed layers (cudaHostAlloc) */
     size_t pinned_bytes;
     void **allocs; int n_allocs, cap_allocs;
@@ -69,7 +70,11 @@ struct gpu_exec {
 
 enum { VRAM_WEIGHTS, VRAM_EXPERTS, VRAM_KV, VRAM_WORKSPACE };
 
-/* gpu/cache.cu: the expert cache's launchers (recorded into the decode graph after the router). */
+/* gpu/cache.cu: the expert cache's launchers (recorded into the decode graph after the router), and
+ * the benchmark-only routing replay: forced[0] >= 0 replaces ids with forced[0..k) and recomputes
+ * the weights from the router's logits (fn 1 softmax, 2 sigmoid; norm; scale) as cpu/router.c does. */
+void route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced, int *ids, float *w,
+                  cudaStream_t s);
 void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s);
 
 #endif

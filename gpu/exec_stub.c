@@ -26,3 +26,5 @@ int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[3], int reset, char *err, siz
     return -1;
 }
 double gpu_cache_copy_rate(int n, size_t bytes, int reps) { (void)n; (void)bytes; (void)reps; return -1; }
+const int *gpu_exec_route_ids(const gpu_exec *g) { (void)g; return NULL; }
+int *gpu_exec_replay_ids(gpu_exec *g) { (void)g; return NULL; }

@@ -120,6 +120,7 @@ static int init_runner(hm_runner *r, const hm_model *m, opts *o, int n_ctx, hm_e
     int64_t *counts = NULL;
     if (o->ro.routing && routeio_counts(o->ro.routing, m, &counts, e)) return -1;
     o->ro.counts = counts;
+    o->ro.route_io = o->record || o->replay;
     int rc = runner_init_opts(r, m, o->device, n_ctx, &o->ro, e);
     free(counts);   /* the executor has placed its experts: the counts are not kept */
     o->ro.counts = NULL;

@@ -1,5 +1,6 @@
 /* routeio.c - recording and replaying expert choices around the forward pass. */
 #include "routeio.h"
+#include "exec.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,10 +21,18 @@ int routeio_open(routeio *io, const hm_model *m, const char *record, const char 
     }
     if (replay) {
         trace_info info;
-        if (trace_load(replay, &io->replay, &info, e) ||
-            trace_conform(replay, &io->replay, &info, io->n_layer, m->cfg.n_expert, io->k, e)) {
+        int n_moe = 0;
+        for (int l = 0; l < io->n_layer; l++) n_moe += m->layers[l].is_moe;
+        if (trace_load(replay, &io->replay, &info, e)) { routeio_close(io, NULL); return -1; }
+        const int all = io->replay.n_layer == io->n_layer && io->n_layer != n_moe;
+        if (trace_conform(replay, &io->replay, &info, all ? io->n_layer : n_moe, m->cfg.n_expert, io->k, e)) {
             routeio_close(io, NULL);
             return -1;
+        }
+        io->tl = malloc(sizeof(int) * (size_t)io->n_layer);
+        for (int l = 0, j = 0; l < io->n_layer; l++) {
+            io->tl[l] = all || m->layers[l].is_moe ? j : -1;
+            j += all || m->layers[l].is_moe;
         }
         if (io->replay.n_tokens < 1) { routeio_close(io, NULL); return hm_fail(e, "%s: expected at least one token, found none", replay); }
         io->has_replay = 1;
@@ -34,9 +43,12 @@ int routeio_open(routeio *io, const hm_model *m, const char *record, const char 
 
 int routeio_attach(routeio *io, hm_runner *r, hm_error *e) {
     if (!io->rec && !io->has_replay) return 0;
-    if (r->device != HM_DEVICE_CPU)
-        return hm_fail(e, "--record-routing / --replay-routing: expected --device cpu, found %s (not supported there yet)",
-                       runner_device_name(r));
+    if (r->device == HM_DEVICE_CUDA) {
+        if (!gpu_exec_route_ids(r->gpu))
+            return hm_fail(e, "--record-routing / --replay-routing: the GPU target was created without route_io");
+        io->gpu = r->gpu;
+        return 0;
+    }
     if (io->rec) { r->cpu.route_cb = on_route; r->cpu.route_ud = io; }
     if (io->has_replay) r->cpu.replay = io->replay_row;
     return 0;
@@ -46,13 +58,15 @@ void routeio_before(routeio *io, int64_t t) {
     if (!io->has_replay) return;
     const uint16_t *row;
     for (int l = 0; l < io->n_layer; l++) {
-        row = routing_row(&io->replay, t % io->replay.n_tokens, l);
+        row = io->tl[l] < 0 ? NULL : routing_row(&io->replay, t % io->replay.n_tokens, io->tl[l]);
         for (int j = 0; j < io->k; j++) io->replay_row[l * io->k + j] = row ? row[j] : -1;
     }
+    if (io->gpu) memcpy(gpu_exec_replay_ids(io->gpu), io->replay_row, sizeof(int) * (size_t)io->n_layer * io->k);
 }
 
 int routeio_after(routeio *io, hm_error *e) {
     if (!io->rec) return 0;
+    if (io->gpu) memcpy(io->row, gpu_exec_route_ids(io->gpu), sizeof(int) * (size_t)io->n_layer * io->k);
     int rc = trace_writer_token(io->rec, io->row, e);
     for (size_t i = 0; i < (size_t)io->n_layer * io->k; i++) io->row[i] = -1;
     return rc;
@@ -62,7 +76,7 @@ int routeio_close(routeio *io, hm_error *e) {
     int rc = 0;
     if (io->rec) rc = trace_writer_close(io->rec, e);
     if (io->has_replay || io->replay.ids) routing_free(&io->replay);
-    free(io->row); free(io->replay_row);
+    free(io->row); free(io->replay_row); free(io->tl);
     memset(io, 0, sizeof *io);
     return rc;
 }

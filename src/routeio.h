@@ -13,11 +13,14 @@ typedef struct {
     int n_layer, k;
     int *row;          /* (n_layer, k): the token being recorded */
     int *replay_row;   /* (n_layer, k): the token being replayed, -1 where the trace has none */
+    struct gpu_exec *gpu; /* the GPU target (created with route_io), or NULL */
+    int *tl;           /* (n_layer): the replayed trace's layer for each model layer, -1: none */
 } routeio;
 
-/* Opens what is asked for (either path may be NULL) for model m. Returns 0 or -1. */
+/* Opens what is asked for (either path may be NULL) for model m. A replayed trace may cover all
+ * layers or the MoE layers only. Returns 0 or -1. */
 int routeio_open(routeio *io, const hm_model *m, const char *record, const char *replay, hm_error *e);
-/* Hooks io into r (CPU target only for now). Returns 0 or -1. */
+/* Hooks io into r (the GPU target must have been created with runner_opts.route_io). Returns 0 or -1. */
 int routeio_attach(routeio *io, hm_runner *r, hm_error *e);
 /* Before token number t of the run (replay wraps around the trace). */
 void routeio_before(routeio *io, int64_t t);

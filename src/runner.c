@@ -69,10 +69,10 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
         char msg[1024];
-        gpu_exec_opts go = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 0 };
+        gpu_exec_opts go = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 0, 0 };
         if (o) {
             go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold; go.n_static = o->n_static; go.n_slots = o->n_slots;
-            go.counts = o->counts; go.decay = o->decay;
+            go.counts = o->counts; go.decay = o->decay; go.route_io = o->route_io;
         }
         r->gpu = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
         if (!r->gpu) return hm_fail(e, "%s", msg);

@@ -24,6 +24,7 @@ typedef struct {
     const char *routing;     /* --routing FILE: a routing trace whose counts choose the static experts */
     const int64_t *counts;   /* (n_layer, n_expert), filled from routing by the caller (routeio_counts) */
     float decay;             /* --lfu-decay: LFU score decay per token (0.995) */
+    int route_io;            /* set by the caller when --record-routing / --replay-routing are given */
 } runner_opts;
 
 void runner_opts_init(runner_opts *o);

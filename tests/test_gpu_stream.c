@@ -6,9 +6,12 @@
  * any GGUF named on the command line (the device script passes generated tiny models and a3b).
  * Exits 77 (skipped) without a CUDA device. */
 #include "convert.h"
+#include "cpu.h"
 #include "exec.h"
+#include "gemv.h"
 #include "gpu.h"
 #include "loader.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +58,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     float *ref = malloc(sizeof(float) * rows), *got = malloc(sizeof(float) * rows);
     int32_t rt[NTOK], gt[NTOK];
     char err[1024], what[1400];
-    gpu_exec_opts all = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1 };
+    gpu_exec_opts all = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 0 };
     if (run(m, &all, ref, rt, NULL, NULL, err, sizeof err)) { check(0, "all resident: %s", label, err); goto out; }
     int n_moe = 0;
     for (int l = 0; l < c->n_layer; l++) n_moe += m->layers[l].is_moe;
@@ -73,7 +76,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
         if (quick && i != 1) continue;   /* large models: the forced-miss case only (each case pins the cold experts anew) */
-        gpu_exec_opts o = { 0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0.f, 1 };
+        gpu_exec_opts o = { 0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0.f, 1, 0 };
         uint64_t st[3];
         for (size_t j = 0; j < rows; j++) got[j] = -1e30f;
         if (run(m, &o, got, gt, st, NULL, err, sizeof err)) { check(0, "%s", label, err); continue; }
@@ -97,7 +100,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
             const hm_ffn_w *f = &m->layers[l].experts[0].host;
             exp_b += (size_t)E * (f->gate.nbytes + f->up.nbytes + f->down.nbytes);
         }
-        gpu_exec_opts o = { 0, GPU_COLD_STREAM, -1, -1, counts, 0.f, 1 };
+        gpu_exec_opts o = { 0, GPU_COLD_STREAM, -1, -1, counts, 0.f, 1, 0 };
         o.gpu_mem_gib = (all_b - exp_b / 2) / 1073741824.0;
         uint64_t st[3];
         gpu_exec_layout lay;
@@ -114,15 +117,15 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     }
     /* error paths */
     {
-        gpu_exec_opts o = { 1e-6, GPU_COLD_STREAM, -1, -1, NULL, 0.f, 1 };
+        gpu_exec_opts o = { 1e-6, GPU_COLD_STREAM, -1, -1, NULL, 0.f, 1, 0 };
         gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, &o, err, sizeof err);
         check(!g && strstr(err, "at least") && strstr(err, "GiB"), "budget below the dense part is refused: %s", label, g ? "(created)" : err);
         gpu_exec_free(g);
-        gpu_exec_opts o2 = { 0, GPU_COLD_STREAM, E + 1, 0, NULL, 0.f, 1 };
+        gpu_exec_opts o2 = { 0, GPU_COLD_STREAM, E + 1, 0, NULL, 0.f, 1, 0 };
         g = gpu_exec_create_opts(m, 0, NTOK + 4, &o2, err, sizeof err);
         check(!g && strstr(err, "experts per layer"), "more static experts than the model has: %s", label, g ? "(created)" : err);
         gpu_exec_free(g);
-        gpu_exec_opts o3 = { 1e-6, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1 };
+        gpu_exec_opts o3 = { 1e-6, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 0 };
         g = gpu_exec_create_opts(m, 0, NTOK + 4, &o3, err, sizeof err);
         check(!g && strstr(err, "--cold stream"), "a budget too small without --cold stream says so: %s", label, g ? "(created)" : err);
         gpu_exec_free(g);
@@ -130,6 +133,62 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     free(counts);
 out:
     free(ref); free(got);
+}
+
+/* --record-routing / --replay-routing on the GPU: the recorded choices equal the CPU reference's,
+ * and a replayed (forced) choice gives the CPU reference's logits under the same replay (1e-3
+ * relative, reference kernels), with and without the expert cache (bit-identical between those). */
+static int cpu_ids[64 * 64];
+static void on_route(void *ud, int layer, int pos, const int *idx, const float *w, int k) {
+    (void)ud; (void)pos; (void)w;
+    memcpy(cpu_ids + layer * k, idx, sizeof(int) * k);
+}
+
+static void route_tests(const char *label, const hm_model *m) {
+    const hm_config *c = &m->cfg;
+    const int V = c->n_vocab, E = c->n_expert, k = c->n_expert_used, L = c->n_layer, n = 24;
+    if (L * k > 64 * 64) return;
+    char err[1024], what[512];
+    gpu_exec_opts res = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 1 }, str = { 0, GPU_COLD_STREAM, 0, 1, NULL, 0.f, 1, 1 };
+    gpu_exec *g = gpu_exec_create_opts(m, 0, n, &res, err, sizeof err), *gs = gpu_exec_create_opts(m, 0, n, &str, err, sizeof err);
+    cpu_state cs;
+    if (!g || !gs || cpu_state_init(&cs, c, n)) { check(0, "route io: %s", label, err); gpu_exec_free(g); gpu_exec_free(gs); return; }
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V), *bs = malloc(sizeof(float) * V);
+    int *forced = malloc(sizeof(int) * L * k);
+    int same_rec = 1; size_t diff_s = 0; double worst = 0;
+    hm_kernels_set(HM_KERNELS_REF);
+    cs.route_cb = on_route;
+    for (int pass = 0; pass < 2; pass++) {     /* 0: record and compare; 1: replay forced choices */
+        cs.replay = pass ? forced : NULL;
+        for (int i = 0; i < n; i++) {
+            const int32_t t = (int32_t)((i * 37 + 11) % V);
+            for (int l = 0; l < L; l++)
+                for (int j = 0; j < k; j++) forced[l * k + j] = pass ? (i * 3 + l + j * (E / k)) % E : -1;
+            memcpy(gpu_exec_replay_ids(g), forced, sizeof(int) * L * k);
+            memcpy(gpu_exec_replay_ids(gs), forced, sizeof(int) * L * k);
+            for (int l = 0; l < L * k; l++) cpu_ids[l] = -1;
+            cpu_forward(m, &cs, t, i, a);
+            if (gpu_exec_forward(g, t, i, b, err, sizeof err) || gpu_exec_forward(gs, t, i, bs, err, sizeof err)) {
+                check(0, "route io: %s", label, err); goto out;
+            }
+            same_rec &= !memcmp(gpu_exec_route_ids(g), cpu_ids, sizeof(int) * L * k) &&
+                        !memcmp(gpu_exec_route_ids(gs), cpu_ids, sizeof(int) * L * k);
+            double md = 0, mr = 0;
+            for (int v = 0; v < V; v++) {
+                double d = fabs((double)b[v] - a[v]);
+                if (!(d <= md)) md = d;
+                if (fabs(a[v]) > mr) mr = fabs(a[v]);
+                diff_s += memcmp(&b[v], &bs[v], sizeof(float)) != 0;
+            }
+            if (pass && !(md / mr <= worst)) worst = md / mr;
+        }
+    }
+    snprintf(what, sizeof what, "GPU recorded choices %s the CPU's (natural and replayed); replayed logits vs CPU replay: "
+             "max rel err %.3g (<= 1e-3); with the cache (1 slot): %zu logits differ", same_rec ? "equal" : "DIFFER from", worst, diff_s);
+    check(same_rec && worst <= 1e-3 && diff_s == 0, "%s", label, what);
+out:
+    hm_kernels_set(HM_KERNELS_FAST);
+    free(a); free(b); free(bs); free(forced); cpu_state_free(&cs); gpu_exec_free(g); gpu_exec_free(gs);
 }
 
 int main(int argc, char **argv) {
@@ -141,6 +200,7 @@ int main(int argc, char **argv) {
         hm_model m; hm_error e;
         if (model_load(&m, dir, &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         model_tests(fixtures[f], &m, 0);
+        route_tests(fixtures[f], &m);
         model_free(&m);
     }
     int quick = 0;
@@ -149,6 +209,7 @@ int main(int argc, char **argv) {
         hm_model m; hm_error e;
         if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         model_tests(argv[i], &m, quick);
+        if (!quick) route_tests(argv[i], &m);
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);
