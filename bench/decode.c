@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
     size_t vram = r.device == HM_DEVICE_CUDA ? gpu_mem_used(0) - used0 : 0;
     gpu_exec_layout lay = { 0 };
     if (r.device == HM_DEVICE_CUDA) gpu_exec_info(r.gpu, &lay);
-    uint64_t st[3] = { 0, 0, 0 }, tmp[3];
+    uint64_t st[4] = { 0, 0, 0, 0 }, tmp[4];
     const hm_config *c = &m.cfg;
     float *logits = hm_malloc(sizeof(float) * c->n_vocab);
     double dec[32], pre[32];
@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
         pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
         if (lay.n_streamed) {
             if (gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
-            for (int j = 0; j < 3; j++) st[j] += tmp[j];
+            for (int j = 0; j < 4; j++) st[j] += tmp[j];
         }
     }
     double tok_s = hm_median(dec, runs), pre_s = hm_median(pre, runs), w = bytes_per_token(&m);
@@ -109,20 +109,23 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
-    double hit = 0, mpt = 0, pcie_tok = 0, copy_gbs = 0, h2d = 0;
+    double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
     if (lay.n_streamed) {
-        double sel = (double)(st[0] + st[1] + st[2]), toks = (double)n_gen * runs;
+        double sel = (double)(st[0] + st[1] + st[2] + st[3]), toks = (double)n_gen * runs;
         hit = sel ? st[0] / sel : 0;
-        mpt = (st[1] + st[2]) / toks;
-        pcie_tok = mpt * (double)lay.expert_bytes;
+        mpt = (st[1] + st[2] + st[3]) / toks;
+        pcie_tok = (st[1] + st[2]) / toks * (double)lay.expert_bytes;
+        cpu_tok = st[3] / toks * (double)lay.expert_bytes;
         copy_gbs = gpu_cache_copy_rate(c->n_expert_used, lay.expert_bytes, 20);
         h2d = gpu_measure_h2d(0);
-        printf("\n| expert cache | static + slots / layer | hit rate | misses/token (copied, read in place) | PCIe/token | PCIe GB/s at decode rate | "
-               "copy kernel GB/s (of cudaMemcpy %.1f) | pinned host | VRAM (engine / device) |\n|---|---|---|---|---|---|---|---|---|\n", h2d);
-        printf("| %d MoE layers | %d + %d of %d | %.4f | %.2f (%.2f, %.2f) | %.1f MB | %.1f | %.1f (%.0f%%) | %.2f GiB | %.2f / %.2f GiB |\n",
-               lay.n_streamed, lay.n_static, lay.n_slots, c->n_expert, hit, mpt, st[1] / ((double)n_gen * runs),
-               st[2] / ((double)n_gen * runs), pcie_tok / 1e6, pcie_tok * tok_s / 1e9, copy_gbs, h2d > 0 ? 100 * copy_gbs / h2d : 0,
-               lay.pinned_host / 1073741824.0, lay.vram_total / 1073741824.0, vram / 1073741824.0);
+        printf("\n| expert cache | static + slots / layer | hit rate | misses/token (copied, read in place, on CPU) | PCIe/token | "
+               "PCIe GB/s at decode rate | CPU experts/token | DRAM GB/s at decode rate | copy kernel GB/s (of cudaMemcpy %.1f) | "
+               "pinned host | VRAM (engine / device) |\n|---|---|---|---|---|---|---|---|---|---|---|\n", h2d);
+        printf("| %d MoE layers%s | %d + %d of %d | %.4f | %.2f (%.2f, %.2f, %.2f) | %.1f MB | %.1f | %.1f MB | %.1f | %.1f (%.0f%%) | %.2f GiB | %.2f / %.2f GiB |\n",
+               lay.n_streamed, lay.cpu_threads ? ", cpu workers" : "", lay.n_static, lay.n_slots, c->n_expert, hit, mpt,
+               st[1] / toks, st[2] / toks, st[3] / toks, pcie_tok / 1e6, pcie_tok * tok_s / 1e9, cpu_tok / 1e6,
+               cpu_tok * tok_s / 1e9, copy_gbs, h2d > 0 ? 100 * copy_gbs / h2d : 0, lay.pinned_host / 1073741824.0,
+               lay.vram_total / 1073741824.0, vram / 1073741824.0);
     }
     if (json) {
         FILE *f = fopen(json, "w");
@@ -134,9 +137,9 @@ int main(int argc, char **argv) {
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", dec[i]);
             fprintf(f, "],\"gpu_mem_gib\":%.2f,\"engine_vram_bytes\":%zu,\"streamed_layers\":%d,\"static_experts\":%d,"
                        "\"cache_slots\":%d,\"pinned_host_bytes\":%zu,\"hit_rate\":%.5f,\"misses_per_token\":%.4f,"
-                       "\"pcie_bytes_per_token\":%.0f,\"copy_kernel_gb_s\":%.2f,\"h2d_gb_s\":%.2f}\n",
+                       "\"pcie_bytes_per_token\":%.0f,\"cpu_expert_bytes_per_token\":%.0f,\"cpu_threads\":%d,\"copy_kernel_gb_s\":%.2f,\"h2d_gb_s\":%.2f}\n",
                     ro.gpu_mem_gib, lay.vram_total, lay.n_streamed, lay.n_static, lay.n_slots, lay.pinned_host, hit, mpt, pcie_tok,
-                    copy_gbs, h2d);
+                    cpu_tok, lay.cpu_threads, copy_gbs, h2d);
             fclose(f);
         }
     }

@@ -21,14 +21,14 @@
 #define COPY_BLOCKS 1056   /* 8 per SM of an H100/H200 */
 #define COPY_UNROLL 4
 
-__global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, const int *ids, int k, float decay,
+__global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, int *ids, int k, float decay,
                                                                 const void **tg, const void **tu, const void **td) {
-    __shared__ int sid[64], nmiss, victim;
+    __shared__ int sid[64], nmiss, ncpu, victim;
     __shared__ float wkey[CACHE_THREADS / 32];
     __shared__ int widx[CACHE_THREADS / 32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (tid < k) sid[tid] = ids[tid];
-    if (tid == 0) nmiss = 0;
+    if (tid == 0) nmiss = ncpu = 0;
     __syncthreads();
     for (int e = tid; e < c.n_expert; e += blockDim.x) {
         float add = 0.f;
@@ -37,35 +37,42 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
     }
     __syncthreads();
     const int R = c.n_static + c.n_slots;
-    unsigned long long hits = 0, copied = 0, direct = 0;
+    unsigned long long hits = 0, copied = 0, direct = 0, oncpu = 0;
     for (int j = 0; j < k; j++) {
         const int e = sid[j];
         if (e < 0 || e >= c.n_expert) continue;          /* never produced by the router */
         if (c.slot_of[e] >= 0) { hits++; continue; }      /* the same value in every thread */
-        float best = INFINITY; int bi = -1;
-        for (int r = c.n_static + tid; r < R; r += blockDim.x) {
-            const int o = c.owner[r];
-            float key = -INFINITY;
-            if (o >= 0) {
-                bool cur = false;
-                for (int jj = 0; jj < k; jj++) cur |= sid[jj] == o;
-                if (cur) continue;
-                key = c.score[o];
+        int v = -1;
+        if (c.copy_max < 0 || copied < (unsigned long long)c.copy_max) {
+            float best = INFINITY; int bi = -1;
+            for (int r = c.n_static + tid; r < R; r += blockDim.x) {
+                const int o = c.owner[r];
+                float key = -INFINITY;
+                if (o >= 0) {
+                    bool cur = false;
+                    for (int jj = 0; jj < k; jj++) cur |= sid[jj] == o;
+                    if (cur) continue;
+                    key = c.score[o];
+                }
+                if (bi < 0 || key < best) { best = key; bi = r; }
             }
-            if (bi < 0 || key < best) { best = key; bi = r; }
+            for (int o = 16; o > 0; o >>= 1) {
+                const float ok = __shfl_xor_sync(0xffffffffu, best, o);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (oi >= 0 && (bi < 0 || ok < best || (ok == best && oi < bi))) { best = ok; bi = oi; }
+            }
+            if (lane == 0) { wkey[warp] = best; widx[warp] = bi; }
+            __syncthreads();
+            if (tid == 0) {
+                float b = INFINITY; int vv = -1;
+                for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+                    if (widx[w] >= 0 && (vv < 0 || wkey[w] < b || (wkey[w] == b && widx[w] < vv))) { b = wkey[w]; vv = widx[w]; }
+                victim = vv;
+            }
+            __syncthreads();
+            v = victim;
         }
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ok = __shfl_xor_sync(0xffffffffu, best, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (oi >= 0 && (bi < 0 || ok < best || (ok == best && oi < bi))) { best = ok; bi = oi; }
-        }
-        if (lane == 0) { wkey[warp] = best; widx[warp] = bi; }
-        __syncthreads();
         if (tid == 0) {
-            float b = INFINITY; int v = -1;
-            for (int w = 0; w < (int)(blockDim.x >> 5); w++)
-                if (widx[w] >= 0 && (v < 0 || wkey[w] < b || (wkey[w] == b && widx[w] < v))) { b = wkey[w]; v = widx[w]; }
-            victim = v;
             if (v >= 0) {
                 const int old = c.owner[v];
                 if (old >= 0) {
@@ -79,15 +86,30 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
                 c.miss_src[nmiss] = c.host + (size_t)c.hidx[e] * c.stride;
                 c.miss_dst[nmiss] = d;
                 nmiss++;
+            } else if (c.cpu) {      /* the workers compute it; the GPU runs the zero record */
+                c.job->ids[ncpu] = e;
+                c.job->w[ncpu] = c.w[j];
+                ncpu++;
+                ids[j] = c.n_expert;
             }
         }
-        __syncthreads();   /* owners, slot_of and victim visible to the whole block */
-        if (victim >= 0) copied++; else direct++;
-        __syncthreads();   /* victim is rewritten by the next miss */
+        if (v >= 0) copied++; else if (c.cpu) oncpu++; else direct++;
+        __syncthreads();   /* owners, slot_of and victim settle before the next miss */
+    }
+    if (c.cpu) {
+        hjob *jb = c.job;
+        float *dx = jb->dx;
+        for (int i = tid; i < c.n_embd; i += blockDim.x) dx[i] = c.xn[i];
+        __syncthreads();
+        if (tid == 0) {
+            jb->n = ncpu;
+            __threadfence_system();
+            jb->req = (uint32_t)*c.step;
+        }
     }
     if (tid == 0) {
         *c.miss_n = nmiss;
-        c.stats[0] += hits; c.stats[1] += copied; c.stats[2] += direct;
+        c.stats[0] += hits; c.stats[1] += copied; c.stats[2] += direct; c.stats[3] += oncpu;
     }
 }
 

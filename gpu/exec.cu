@@ -12,6 +12,10 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+extern "C" {
+#include "workers.h"
+}
 
 #define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     fail(err, errlen, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); goto bad; } } while (0)
@@ -105,10 +109,10 @@ extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
 
 /* Profiling (HOTMOE_GPU_PROFILE=1): the step runs outside the graph with an event after each
  * op group; times are summed per group and printed when the executor is freed. */
-enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_CACHE, P_COUNT };
+enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_CACHE, P_CPUWAIT, P_COUNT };
 static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "attention", "o-proj+res+norm",
                                            "router gemv+topk", "experts gate/up", "experts down", "moe reduce+norm",
-                                           "dense/shared ffn", "output head+copy", "expert cache" };
+                                           "dense/shared ffn", "output head+copy", "expert cache", "wait for CPU experts" };
 typedef struct { int on; cudaEvent_t ev[2048]; int grp[2048]; int n; double ms[P_COUNT]; long steps; } prof_t;
 static prof_t prof;
 static void mark(gpu_exec *g, int grp) {
@@ -127,6 +131,7 @@ static void record_step(gpu_exec *g, int with_logits) {
     cudaMemcpyAsync(g->d_pos, g->h_pos, sizeof(int), cudaMemcpyHostToDevice, s);
     const size_t nk = (size_t)c->n_layer * c->n_expert_used;
     if (g->d_replay) cudaMemcpyAsync(g->d_replay, g->h_replay, sizeof(int) * nk, cudaMemcpyHostToDevice, s);
+    if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
     mark(g, -1);
     op_rmsnorm(g->x, g->L[0].attn_norm, g->xn, D, c->rms_eps, s);
     mark(g, P_NORM);
@@ -183,7 +188,13 @@ static void record_step(gpu_exec *g, int with_logits) {
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
-        op_residual_norm(g->x, g->ey, g->ew, c->n_expert_used, shared, next_norm, g->xn, D, c->rms_eps, s);
+        int kk = c->n_expert_used;
+        if (l->cache && l->cache->cpu) {   /* the CPU's share arrives as one more expert row of weight 1 */
+            hybrid_wait(l->cache, g->ey + (size_t)kk * D, g->ew + kk, D, s);
+            kk++;
+            mark(g, P_CPUWAIT);
+        }
+        op_residual_norm(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
     if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);
@@ -217,7 +228,7 @@ static size_t rec_layout(const hm_ffn_w *f, size_t *off_up, size_t *off_down) {
 /* VRAM of a streamed layer's cache besides its records: pointer tables, hidx, slot_of, score,
  * owner (at most n_expert), the copy list and the counters. */
 static size_t cache_meta(int n_expert, int k) {
-    return (size_t)n_expert * (3 * sizeof(void *) + 4 * sizeof(int)) + (size_t)k * 2 * sizeof(void *) + sizeof(int) + 3 * 8;
+    return (size_t)(n_expert + 1) * (3 * sizeof(void *) + 4 * sizeof(int)) + (size_t)k * 2 * sizeof(void *) + sizeof(int) + 4 * 8;
 }
 
 /* Host RAM the kernel reports as available (bytes), 0 when unknown. */
@@ -245,7 +256,7 @@ static void popularity_order(const int64_t *cnt, int n, int *order) {
 /* Builds layer l's expert cache: S static experts and C LFU slots (order[0..S+C) start resident),
  * every other expert's record in pinned host RAM at hrec (device address hrec_dev). */
 static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert, int k, int S, int C, const int *order,
-                       uint8_t *hrec, uint8_t *hrec_dev, char *err, size_t errlen) {
+                       uint8_t *hrec, uint8_t *hrec_dev, hm_expert *views, char *err, size_t errlen) {
     const hm_ffn_w *f0 = &ly->experts[0].host;
     dcache hc;
     memset(&hc, 0, sizeof hc);
@@ -265,7 +276,8 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
     int *hidx = (int *)malloc(sizeof(int) * (3 * (size_t)n_expert + R + 1)), *slot_of = hidx + n_expert,
         *owner = slot_of + n_expert;
     float *score = (float *)calloc(n_expert, sizeof(float));
-    const void **tab = (const void **)malloc(3 * sizeof(void *) * n_expert);
+    const int nt = n_expert + 1;   /* entry n_expert: the zero record (--cold cpu: the CPU's experts) */
+    const void **tab = (const void **)malloc(3 * sizeof(void *) * nt);
     int rc = -1;
     for (int e = 0; e < n_expert; e++) hidx[e] = slot_of[e] = -1;
     for (int r = 0; r < R; r++) { owner[r] = order[r]; slot_of[order[r]] = r; }
@@ -275,8 +287,15 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
         const hm_tensor *mt[3] = { &f->gate, &f->up, &f->down };
         const size_t off[3] = { 0, hc.off_up, hc.off_down };
         uint8_t *base;
-        if (hidx[e] >= 0)
-            for (int i = 0; i < 3; i++) memcpy(hrec + (size_t)hidx[e] * hc.stride + off[i], mt[i]->data, mt[i]->nbytes);
+        if (hidx[e] >= 0) {
+            uint8_t *h = hrec + (size_t)hidx[e] * hc.stride;
+            for (int i = 0; i < 3; i++) memcpy(h + off[i], mt[i]->data, mt[i]->nbytes);
+            if (views) {   /* the CPU workers read the pinned copy */
+                views[e] = ly->experts[e];
+                views[e].host.gate.data = h; views[e].host.up.data = h + off[1]; views[e].host.down.data = h + off[2];
+            }
+        } else if (views)
+            views[e] = ly->experts[e];
         if (slot_of[e] >= 0) {
             base = hc.dev + (size_t)slot_of[e] * hc.stride;
             for (int i = 0; i < 3; i++)
@@ -286,11 +305,15 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
                 }
         } else
             base = hrec_dev + (size_t)hidx[e] * hc.stride;
-        for (int i = 0; i < 3; i++) tab[(size_t)i * n_expert + e] = base + off[i];
+        for (int i = 0; i < 3; i++) tab[(size_t)i * nt + e] = base + off[i];
     }
-    if (!(x->gate = (const void **)upload(g, tab, n_expert * sizeof(void *), err, errlen)) ||
-        !(x->up = (const void **)upload(g, tab + n_expert, n_expert * sizeof(void *), err, errlen)) ||
-        !(x->down = (const void **)upload(g, tab + 2 * (size_t)n_expert, n_expert * sizeof(void *), err, errlen)) ||
+    {
+        const size_t off[3] = { 0, hc.off_up, hc.off_down };
+        for (int i = 0; i < 3; i++) tab[(size_t)i * nt + n_expert] = g->zero_rec ? (const uint8_t *)g->zero_rec + off[i] : NULL;
+    }
+    if (!(x->gate = (const void **)upload(g, tab, nt * sizeof(void *), err, errlen)) ||
+        !(x->up = (const void **)upload(g, tab + nt, nt * sizeof(void *), err, errlen)) ||
+        !(x->down = (const void **)upload(g, tab + 2 * (size_t)nt, nt * sizeof(void *), err, errlen)) ||
         !(hc.hidx = (int *)upload(g, hidx, sizeof(int) * n_expert, err, errlen)) ||
         !(hc.slot_of = (int *)upload(g, slot_of, sizeof(int) * n_expert, err, errlen)) ||
         !(hc.owner = (int *)upload(g, owner, sizeof(int) * (R ? R : 1), err, errlen)) ||
@@ -298,13 +321,14 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
         !(hc.miss_src = (const uint8_t **)dalloc(g, sizeof(void *) * k, err, errlen)) ||
         !(hc.miss_dst = (uint8_t **)dalloc(g, sizeof(void *) * k, err, errlen)) ||
         !(hc.miss_n = (int *)dalloc(g, sizeof(int), err, errlen)) ||
-        !(hc.stats = (unsigned long long *)dalloc(g, 3 * 8, err, errlen)))
+        !(hc.stats = (unsigned long long *)dalloc(g, 4 * 8, err, errlen)))
         goto done;
-    if (cudaMemset(hc.miss_n, 0, sizeof(int)) != cudaSuccess || cudaMemset(hc.stats, 0, 3 * 8) != cudaSuccess) {
+    if (cudaMemset(hc.miss_n, 0, sizeof(int)) != cudaSuccess || cudaMemset(hc.stats, 0, 4 * 8) != cudaSuccess) {
         fail(err, errlen, "cuda: memset failed");
         goto done;
     }
     hc.host = hrec_dev;
+    hc.copy_max = -1;
     l->cache = (dcache *)malloc(sizeof(dcache));
     *l->cache = hc;
     rc = 0;
@@ -319,7 +343,9 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
 
 extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen) {
     const hm_config *c = &m->cfg;
-    static const gpu_exec_opts none = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 0 };
+    gpu_exec_opts none;
+    memset(&none, 0, sizeof none);
+    none.n_static = none.n_slots = none.swap_max = -1; none.quiet = 1;
     if (!o) o = &none;
     size_t pin_off = 0;
     gpu_exec *g = (gpu_exec *)calloc(1, sizeof(gpu_exec));
@@ -339,7 +365,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaMemGetInfo(&fr, &tot));
         const double GiB = 1073741824.0;
         const size_t budget = o->gpu_mem_gib > 0 ? (size_t)(o->gpu_mem_gib * GiB) : 0, limit = budget ? budget : fr;
-        if (o->cold != GPU_COLD_STREAM) {
+        if (o->cold != GPU_COLD_STREAM && o->cold != GPU_COLD_CPU) {
             if (need > limit) {
                 fail(err, errlen, "gpu %d: the model needs %.2f GiB of VRAM (weights + KV cache for %d tokens), %s %.2f GiB%s",
                      dev, need / GiB, n_ctx, budget ? "the budget (--gpu-mem) is" : "only", limit / GiB,
@@ -359,8 +385,12 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 strides += rec_layout(&ly->experts[0].host, &ou, &od);
                 meta += cache_meta(E, k);
             }
+            size_t max_stride = 0;
+            for (int il = 0; il < c->n_layer; il++)
+                if (m->layers[il].is_moe) { size_t st = rec_layout(&m->layers[il].experts[0].host, &ou, &od); if (st > max_stride) max_stride = st; }
             const size_t fixed = need - experts + meta + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
-                                 (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0);
+                                 (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0) +
+                                 (o->cold == GPU_COLD_CPU ? max_stride + sizeof(float) * (c->n_embd + 1) + sizeof(int) : 0);
             if (fixed > limit) {
                 fail(err, errlen, "gpu %d: %s %.4g GiB is too small: the dense weights, the KV cache for %d tokens and the "
                      "workspace need at least %.4g GiB (everything resident: %.4g GiB)", dev,
@@ -403,6 +433,34 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 }
                 g->pinned_bytes = pin;
                 g->n_streamed = n_moe;
+                if (o->cold == GPU_COLD_CPU) {
+                    g->cat = VRAM_EXPERTS;
+                    if (!(g->zero_rec = dalloc(g, max_stride, err, errlen))) goto bad;
+                    CK(cudaMemset(g->zero_rec, 0, max_stride));
+                    /* the hand-off jobs and their x/out vectors, pinned and mapped */
+                    g->n_jobs = n_moe;
+                    g->jobs_bytes = (size_t)n_moe * (sizeof(hjob) + 2 * ALIGN256(sizeof(float) * c->n_embd));
+                    if (cudaHostAlloc((void **)&g->jobs, g->jobs_bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+                        cudaGetLastError(); g->jobs = NULL;
+                        fail(err, errlen, "--cold cpu: cannot pin %zu bytes for the CPU hand-off", g->jobs_bytes);
+                        goto bad;
+                    }
+                    memset(g->jobs, 0, g->jobs_bytes);
+                    uint8_t *hb = (uint8_t *)(g->jobs + n_moe), *db = NULL;
+                    CK(cudaHostGetDevicePointer((void **)&db, g->jobs, 0));
+                    db += (size_t)n_moe * sizeof(hjob);
+                    for (int j = 0; j < n_moe; j++) {
+                        const size_t v = ALIGN256(sizeof(float) * c->n_embd), off = 2 * v * j;
+                        g->jobs[j].x = (float *)(hb + off); g->jobs[j].out = (float *)(hb + off + v);
+                        g->jobs[j].dx = (float *)(db + off); g->jobs[j].dout = (float *)(db + off + v);
+                    }
+                    g->jobs_layer = (int *)malloc(sizeof(int) * n_moe);
+                    g->cpu_experts = (hm_expert *)calloc((size_t)c->n_layer * E, sizeof(hm_expert));
+                    CK(cudaMallocHost(&g->h_step, sizeof(uint32_t)));
+                    *g->h_step = 0;
+                    g->cat = VRAM_WORKSPACE;
+                    if (!(g->d_step = (int *)dalloc(g, sizeof(int), err, errlen))) goto bad;
+                }
             }
         }
     }
@@ -455,7 +513,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 goto bad;
             }
             int rc = cache_setup(g, l, ly, c->n_expert, c->n_expert_used, g->n_static, g->n_slots, order,
-                                 (uint8_t *)g->pinned + pin_off, hdev + pin_off, err, errlen);
+                                 (uint8_t *)g->pinned + pin_off, hdev + pin_off,
+                                 g->cpu_experts ? g->cpu_experts + (size_t)il * c->n_expert : NULL, err, errlen);
             free(order);
             if (rc) goto bad;
             pin_off += (size_t)(c->n_expert - g->n_static) * st;
@@ -481,8 +540,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         g->cat = VRAM_WORKSPACE;
         A(g->x, D); A(g->xn, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
-        A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used);
-        A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * c->n_expert_used); A(g->sh, D);
+        A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
+        A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D);
         A(g->part, (size_t)c->n_head * n_split * (c->head_dim + 2));
 #undef A
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
@@ -502,15 +561,35 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             CK(cudaMemset(g->d_rec, 0xFF, sizeof(int) * nk));
         }
     }
+    if (g->jobs) {   /* --cold cpu: each streamed layer's cache hands its misses to its job */
+        hjob *dj = NULL;
+        CK(cudaHostGetDevicePointer((void **)&dj, g->jobs, 0));
+        for (int il = 0, j = 0; il < c->n_layer; il++) {
+            dcache *ca = g->L[il].cache;
+            if (!ca) continue;
+            ca->cpu = 1; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1;
+            ca->job = dj + j; ca->step = g->d_step; ca->xn = g->xn; ca->w = g->ew; ca->n_embd = D;
+            g->jobs_layer[j++] = il;
+        }
+        int nt = o->cpu_threads;
+        if (nt <= 0) { long n = sysconf(_SC_NPROCESSORS_ONLN); nt = n > 2 ? (int)n - 2 : 1; }   /* a core each for the main and dispatcher threads */
+        if (nt > HM_WORKERS_MAX) nt = HM_WORKERS_MAX;
+        if (hybrid_start(g, nt, err, errlen)) goto bad;
+        g->cpu_threads = nt;
+    }
     if (capture(g, 1, &g->graph, err, errlen) || capture(g, 0, &g->graph_nolog, err, errlen)) goto bad;
-    if (o->cold == GPU_COLD_STREAM && !o->quiet) {
+    if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
         const double GiB = 1073741824.0;
+        const char *mode = o->cold == GPU_COLD_CPU ? "cpu" : "stream";
         if (g->n_streamed)
-            fprintf(stderr, "gpu %d: --cold stream: %d MoE layers x %d experts: %d static + %d LFU slots in VRAM, %d cold per layer "
-                    "in %.2f GiB of pinned host RAM (%.1f MiB per expert)\n", dev, g->n_streamed, c->n_expert, g->n_static,
-                    g->n_slots, c->n_expert - g->n_static - g->n_slots, g->pinned_bytes / GiB, g->rec_bytes / 1048576.0);
+            fprintf(stderr, "gpu %d: --cold %s: %d MoE layers x %d experts: %d static + %d LFU slots in VRAM, %d cold per layer "
+                    "in %.2f GiB of pinned host RAM (%.1f MiB per expert)%s\n", dev, mode, g->n_streamed, c->n_expert, g->n_static,
+                    g->n_slots, c->n_expert - g->n_static - g->n_slots, g->pinned_bytes / GiB, g->rec_bytes / 1048576.0,
+                    g->pool ? "; misses beyond the swap-ins on the CPU workers" : "");
+        if (g->pool) fprintf(stderr, "gpu %d: cpu workers: %s; swap-ins per layer and step: %d\n", dev, workers_describe(g->pool),
+                             o->swap_max >= 0 ? o->swap_max : 1);
         else
-            fprintf(stderr, "gpu %d: --cold stream: every expert fits in the budget; nothing is streamed\n", dev);
+            fprintf(stderr, "gpu %d: --cold %s: every expert fits in the budget; nothing is cold\n", dev, mode);
         fprintf(stderr, "gpu %d: VRAM: weights %.2f GiB, experts %.2f GiB, KV cache %.2f GiB, workspace %.3f GiB = %.2f GiB%s\n", dev,
                 g->vram_by[VRAM_WEIGHTS] / GiB, g->vram_by[VRAM_EXPERTS] / GiB, g->vram_by[VRAM_KV] / GiB,
                 g->vram_by[VRAM_WORKSPACE] / GiB, g->vram / GiB, o->gpu_mem_gib > 0 ? " (within --gpu-mem)" : "");
@@ -528,6 +607,7 @@ extern "C" int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logi
     const hm_tensor *te = &g->m->tok_embd;
     hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)token * hm_row_size(te->type, te->ne[0]), g->h_x, te->ne[0]);
     *g->h_pos = pos;
+    if (g->h_step) ++*g->h_step;   /* the dispatcher expects steps 1, 2, ... in order */
     if (prof.on) {
         prof.n = 0;
         record_step(g, logits != NULL);
@@ -559,16 +639,17 @@ extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
     out->vram_kv = g->vram_by[VRAM_KV]; out->vram_workspace = g->vram_by[VRAM_WORKSPACE]; out->vram_total = g->vram;
     out->pinned_host = g->pinned_bytes; out->n_streamed = g->n_streamed;
     out->n_static = g->n_static; out->n_slots = g->n_slots; out->expert_bytes = g->rec_bytes;
+    out->cpu_threads = g->cpu_threads;
 }
 
-extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[3], int reset, char *err, size_t errlen) {
-    out[0] = out[1] = out[2] = 0;
+extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen) {
+    out[0] = out[1] = out[2] = out[3] = 0;
     for (int il = 0; il < g->m->cfg.n_layer; il++) {
         const dcache *c = g->L[il].cache;
         if (!c) continue;
-        unsigned long long v[3];
+        unsigned long long v[4];
         CK(cudaMemcpy(v, c->stats, sizeof v, cudaMemcpyDeviceToHost));
-        for (int i = 0; i < 3; i++) out[i] += v[i];
+        for (int i = 0; i < 4; i++) out[i] += v[i];
         if (reset) CK(cudaMemset(c->stats, 0, sizeof v));
     }
     return 0;
@@ -585,6 +666,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
         for (int i = 0; i < P_COUNT; i++)
             if (prof.ms[i] > 0) fprintf(stderr, "  %-18s %8.1f us/step %5.1f%%\n", prof_names[i], 1e3 * prof.ms[i] / prof.steps, 100 * prof.ms[i] / tot);
     }
+    hybrid_stop(g);   /* before the pinned memory the workers read goes */
     if (g->graph) cudaGraphExecDestroy(g->graph);
     if (g->graph_nolog) cudaGraphExecDestroy(g->graph_nolog);
     for (int i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
@@ -594,6 +676,9 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->pinned) cudaFreeHost(g->pinned);
     if (g->h_rec) cudaFreeHost(g->h_rec);
     if (g->h_replay) cudaFreeHost(g->h_replay);
+    if (g->jobs) cudaFreeHost(g->jobs);
+    if (g->h_step) cudaFreeHost(g->h_step);
+    free(g->jobs_layer); free(g->cpu_experts);
     for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) free(g->L[il].cache);
     if (g->s) cudaStreamDestroy(g->s);
     free(g->allocs); free(g->L); free(g);

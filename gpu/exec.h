@@ -12,17 +12,20 @@ extern "C" {
 
 typedef struct gpu_exec gpu_exec;
 
-enum { GPU_COLD_NONE = 0, GPU_COLD_STREAM = 1 };
+enum { GPU_COLD_NONE = 0, GPU_COLD_STREAM = 1, GPU_COLD_CPU = 2 };
 
 /* How the executor places the model (gpu_exec_create_opts). Zeroed = everything resident. */
 typedef struct {
     double gpu_mem_gib;     /* VRAM the executor may allocate (weights, experts, KV, workspace); 0 = no limit */
-    int cold;               /* GPU_COLD_NONE: every expert in VRAM; GPU_COLD_STREAM: the expert cache */
+    int cold;               /* GPU_COLD_NONE: every expert in VRAM; GPU_COLD_STREAM: the expert cache fed over
+                               PCIe; GPU_COLD_CPU: the same cache, misses beyond swap_max computed by CPU workers */
     int n_static, n_slots;  /* per MoE layer; -1: from the budget (static: a quarter when counts are given) */
     const int64_t *counts;  /* (n_layer, n_expert) routing counts: the static set and warm slots; NULL: none */
     float decay;            /* LFU score decay per token; 0: 0.995 */
     int quiet;              /* 1: no layout line on stderr */
     int route_io;           /* 1: record each step's expert choices and accept replayed ones (below) */
+    int cpu_threads;        /* GPU_COLD_CPU: worker threads; 0: one per core but two (main, dispatcher) */
+    int swap_max;           /* GPU_COLD_CPU: misses copied into LFU slots per layer and step; -1: 1 */
 } gpu_exec_opts;
 
 /* Where things went (gpu_exec_info). */
@@ -31,6 +34,7 @@ typedef struct {
     size_t pinned_host;     /* cold expert records in page-locked host RAM */
     int n_streamed;         /* MoE layers with an expert cache */
     int n_static, n_slots;  /* per streamed layer */
+    int cpu_threads;        /* --cold cpu: worker threads (0: none) */
     size_t expert_bytes;    /* one expert record (gate + up + down, aligned) */
 } gpu_exec_layout;
 
@@ -46,8 +50,9 @@ gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_
 void gpu_exec_free(gpu_exec *g);
 void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out);
 /* Expert cache counters summed over layers since creation or the last reset: [0] hits, [1] misses
- * copied into a slot, [2] misses read in place from host RAM. Returns 0, or -1 with err set. */
-int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[3], int reset, char *err, size_t errlen);
+ * copied into a slot, [2] misses read in place from host RAM, [3] misses computed by the CPU
+ * workers. Returns 0, or -1 with err set. */
+int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen);
 /* With route_io: the (n_layer, k) choices of the last step (-1 rows: dense layers), and the
  * pinned (n_layer, k) row the next step replaces the router's choice with (benchmark-only
  * --replay-routing; a row starting with -1 keeps the router's choice; weights are recomputed from

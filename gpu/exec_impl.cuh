@@ -18,8 +18,28 @@ typedef struct {
  * records [0, n_static) for good, LFU slots after them. Host RAM holds every non-static expert
  * (hidx[e] is its record there), mapped into the device's address space. The device-side state
  * (scores, owners, the pointer tables) changes only in cache kernels: nothing goes to the host. */
+/* One MoE layer's hand-off to the CPU workers (--cold cpu), in pinned host memory mapped into the
+ * GPU: the GPU writes n, ids, w and x, then req = step; the dispatcher thread hands the job to
+ * the workers, which write out, then done = step (release order); the GPU waits for done. */
+#define HJOB_MAX_K 64
+typedef struct {
+    volatile uint32_t req, done;
+    int n;                       /* cold experts of this step (0: nothing to wait for) */
+    int ids[HJOB_MAX_K];
+    float w[HJOB_MAX_K];
+    float *x, *out;              /* (n_embd) each, host addresses (device addresses: dx, dout) */
+    float *dx, *dout;
+} hjob;
+
 typedef struct {
     int n_expert, n_static, n_slots;
+    int copy_max;                    /* misses copied into slots per step: -1 any (stream), else a cap */
+    int cpu;                         /* 1: misses not copied go to the CPU workers (ids -> n_expert, the zero record) */
+    hjob *job;                       /* cpu: this layer's hand-off (device address) */
+    const int *step;                 /* cpu: device copy of the step number */
+    const float *xn;                 /* cpu: the FFN input the workers need */
+    float *w;                        /* cpu: the router weights (ew) */
+    int n_embd;
     size_t stride, off_up, off_down;
     uint8_t *dev;                    /* VRAM records */
     uint8_t *host;                   /* pinned host records (device-accessible pointer) */
@@ -30,7 +50,7 @@ typedef struct {
     const uint8_t **miss_src;        /* device [k]: this step's copies: host record -> */
     uint8_t **miss_dst;              /*                                  VRAM record */
     int *miss_n;
-    unsigned long long *stats;       /* device [3]: hits, misses copied in, misses read in place */
+    unsigned long long *stats;       /* device [4]: hits, misses copied in, misses read in place, misses on the CPU */
 } dcache;
 
 typedef struct {
@@ -62,7 +82,18 @@ struct gpu_exec {
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */
     float decay;                          /* LFU score decay per token */
-    int *d_rec, *d_replay, *h_rec, *h_replay;  /* route_io: (n_layer, k) choices out, replayed in */
+    int *d_rec, *d_replay, *h_rec, *h_replay;
+    /* --cold cpu: the hand-off jobs (pinned, mapped), the step counter, the workers and their
+     * dispatcher thread (gpu/hybrid.cu) */
+    hjob *jobs; int n_jobs; size_t jobs_bytes;
+    int *d_step; uint32_t *h_step;
+    struct workers *pool;
+    hm_expert *cpu_experts;           /* (n_layer, n_expert) host views into the pinned records */
+    void *dispatcher;                      /* pthread_t, heap-held */
+    volatile int stop;
+    int *jobs_layer;                       /* (n_jobs) model layer of each job */
+    void *zero_rec;                        /* an all-zero expert record: adds exactly 0 */
+    int cpu_threads;  /* route_io: (n_layer, k) choices out, replayed in */
     void *pinned;                         /* host records of all streamed layers (cudaHostAlloc) */
     size_t pinned_bytes;
     void **allocs; int n_allocs, cap_allocs;
@@ -76,5 +107,9 @@ enum { VRAM_WEIGHTS, VRAM_EXPERTS, VRAM_KV, VRAM_WORKSPACE };
 void route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced, int *ids, float *w,
                   cudaStream_t s);
 void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s);
+/* gpu/hybrid.cu: waits for the layer's CPU job and puts its result in y_row (weight 1 in w1). */
+void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s);
+int hybrid_start(struct gpu_exec *g, int n_threads, char *err, size_t errlen);
+void hybrid_stop(struct gpu_exec *g);
 
 #endif

@@ -334,7 +334,8 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     { "serve",    cmd_serve,    "serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N] [--queue N]\n"
                                 "                  [--body-limit BYTES] [--timeout S] [--keepalive S] [--alias NAME] [--any-model] [--chat-template FAMILY]" },
     { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]\n"
-                                "                  [--gpu-mem GiB] [--cold none|stream] [--static-experts N] [--cache-slots N] [--routing TRACE] [--lfu-decay D]\n"
+                                "                  [--gpu-mem GiB] [--cold none|stream|cpu] [--static-experts N] [--cache-slots N] [--routing TRACE]\n"
+                                "                  [--lfu-decay D] [--cpu-threads N] [--swap-max N]\n"
                                 "                  [--record-routing FILE] [--replay-routing FILE (benchmarks only)]" },
     { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE [--device cpu|cuda]  (float32 [n_tokens][n_vocab])" },
     { "tokenize", cmd_tokenize, "tokenize (-m PATH | --tokenizer tokenizer.json) [--text S]   (stdin without --text)" },

@@ -9,7 +9,7 @@
 
 void runner_opts_init(runner_opts *o) {
     memset(o, 0, sizeof *o);
-    o->cold = GPU_COLD_NONE; o->n_static = o->n_slots = -1;
+    o->cold = GPU_COLD_NONE; o->n_static = o->n_slots = o->swap_max = -1;
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out, hm_error *e) {
@@ -30,6 +30,12 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
         *(flag[2] == 's' ? &o->n_static : &o->n_slots) = (int)x;
         return 1;
     }
+    if (!strcmp(flag, "--cpu-threads") || !strcmp(flag, "--swap-max")) {
+        if (parse_num(flag, val, 0, 4096, &x, e)) return -1;
+        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
+        *(flag[2] == 'c' ? &o->cpu_threads : &o->swap_max) = (int)x;
+        return 1;
+    }
     if (!strcmp(flag, "--lfu-decay")) {
         if (parse_num(flag, val, 0, 1, &x, e)) return -1;
         if (x <= 0) return hm_fail(e, "%s: expected a number in (0, 1], found '%s'", flag, val), -1;
@@ -38,8 +44,9 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     }
     if (!strcmp(flag, "--cold")) {
         if (val && !strcmp(val, "stream")) o->cold = GPU_COLD_STREAM;
+        else if (val && !strcmp(val, "cpu")) o->cold = GPU_COLD_CPU;
         else if (val && !strcmp(val, "none")) o->cold = GPU_COLD_NONE;
-        else return hm_fail(e, "--cold: expected none or stream, found '%s'", val ? val : "(nothing)"), -1;
+        else return hm_fail(e, "--cold: expected none, stream or cpu, found '%s'", val ? val : "(nothing)"), -1;
         return 1;
     }
     if (!strcmp(flag, "--routing")) {
@@ -69,10 +76,11 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
         char msg[1024];
-        gpu_exec_opts go = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 0, 0 };
+        gpu_exec_opts go = { .cold = GPU_COLD_NONE, .n_static = -1, .n_slots = -1, .swap_max = -1 };
         if (o) {
             go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold; go.n_static = o->n_static; go.n_slots = o->n_slots;
             go.counts = o->counts; go.decay = o->decay; go.route_io = o->route_io;
+            go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max;
         }
         r->gpu = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
         if (!r->gpu) return hm_fail(e, "%s", msg);
@@ -81,6 +89,8 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     }
     if (o && (o->cold != GPU_COLD_NONE || o->gpu_mem_gib > 0 || o->n_static >= 0 || o->n_slots >= 0))
         return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots: expected --device cuda, found the CPU target");
+    if (o && o->cold == GPU_COLD_NONE && (o->cpu_threads > 0 || o->swap_max >= 0))
+        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);
     r->device = HM_DEVICE_CPU;
     return 0;

@@ -19,12 +19,14 @@ typedef struct {
  * keys of the same names). Zeroed by runner_opts_init. */
 typedef struct {
     double gpu_mem_gib;      /* --gpu-mem GiB: VRAM budget; 0 = all free VRAM */
-    int cold;                /* --cold none|stream (GPU_COLD_*) */
+    int cold;                /* --cold none|stream|cpu (GPU_COLD_*) */
     int n_static, n_slots;   /* --static-experts N, --cache-slots N per MoE layer; -1 = from the budget */
     const char *routing;     /* --routing FILE: a routing trace whose counts choose the static experts */
     const int64_t *counts;   /* (n_layer, n_expert), filled from routing by the caller (routeio_counts) */
     float decay;             /* --lfu-decay: LFU score decay per token (0.995) */
     int route_io;            /* set by the caller when --record-routing / --replay-routing are given */
+    int cpu_threads;         /* --cpu-threads N (--cold cpu); 0: one per core but two */
+    int swap_max;            /* --swap-max N: misses copied into LFU slots per layer and step (--cold cpu); -1: 1 */
 } runner_opts;
 
 void runner_opts_init(runner_opts *o);

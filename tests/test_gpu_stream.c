@@ -19,6 +19,12 @@
 #define NTOK 64
 static int n_pass, n_fail;
 
+static gpu_exec_opts mk(double gib, int cold, int S, int C, const int64_t *counts, int route_io) {
+    gpu_exec_opts o = { .gpu_mem_gib = gib, .cold = cold, .n_static = S, .n_slots = C, .counts = counts, .quiet = 1,
+                        .route_io = route_io, .swap_max = -1 };
+    return o;
+}
+
 static void check(int ok, const char *fmt, const char *label, const char *what) {
     printf("%s %s: ", ok ? "PASS" : "FAIL", label);
     printf(fmt, what);
@@ -27,9 +33,10 @@ static void check(int ok, const char *fmt, const char *label, const char *what) 
 }
 
 /* Greedy decode of NTOK tokens from a fixed 4-token prompt; logits of every position into out
- * (NTOK+3 rows), tokens into tok. Returns the executor's counters in st (NULL: not streamed). */
-static int run(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, uint64_t st[3], gpu_exec_layout *lay,
-               char *err, size_t n) {
+ * (NTOK+3 rows), tokens into tok (force: feed these instead of the argmax). Returns the
+ * executor's counters in st (NULL: not streamed). */
+static int run_forced(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, const int32_t *force, uint64_t st[4],
+                      gpu_exec_layout *lay, char *err, size_t n) {
     gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, o, err, n);
     if (!g) return -1;
     if (lay) gpu_exec_info(g, lay);
@@ -44,11 +51,27 @@ static int run(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *t
             int b = 0;
             for (int v = 1; v < V; v++) if (l[v] > l[b]) b = v;
             t = tok[i - 3] = b;
+            if (force) t = force[i - 3];
         }
     }
     if (!rc && st) rc = gpu_exec_cache_stats(g, st, 0, err, n);
     gpu_exec_free(g);
     return rc;
+}
+
+static int run(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, uint64_t st[4], gpu_exec_layout *lay,
+               char *err, size_t n) {
+    return run_forced(m, o, out, tok, NULL, st, lay, err, n);
+}
+
+static double max_rel(const float *a, const float *ref, size_t n) {
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= md)) md = d;
+        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
+    }
+    return md / mr;
 }
 
 static void model_tests(const char *label, const hm_model *m, int quick) {
@@ -58,7 +81,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     float *ref = malloc(sizeof(float) * rows), *got = malloc(sizeof(float) * rows);
     int32_t rt[NTOK], gt[NTOK];
     char err[1024], what[1400];
-    gpu_exec_opts all = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 0 };
+    gpu_exec_opts all = mk(0, GPU_COLD_NONE, -1, -1, NULL, 0);
     if (run(m, &all, ref, rt, NULL, NULL, err, sizeof err)) { check(0, "all resident: %s", label, err); goto out; }
     int n_moe = 0;
     for (int l = 0; l < c->n_layer; l++) n_moe += m->layers[l].is_moe;
@@ -76,21 +99,56 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
         if (quick && i != 1) continue;   /* large models: the forced-miss case only (each case pins the cold experts anew) */
-        gpu_exec_opts o = { 0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0.f, 1, 0 };
-        uint64_t st[3];
+        gpu_exec_opts o = mk(0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0);
+        uint64_t st[4];
         for (size_t j = 0; j < rows; j++) got[j] = -1e30f;
         if (run(m, &o, got, gt, st, NULL, err, sizeof err)) { check(0, "%s", label, err); continue; }
         size_t bad = 0;
         for (size_t j = 0; j < rows; j++) bad += memcmp(&got[j], &ref[j], sizeof(float)) != 0;
         int same_tok = !memcmp(gt, rt, sizeof rt);
-        uint64_t sel = st[0] + st[1] + st[2], want = (uint64_t)n_moe * k * (NTOK + 3);
-        int counters = sel == want && (cfg[i].S + cfg[i].C > 0 || st[0] == 0) && (cfg[i].C > 0 || st[1] == 0);
+        uint64_t sel = st[0] + st[1] + st[2] + st[3], want = (uint64_t)n_moe * k * (NTOK + 3);
+        int counters = sel == want && st[3] == 0 && (cfg[i].S + cfg[i].C > 0 || st[0] == 0) && (cfg[i].C > 0 || st[1] == 0);
         if (cfg[i].C == 1 && k > 1) counters &= st[1] + st[2] >= (uint64_t)n_moe * (k - 1) * (NTOK + 3);
         snprintf(what, sizeof what, "%s: %zu of %zu logits differ from all-resident, %d greedy tokens %s; "
                  "hits %llu, copied %llu, read in place %llu (sum %llu, expected %llu)", cfg[i].name, bad, rows, NTOK,
                  same_tok ? "identical" : "DIFFER", (unsigned long long)st[0], (unsigned long long)st[1],
                  (unsigned long long)st[2], (unsigned long long)sel, (unsigned long long)want);
         check(bad == 0 && same_tok && counters, "%s", label, what);
+    }
+    /* --cold cpu: the misses not copied are computed by the CPU workers (reference kernels there:
+     * the sums differ from the GPU's only in order), fed the reference tokens */
+    struct { int S, C, swap; const char *name; } cc[] = {
+        { 0, 0, 0, "--cold cpu, every expert on the CPU" },
+        { 1, k, 1, "--cold cpu, 1 static + k slots, 1 swap-in per layer and step" },
+        { E / 4, E / 4, 0, "--cold cpu, E/4 static + E/4 slots, no swap-ins" },
+    };
+    for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) {
+        if (quick && i != 1) continue;
+        for (int fast = 0; fast < 2; fast++) {
+            if (fast && i) break;
+            gpu_exec_opts o = mk(0, GPU_COLD_CPU, cc[i].S, cc[i].C, counts, 0);
+            o.swap_max = cc[i].swap; o.cpu_threads = 4;
+            uint64_t st[4];
+            hm_kernels_set(fast ? HM_KERNELS_FAST : HM_KERNELS_REF);
+            int rc = run_forced(m, &o, got, gt, rt, st, NULL, err, sizeof err);
+            hm_kernels_set(HM_KERNELS_FAST);
+            if (rc) { check(0, "%s", label, err); continue; }
+            double worst = 0;
+            int same_argmax = 1;
+            for (int p = 0; p < NTOK + 3; p++) {
+                const float *a = got + (size_t)p * V, *r = ref + (size_t)p * V;
+                double e = max_rel(a, r, V);
+                if (!(e <= worst)) worst = e;
+                if (p >= 3) same_argmax &= gt[p - 3] == rt[p - 3];
+            }
+            uint64_t sel = st[0] + st[1] + st[2] + st[3], want = (uint64_t)n_moe * k * (NTOK + 3);
+            int counters = sel == want && st[2] == 0 && (cc[i].swap > 0 || st[1] == 0) && (cc[i].S + cc[i].C > 0 || st[3] == want);
+            snprintf(what, sizeof what, "%s (%s kernels on the CPU): max rel err vs all-resident %.3g (%s), argmax %s; "
+                     "hits %llu, copied %llu, on the CPU %llu (sum %llu, expected %llu)", cc[i].name, fast ? "fast" : "ref",
+                     worst, fast ? "reported" : "<= 1e-4", same_argmax ? "identical" : "differs", (unsigned long long)st[0],
+                     (unsigned long long)st[1], (unsigned long long)st[3], (unsigned long long)sel, (unsigned long long)want);
+            check((fast || worst <= 1e-4) && counters, "%s", label, what);
+        }
     }
     /* a budget from --gpu-mem alone: everything but half the routed experts' bytes */
     {
@@ -100,9 +158,9 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
             const hm_ffn_w *f = &m->layers[l].experts[0].host;
             exp_b += (size_t)E * (f->gate.nbytes + f->up.nbytes + f->down.nbytes);
         }
-        gpu_exec_opts o = { 0, GPU_COLD_STREAM, -1, -1, counts, 0.f, 1, 0 };
+        gpu_exec_opts o = mk(0, GPU_COLD_STREAM, -1, -1, counts, 0);
         o.gpu_mem_gib = (all_b - exp_b / 2) / 1073741824.0;
-        uint64_t st[3];
+        uint64_t st[4];
         gpu_exec_layout lay;
         if (run(m, &o, got, gt, st, &lay, err, sizeof err)) check(0, "budget: all but half the experts: %s", label, err);
         else {
@@ -117,15 +175,15 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     }
     /* error paths */
     {
-        gpu_exec_opts o = { 1e-6, GPU_COLD_STREAM, -1, -1, NULL, 0.f, 1, 0 };
+        gpu_exec_opts o = mk(1e-6, GPU_COLD_STREAM, -1, -1, NULL, 0);
         gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, &o, err, sizeof err);
         check(!g && strstr(err, "at least") && strstr(err, "GiB"), "budget below the dense part is refused: %s", label, g ? "(created)" : err);
         gpu_exec_free(g);
-        gpu_exec_opts o2 = { 0, GPU_COLD_STREAM, E + 1, 0, NULL, 0.f, 1, 0 };
+        gpu_exec_opts o2 = mk(0, GPU_COLD_STREAM, E + 1, 0, NULL, 0);
         g = gpu_exec_create_opts(m, 0, NTOK + 4, &o2, err, sizeof err);
         check(!g && strstr(err, "experts per layer"), "more static experts than the model has: %s", label, g ? "(created)" : err);
         gpu_exec_free(g);
-        gpu_exec_opts o3 = { 1e-6, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 0 };
+        gpu_exec_opts o3 = mk(1e-6, GPU_COLD_NONE, -1, -1, NULL, 0);
         g = gpu_exec_create_opts(m, 0, NTOK + 4, &o3, err, sizeof err);
         check(!g && strstr(err, "--cold stream"), "a budget too small without --cold stream says so: %s", label, g ? "(created)" : err);
         gpu_exec_free(g);
@@ -149,7 +207,7 @@ static void route_tests(const char *label, const hm_model *m) {
     const int V = c->n_vocab, E = c->n_expert, k = c->n_expert_used, L = c->n_layer, n = 24;
     if (L * k > 64 * 64) return;
     char err[1024], what[512];
-    gpu_exec_opts res = { 0, GPU_COLD_NONE, -1, -1, NULL, 0.f, 1, 1 }, str = { 0, GPU_COLD_STREAM, 0, 1, NULL, 0.f, 1, 1 };
+    gpu_exec_opts res = mk(0, GPU_COLD_NONE, -1, -1, NULL, 1), str = mk(0, GPU_COLD_STREAM, 0, 1, NULL, 1);
     gpu_exec *g = gpu_exec_create_opts(m, 0, n, &res, err, sizeof err), *gs = gpu_exec_create_opts(m, 0, n, &str, err, sizeof err);
     cpu_state cs;
     if (!g || !gs || cpu_state_init(&cs, c, n)) { check(0, "route io: %s", label, err); gpu_exec_free(g); gpu_exec_free(gs); return; }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# ON THE DEVICE, in one `run` call: the expert cache (--cold stream, issue [stream]).
-# Build; test_gpu_stream on the fixtures, generated tiny models and a3b (exactness against the
-# all-resident executor); then BENCH.md's S5 (a3b, 8 GiB) and S1 (air, 24 GiB) beside the
-# all-resident run of the same file in the same call.
-#   run: bash tools/device/stream_check.sh [RUNS] [GEN]      (carry: .deps)
+# ON THE DEVICE, in one `run` call: the offload paths ([stream] expert cache, [cpu-workers] CPU
+# experts). Build; test_gpu_stream on the fixtures, generated tiny models and a3b (exactness
+# against the all-resident executor); synthetic routing traces fitted per model class; then
+# BENCH.md's S5 (a3b, 8 GiB) and S1/S2 (air, 24 GiB): all resident, --cold stream and --cold cpu
+# under natural and replayed routing, beside the planner's prediction, in the same call.
+#   run: bash tools/device/stream_check.sh [RUNS] [GEN] [MODELS]     (carry: .deps)
 set -uo pipefail
-RUNS=${1:-3}; GEN=${2:-512}
+RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
 OUT=${OUT:-/tmp/hotmoe-out}; mkdir -p "$OUT"
 source tools/device/env.sh
 t0=$(date +%s)
@@ -13,17 +14,32 @@ cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_B
 cmake --build build-dev -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
 M=${HOTMOE_MODELS:-/tmp/hotmoe-models}; mkdir -p "$M"
-G=./build-dev/hotmoe-gen
+G=./build-dev/hotmoe-gen; H=./build-dev/hotmoe; B=./build-dev/bench_decode
 for mix in q4_k_m q8_0; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $mix --seed 1 -o "$M/tiny-$mix.gguf" >/dev/null 2>&1; done
 [ -f "$M/tinyglm-q4_k_m.gguf" ] || $G --shape tinyglm --mix q4_k_m --seed 2 -o "$M/tinyglm-q4_k_m.gguf" >/dev/null 2>&1
 ./build-dev/tests/test_gpu_stream "$M"/tiny-*.gguf "$M"/tinyglm-*.gguf >"$OUT/stream_test.log" 2>&1; grep -E "FAIL|passed" "$OUT/stream_test.log"
-B=./build-dev/bench_decode
-for spec in "a3b 8" "air 24"; do
-  set -- $spec; shape=$1; gib=$2; f="$M/$shape.gguf"
+for spec in $MODELS; do
+  shape=${spec%%:*}; gib=${spec##*:}; f="$M/$shape.gguf"; T="$M/$shape.hmrt"
   if [ ! -f "$f" ]; then rm -f "$M"/a3b.gguf "$M"/air.gguf; $G --shape $shape --seed 1 -o "$f" >"$OUT/gen-$shape.log" 2>&1; fi
+  [ -f "$T" ] || $H simulate --generate $shape --tokens 4096 --seed 7 --write "$T" >"$OUT/trace-$shape.log" 2>&1
   [ "$shape" = a3b ] && { ./build-dev/tests/test_gpu_stream --quick "$f" >"$OUT/stream_test_a3b.log" 2>&1; grep -E "FAIL|passed" "$OUT/stream_test_a3b.log"; }
-  echo "== $shape: all resident, then --gpu-mem $gib --cold stream ($(( $(date +%s) - t0 )) s)"
-  $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-resident.json" 2>&1 | tail -1
-  $B -m "$f" --device cuda --runs $RUNS --gen $GEN --gpu-mem $gib --cold stream --json "$OUT/decode-$shape-stream.json" 2>&1 | tee "$OUT/decode-$shape-stream.log" | grep -E "^gpu|^\|" | grep -v -- "---"
+  echo "== $shape at $gib GiB ($(( $(date +%s) - t0 )) s)"
+  for cold in stream cpu; do
+    $H plan -m "$f" --gpu-mem $gib --cold $cold --routing "$T" --ctx $((128 + GEN)) --decode-pos $((128 + GEN / 2)) --json >"$OUT/plan-$shape-$cold.json" 2>"$OUT/plan-$shape-$cold.err"
+    python3 - "$OUT/plan-$shape-$cold.json" $cold <<'PY' 2>&1 | tail -1
+import json, sys
+j = json.load(open(sys.argv[1])); g = j['gpus'][0]; L = [x for x in j['layers'] if x.get('moe')][0]
+print('plan %s: decode %.1f tok/s (%s), VRAM %.2f GiB, pinned %.2f GiB, per layer %d static + %d slots, %d stream, %d cpu'
+      % (sys.argv[2], j['decode']['tok_s'], j['decode']['bottleneck'], g['total'] / 2**30, j['host']['pinned'] / 2**30,
+         len(L['static']), len(L['slots']), len(L['stream']), len(L['cpu'])))
+PY
+  done
+  run() { local tag=$1; shift; $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
+          echo "-- $tag: $*"; grep -E "^gpu|^\| /|^\| [0-9]" "$OUT/decode-$shape-$tag.log"; }
+  run resident
+  run stream --gpu-mem $gib --cold stream
+  run stream-replay --gpu-mem $gib --cold stream --routing "$T" --replay-routing "$T"
+  run cpu --gpu-mem $gib --cold cpu
+  run cpu-replay --gpu-mem $gib --cold cpu --routing "$T" --replay-routing "$T"
 done
 echo "== all done in $(( $(date +%s) - t0 )) s"
