@@ -111,14 +111,15 @@ int main(int argc, char **argv) {
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
     double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
     if (lay.n_streamed) {
-        double sel = (double)(st[0] + st[1] + st[2] + st[3]), toks = (double)n_gen * runs;
+        /* --cold cpu: a swap-in is computed by the CPU in its step (counted there) and copied beside it */
+        const double miss = (double)(st[2] + st[3] + (lay.cpu_threads ? 0 : st[1])), sel = st[0] + miss, toks = (double)n_gen * runs;
         hit = sel ? st[0] / sel : 0;
-        mpt = (st[1] + st[2] + st[3]) / toks;
+        mpt = miss / toks;
         pcie_tok = (st[1] + st[2]) / toks * (double)lay.expert_bytes;
         cpu_tok = st[3] / toks * (double)lay.expert_bytes;
         copy_gbs = gpu_cache_copy_rate(c->n_expert_used, lay.expert_bytes, 20);
         h2d = gpu_measure_h2d(0);
-        printf("\n| expert cache | static + slots / layer | hit rate | misses/token (copied, read in place, on CPU) | PCIe/token | "
+        printf("\n| expert cache | static + slots / layer | hit rate | misses/token (copied in, read in place, on CPU) | PCIe/token | "
                "PCIe GB/s at decode rate | CPU experts/token | DRAM GB/s at decode rate | copy kernel GB/s (of cudaMemcpy %.1f) | "
                "pinned host | VRAM (engine / device) |\n|---|---|---|---|---|---|---|---|---|---|---|\n", h2d);
         printf("| %d MoE layers%s | %d + %d of %d | %.4f | %.2f (%.2f, %.2f, %.2f) | %.1f MB | %.1f | %.1f MB | %.1f | %.1f (%.0f%%) | %.2f GiB | %.2f / %.2f GiB |\n",

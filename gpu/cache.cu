@@ -11,6 +11,9 @@
  *     through its table entry, which always points at a valid copy.
  *   k_cache_copy (many blocks): copies the listed records over PCIe (reads of mapped host
  *     memory, 16-byte words, several loads in flight per thread); nothing to do: blocks exit.
+ * --cold cpu (hybrid.cu): misses beyond --swap-max go to the CPU workers; a swap-in is computed
+ * by the CPU in its own step too and copied on a side stream (c->async) that the step joins at
+ * its end, so the copy overlaps the rest of the step and the slot serves from the next step on.
  * The expert GEMVs that follow read weights through the tables, so the logits are those of the
  * all-resident model bit for bit: the same bytes, the same kernels. Hit and miss counters stay on
  * the device; the host reads them between runs (gpu_exec_cache_stats). */
@@ -20,6 +23,7 @@
 #define CACHE_THREADS 256
 #define COPY_BLOCKS 1056   /* 8 per SM of an H100/H200 */
 #define COPY_UNROLL 4
+#define ASYNC_COPY_BLOCKS 64  /* a side-stream copy leaves the SMs to the step (64 x 256 x 64 B in flight is plenty for PCIe) */
 
 __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, int *ids, int k, float decay,
                                                                 const void **tg, const void **tu, const void **td) {
@@ -86,14 +90,16 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
                 c.miss_src[nmiss] = c.host + (size_t)c.hidx[e] * c.stride;
                 c.miss_dst[nmiss] = d;
                 nmiss++;
-            } else if (c.cpu) {      /* the workers compute it; the GPU runs the zero record */
+            }
+            if (c.cpu && (v < 0 || c.async)) {   /* the workers compute it; the GPU runs the zero record */
                 c.job->ids[ncpu] = e;
                 c.job->w[ncpu] = c.w[j];
                 ncpu++;
                 ids[j] = c.n_expert;
             }
         }
-        if (v >= 0) copied++; else if (c.cpu) oncpu++; else direct++;
+        if (v >= 0) copied++;
+        if (c.cpu && (v < 0 || c.async)) oncpu++; else if (v < 0) direct++;
         __syncthreads();   /* owners, slot_of and victim settle before the next miss */
     }
     if (c.cpu) {
@@ -133,9 +139,15 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_copy(const uint8_t *con
     }
 }
 
-void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s) {
+void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
+                       cudaEvent_t fork) {
     k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, k, decay, tab->gate, tab->up, tab->down);
-    k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    if (c->async) {   /* swap-ins on the side stream, beside the rest of the step (joined at its end) */
+        cudaEventRecord(fork, s);
+        cudaStreamWaitEvent(side, fork, 0);
+        k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    } else
+        k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
 }
 
 __global__ void k_route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced,

@@ -183,7 +183,7 @@ static void record_step(gpu_exec *g, int with_logits) {
         }
         mark(g, P_ROUTER);
         dexperts *x = &l->exps;
-        if (l->cache) { cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s); mark(g, P_CACHE); }
+        if (l->cache) { cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->ev_fork); mark(g, P_CACHE); }
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
@@ -198,6 +198,10 @@ static void record_step(gpu_exec *g, int with_logits) {
         mark(g, P_REDUCE);
     }
     if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);
+    if (g->side) {   /* the step ends when this step's swap-ins are in */
+        cudaEventRecord(g->ev_join, g->side);
+        cudaStreamWaitEvent(s, g->ev_join, 0);
+    }
     if (!with_logits) return;
     gpu_gemv(g->output.type, g->output.d, g->xn, g->logits, D, c->n_vocab, s);
     cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * c->n_vocab, cudaMemcpyDeviceToHost, s);
@@ -567,7 +571,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         for (int il = 0, j = 0; il < c->n_layer; il++) {
             dcache *ca = g->L[il].cache;
             if (!ca) continue;
-            ca->cpu = 1; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1;
+            ca->cpu = 1; ca->async = 1; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1;
             ca->job = dj + j; ca->step = g->d_step; ca->xn = g->xn; ca->w = g->ew; ca->n_embd = D;
             g->jobs_layer[j++] = il;
         }
@@ -575,6 +579,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         if (nt <= 0) { long n = sysconf(_SC_NPROCESSORS_ONLN); nt = n > 2 ? (int)n - 2 : 1; }   /* a core each for the main and dispatcher threads */
         if (nt > HM_WORKERS_MAX) nt = HM_WORKERS_MAX;
         if (hybrid_start(g, nt, err, errlen)) goto bad;
+        CK(cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking));
+        CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
         g->cpu_threads = nt;
     }
     if (capture(g, 1, &g->graph, err, errlen) || capture(g, 0, &g->graph_nolog, err, errlen)) goto bad;
@@ -586,9 +593,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                     "in %.2f GiB of pinned host RAM (%.1f MiB per expert)%s\n", dev, mode, g->n_streamed, c->n_expert, g->n_static,
                     g->n_slots, c->n_expert - g->n_static - g->n_slots, g->pinned_bytes / GiB, g->rec_bytes / 1048576.0,
                     g->pool ? "; misses beyond the swap-ins on the CPU workers" : "");
-        if (g->pool) fprintf(stderr, "gpu %d: cpu workers: %s; swap-ins per layer and step: %d\n", dev, workers_describe(g->pool),
-                             o->swap_max >= 0 ? o->swap_max : 1);
-        else
+        if (g->pool) fprintf(stderr, "gpu %d: cpu workers: %s; swap-ins per layer and step: %d (side stream)\n", dev,
+                             workers_describe(g->pool), o->swap_max >= 0 ? o->swap_max : 1);
+        if (!g->n_streamed)
             fprintf(stderr, "gpu %d: --cold %s: every expert fits in the budget; nothing is cold\n", dev, mode);
         fprintf(stderr, "gpu %d: VRAM: weights %.2f GiB, experts %.2f GiB, KV cache %.2f GiB, workspace %.3f GiB = %.2f GiB%s\n", dev,
                 g->vram_by[VRAM_WEIGHTS] / GiB, g->vram_by[VRAM_EXPERTS] / GiB, g->vram_by[VRAM_KV] / GiB,
@@ -681,5 +688,8 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     free(g->jobs_layer); free(g->cpu_experts);
     for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) free(g->L[il].cache);
     if (g->s) cudaStreamDestroy(g->s);
+    if (g->side) cudaStreamDestroy(g->side);
+    if (g->ev_fork) cudaEventDestroy(g->ev_fork);
+    if (g->ev_join) cudaEventDestroy(g->ev_join);
     free(g->allocs); free(g->L); free(g);
 }

@@ -35,6 +35,7 @@ typedef struct {
     int n_expert, n_static, n_slots;
     int copy_max;                    /* misses copied into slots per step: -1 any (stream), else a cap */
     int cpu;                         /* 1: misses not copied go to the CPU workers (ids -> n_expert, the zero record) */
+    int async;                       /* cpu: swap-ins also computed by the CPU, copied on a side stream */
     hjob *job;                       /* cpu: this layer's hand-off (device address) */
     const int *step;                 /* cpu: device copy of the step number */
     const float *xn;                 /* cpu: the FFN input the workers need */
@@ -50,7 +51,8 @@ typedef struct {
     const uint8_t **miss_src;        /* device [k]: this step's copies: host record -> */
     uint8_t **miss_dst;              /*                                  VRAM record */
     int *miss_n;
-    unsigned long long *stats;       /* device [4]: hits, misses copied in, misses read in place, misses on the CPU */
+    unsigned long long *stats;       /* device [4]: hits, misses copied in, misses read in place, misses on the CPU
+                                        (cpu: a swap-in counts as copied and as on the CPU) */
 } dcache;
 
 typedef struct {
@@ -68,7 +70,8 @@ typedef struct {
 struct gpu_exec {
     const hm_model *m;
     int dev, n_ctx;
-    cudaStream_t s;
+    cudaStream_t s, side;                 /* side: --cold cpu swap-in copies */
+    cudaEvent_t ev_fork, ev_join;
     dlayer *L;
     float *out_norm; dmat output;
     float *kc, *vc;                       /* (n_layer, n_ctx, kv_dim) */
@@ -106,7 +109,8 @@ enum { VRAM_WEIGHTS, VRAM_EXPERTS, VRAM_KV, VRAM_WORKSPACE };
  * the weights from the router's logits (fn 1 softmax, 2 sigmoid; norm; scale) as cpu/router.c does. */
 void route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced, int *ids, float *w,
                   cudaStream_t s);
-void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s);
+void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
+                       cudaEvent_t fork);
 /* gpu/hybrid.cu: waits for the layer's CPU job and puts its result in y_row (weight 1 in w1). */
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s);
 int hybrid_start(struct gpu_exec *g, int n_threads, char *err, size_t errlen);

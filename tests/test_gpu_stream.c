@@ -141,8 +141,10 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
                 if (!(e <= worst)) worst = e;
                 if (p >= 3) same_argmax &= gt[p - 3] == rt[p - 3];
             }
-            uint64_t sel = st[0] + st[1] + st[2] + st[3], want = (uint64_t)n_moe * k * (NTOK + 3);
-            int counters = sel == want && st[2] == 0 && (cc[i].swap > 0 || st[1] == 0) && (cc[i].S + cc[i].C > 0 || st[3] == want);
+            /* a swap-in is computed by the CPU in its step and copied beside it: copied <= on the CPU */
+            uint64_t sel = st[0] + st[2] + st[3], want = (uint64_t)n_moe * k * (NTOK + 3);
+            int counters = sel == want && st[2] == 0 && st[1] <= st[3] && (cc[i].swap > 0 || st[1] == 0) &&
+                           (cc[i].S + cc[i].C > 0 || st[3] == want);
             snprintf(what, sizeof what, "%s (%s kernels on the CPU): max rel err vs all-resident %.3g (%s), argmax %s; "
                      "hits %llu, copied %llu, on the CPU %llu (sum %llu, expected %llu)", cc[i].name, fast ? "fast" : "ref",
                      worst, fast ? "reported" : "<= 1e-4", same_argmax ? "identical" : "differs", (unsigned long long)st[0],
