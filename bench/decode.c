@@ -10,6 +10,7 @@
 #include "exec.h"
 #include "gpu.h"
 #include "loader.h"
+#include "autoplan.h"
 #include "routeio.h"
 #include "runner.h"
 #include <stdio.h>
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
     if (ro.routing && routeio_counts(ro.routing, &m, &counts, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     ro.counts = counts;
     ro.route_io = record || replay;
+    if (autoplan_apply(&ro, &m, device, n_prompt + n_gen, 0, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     size_t used0 = gpu_mem_used(0);
     routeio io;
     if (device < 0 || runner_init_opts(&r, &m, device, n_prompt + n_gen, &ro, &e) || routeio_open(&io, &m, record, replay, &e) ||

@@ -571,7 +571,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         for (int il = 0, j = 0; il < c->n_layer; il++) {
             dcache *ca = g->L[il].cache;
             if (!ca) continue;
-            ca->cpu = 1; ca->async = 1; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1;
+            ca->cpu = 1; ca->async = !o->swap_sync; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1;
             ca->job = dj + j; ca->step = g->d_step; ca->xn = g->xn; ca->w = g->ew; ca->n_embd = D;
             g->jobs_layer[j++] = il;
         }

@@ -26,6 +26,8 @@ typedef struct {
     int route_io;           /* 1: record each step's expert choices and accept replayed ones (below) */
     int cpu_threads;        /* GPU_COLD_CPU: worker threads; 0: one per core but two (main, dispatcher) */
     int swap_max;           /* GPU_COLD_CPU: misses copied into LFU slots per layer and step; -1: 1 */
+    int swap_sync;          /* GPU_COLD_CPU: 0: a swap-in is computed by the CPU and copied on a side stream;
+                               1: it is copied before the experts run and served from VRAM (PCIe and CPU at once) */
 } gpu_exec_opts;
 
 /* Where things went (gpu_exec_info). */

@@ -3,7 +3,9 @@
  * model uses and caches them in a small JSON file that plan reads). The planner itself is pure
  * (placement/plan.h); this file turns a loaded model, a routing trace and flags into its inputs. */
 #define _GNU_SOURCE
+#include "autoplan.h"
 #include "config.h"
+#include "exec.h"
 #include "membw.h"
 #include "gemv.h"
 #include "gpu.h"
@@ -518,6 +520,73 @@ int cmd_plan(int argc, char **argv) {
     model_free(&m);
     config_free(&cfg);
     return rc;
+}
+
+/* ---------------------------------------------------------------- --cold auto */
+
+int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_path, int ctx, autoplan *out, hm_error *e) {
+    memset(out, 0, sizeof *out);
+    plan_inputs in;
+    plan_inputs_init(&in);
+    char path[4096];
+    default_calibration(path, sizeof path);
+    if (access(path, R_OK) == 0 && calibration_read(path, &in.rates, e)) return -1;
+    in.n_gpu = 1;
+    in.gpu_mem[0] = (uint64_t)(gpu_mem_gib * GIB);
+    in.host_ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    in.ctx = ctx;
+    if (in.decode_pos > ctx) in.decode_pos = ctx;
+    plan_layer_in *layers = NULL;
+    double *freq = NULL;
+    model_inputs(m, &in, &layers);
+    routing r = { 0 };
+    int *tl = calloc((size_t)in.n_layer, sizeof *tl), rc = -1;
+    plan p;
+    char err[1024];
+    memset(&p, 0, sizeof p);
+    if (routing_path && routing_freq(routing_path, m, layers, &freq, &r, tl, e)) goto out;
+    if (plan_build(&p, &in, err, sizeof err)) { hm_fail(e, "--cold auto: %s", err); goto out; }
+    if (routing_path) {
+        routing_hit_rates(&r, tl, &p, layers, 0);
+        plan_free(&p);
+        if (plan_build(&p, &in, err, sizeof err)) { hm_fail(e, "--cold auto: %s", err); goto out; }
+    }
+    /* the executor runs one static/slot split for every MoE layer: the plan's first MoE layer's */
+    const plan_layer *pl = NULL;
+    for (int l = 0; l < p.n_layer && !pl; l++) if (p.layer[l].is_moe) pl = &p.layer[l];
+    out->cold = pl && pl->n_cpu > 0 ? GPU_COLD_CPU : GPU_COLD_STREAM;
+    out->n_static = pl ? pl->n_static : 0;
+    out->decode_tok_s = p.decode_tok_s;
+    if (pl && pl->n_cpu > 0 && pl->n_stream > 0) {   /* PCIe and the CPU at once: copies that serve the step */
+        const plan_layer_in *li = &layers[pl - p.layer];
+        double share = (double)pl->n_stream / (pl->n_stream + pl->n_cpu);
+        out->swap_max = (int)lround(li->k * pl->miss_rate * share);
+        if (out->swap_max < 1) out->swap_max = 1;
+        out->swap_sync = 1;
+    } else
+        out->swap_max = -1;
+    snprintf(out->why, sizeof out->why, "--cold auto: the planner chose --cold %s%s, %d static experts per layer; predicted %.1f tok/s (%s-bound)",
+             out->cold == GPU_COLD_CPU ? "cpu" : "stream", out->swap_sync ? " with PCIe copies beside the CPU" : "",
+             out->n_static, p.decode_tok_s, cost_link_name(p.decode_limit));
+    rc = 0;
+out:
+    plan_free(&p);
+    routing_free(&r);
+    free(tl); free(freq); free(layers);
+    return rc;
+}
+
+int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int quiet, hm_error *e) {
+    if (o->cold != RUNNER_COLD_AUTO) return 0;
+    if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
+    if (device != HM_DEVICE_CUDA || o->gpu_mem_gib <= 0) { o->cold = GPU_COLD_NONE; return 0; }
+    autoplan a;
+    if (autoplan_choose(m, o->gpu_mem_gib, o->routing, n_ctx, &a, e)) return -1;
+    o->cold = a.cold;
+    if (o->n_static < 0 && o->n_slots < 0) o->n_static = a.n_static;
+    if (a.cold == GPU_COLD_CPU && o->swap_max < 0) { o->swap_max = a.swap_max; o->swap_sync = a.swap_sync; }
+    if (!quiet) fprintf(stderr, "hotmoe: %s\n", a.why);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- hotmoe calibrate */

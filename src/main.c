@@ -9,6 +9,7 @@
 #include "quant.h"
 #include "quantize.h"
 #include "routeio.h"
+#include "autoplan.h"
 #include "runner.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -121,7 +122,7 @@ static int init_runner(hm_runner *r, const hm_model *m, opts *o, int n_ctx, hm_e
     if (o->ro.routing && routeio_counts(o->ro.routing, m, &counts, e)) return -1;
     o->ro.counts = counts;
     o->ro.route_io = o->record || o->replay;
-    int rc = runner_init_opts(r, m, o->device, n_ctx, &o->ro, e);
+    int rc = autoplan_apply(&o->ro, m, o->device, n_ctx, o->quiet, e) ? -1 : runner_init_opts(r, m, o->device, n_ctx, &o->ro, e);
     free(counts);   /* the executor has placed its experts: the counts are not kept */
     o->ro.counts = NULL;
     return rc;
@@ -334,7 +335,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     { "serve",    cmd_serve,    "serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N] [--queue N]\n"
                                 "                  [--body-limit BYTES] [--timeout S] [--keepalive S] [--alias NAME] [--any-model] [--chat-template FAMILY]" },
     { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]\n"
-                                "                  [--gpu-mem GiB] [--cold none|stream|cpu] [--static-experts N] [--cache-slots N] [--routing TRACE]\n"
+                                "                  [--gpu-mem GiB] [--cold auto|none|stream|cpu] [--static-experts N] [--cache-slots N] [--routing TRACE]\n"
                                 "                  [--lfu-decay D] [--cpu-threads N] [--swap-max N]\n"
                                 "                  [--record-routing FILE] [--replay-routing FILE (benchmarks only)]" },
     { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE [--device cpu|cuda]  (float32 [n_tokens][n_vocab])" },

@@ -9,7 +9,7 @@
 
 void runner_opts_init(runner_opts *o) {
     memset(o, 0, sizeof *o);
-    o->cold = GPU_COLD_NONE; o->n_static = o->n_slots = o->swap_max = -1;
+    o->cold = RUNNER_COLD_AUTO; o->n_static = o->n_slots = o->swap_max = -1;
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out, hm_error *e) {
@@ -46,7 +46,8 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
         if (val && !strcmp(val, "stream")) o->cold = GPU_COLD_STREAM;
         else if (val && !strcmp(val, "cpu")) o->cold = GPU_COLD_CPU;
         else if (val && !strcmp(val, "none")) o->cold = GPU_COLD_NONE;
-        else return hm_fail(e, "--cold: expected none, stream or cpu, found '%s'", val ? val : "(nothing)"), -1;
+        else if (val && !strcmp(val, "auto")) o->cold = RUNNER_COLD_AUTO;
+        else return hm_fail(e, "--cold: expected auto, none, stream or cpu, found '%s'", val ? val : "(nothing)"), -1;
         return 1;
     }
     if (!strcmp(flag, "--routing")) {
@@ -72,6 +73,8 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     memset(r, 0, sizeof *r);
     r->m = m;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
+    if (o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM) && (o->cpu_threads > 0 || o->swap_max >= 0))
+        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu");
     if (device == HM_DEVICE_CUDA) {
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
@@ -80,17 +83,16 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
         if (o) {
             go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold; go.n_static = o->n_static; go.n_slots = o->n_slots;
             go.counts = o->counts; go.decay = o->decay; go.route_io = o->route_io;
-            go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max;
+            go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max; go.swap_sync = o->swap_sync;
+            if (o->cold == RUNNER_COLD_AUTO) go.cold = o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE;   /* unresolved: no planner here */
         }
         r->gpu = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
         if (!r->gpu) return hm_fail(e, "%s", msg);
         r->device = HM_DEVICE_CUDA;
         return 0;
     }
-    if (o && (o->cold != GPU_COLD_NONE || o->gpu_mem_gib > 0 || o->n_static >= 0 || o->n_slots >= 0))
+    if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO) || o->gpu_mem_gib > 0 || o->n_static >= 0 || o->n_slots >= 0))
         return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots: expected --device cuda, found the CPU target");
-    if (o && o->cold == GPU_COLD_NONE && (o->cpu_threads > 0 || o->swap_max >= 0))
-        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);
     r->device = HM_DEVICE_CPU;
     return 0;

@@ -7,6 +7,8 @@
 #include "util.h"
 
 enum hm_device { HM_DEVICE_AUTO = 0, HM_DEVICE_CPU = 1, HM_DEVICE_CUDA = 2 };
+/* runner_opts.cold beside exec.h's GPU_COLD_*: decided by the planner (src/autoplan.h) */
+#define RUNNER_COLD_AUTO 3
 
 typedef struct {
     int device;               /* the target in use: HM_DEVICE_CPU or HM_DEVICE_CUDA */
@@ -19,7 +21,7 @@ typedef struct {
  * keys of the same names). Zeroed by runner_opts_init. */
 typedef struct {
     double gpu_mem_gib;      /* --gpu-mem GiB: VRAM budget; 0 = all free VRAM */
-    int cold;                /* --cold none|stream|cpu (GPU_COLD_*) */
+    int cold;                /* --cold auto|none|stream|cpu (RUNNER_COLD_AUTO, GPU_COLD_*); default auto */
     int n_static, n_slots;   /* --static-experts N, --cache-slots N per MoE layer; -1 = from the budget */
     const char *routing;     /* --routing FILE: a routing trace whose counts choose the static experts */
     const int64_t *counts;   /* (n_layer, n_expert), filled from routing by the caller (routeio_counts) */
@@ -27,6 +29,7 @@ typedef struct {
     int route_io;            /* set by the caller when --record-routing / --replay-routing are given */
     int cpu_threads;         /* --cpu-threads N (--cold cpu); 0: one per core but two */
     int swap_max;            /* --swap-max N: misses copied into LFU slots per layer and step (--cold cpu); -1: 1 */
+    int swap_sync;           /* 1: those copies serve the step beside the CPU's work (--cold auto's mixed path) */
 } runner_opts;
 
 void runner_opts_init(runner_opts *o);

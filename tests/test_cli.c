@@ -76,6 +76,24 @@ int main(void) {
     rc = run(cmd, out, sizeof out);
     check(rc == 1 && strstr(out, "/nonexistent"), "a missing model path is named", out);
 
+    /* placement flags: malformed values and the wrong target are named */
+    static const struct { const char *args, *want; int rc; } bad[] = {
+        { "--cold bogus", "--cold", 2 }, { "--gpu-mem -1", "--gpu-mem", 2 }, { "--gpu-mem lots", "--gpu-mem", 2 },
+        { "--static-experts 1.5", "--static-experts", 2 }, { "--cache-slots -2", "--cache-slots", 2 },
+        { "--swap-max x", "--swap-max", 2 }, { "--lfu-decay 0", "--lfu-decay", 2 }, { "--routing", "--routing", 2 },
+        { "--device cpu --gpu-mem 8", "--device cuda", 1 }, { "--device cpu --cold stream", "--device cuda", 1 },
+        { "--device cpu --cpu-threads 4", "--cold cpu", 1 },
+        { "--device cpu --routing /nonexistent.hmrt", "/nonexistent.hmrt", 1 },
+        { "--device cpu --routing " HM_TESTS_DIR "/data/routing/decode_83.jsonl", "decode_83.jsonl", 1 },   /* another model's trace */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' -p hi -n 2 %s 2>&1", bin, fx, bad[i].args);
+        rc = run(cmd, out, sizeof out);
+        char what[256];
+        snprintf(what, sizeof what, "generate %s: exit %d, names %s", bad[i].args, bad[i].rc, bad[i].want);
+        check(rc == bad[i].rc && strstr(out, bad[i].want), what, out);
+    }
+
     /* routing record -> replay: the replayed choices are the model's own, so logits are identical */
     const char *g4 = HM_TESTS_DIR "/fixtures/glm4moe";
     snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 5,6,7,8,9 -o '%s/cli_a.f32' --device cpu --record-routing '%s/cli.hmrt' && "

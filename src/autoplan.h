@@ -1,0 +1,30 @@
+/* autoplan.h - `--cold auto` (the default placement when a GPU budget is given without an
+ * explicit cold path): the planner (placement/plan.h) priced on this model, budget and routing
+ * trace decides the cold path and the static/slot split; src/cmd_plan.c implements it. */
+#ifndef HM_AUTOPLAN_H
+#define HM_AUTOPLAN_H
+#include "model.h"
+#include "runner.h"
+#include "util.h"
+
+typedef struct {
+    int cold;              /* GPU_COLD_STREAM or GPU_COLD_CPU (exec.h) */
+    int n_static;          /* static experts per MoE layer (the executor fills the rest with slots) */
+    int swap_max;          /* cpu: misses copied per layer and step beside the CPU's (mixed) */
+    int swap_sync;         /* 1: those copies serve the step (PCIe and CPU at once), 0: swap-ins */
+    double decode_tok_s;   /* the planner's prediction */
+    char why[256];         /* one line: what the planner chose and its bottleneck */
+} autoplan;
+
+/* The planner's placement of m on one GPU with gpu_mem_gib of VRAM and ctx positions; routing: a
+ * trace (NULL: uniform). Rates come from `hotmoe calibrate`'s file when present. Returns 0, or -1
+ * with e (a budget too small names the minimum). */
+int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing, int ctx, autoplan *out, hm_error *e);
+
+/* Resolves o->cold == RUNNER_COLD_AUTO for a run of model m on device with n_ctx positions: no GPU
+ * budget (or a CPU target) -> everything resident (GPU_COLD_NONE); else the planner's choice, with
+ * the static count and swap settings it implies where the flags left them open. Prints the choice
+ * on stderr unless quiet. Returns 0, or -1 with e. */
+int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int quiet, hm_error *e);
+
+#endif
