@@ -123,7 +123,7 @@ static void mark(gpu_exec *g, int grp) {
 }
 
 /* Records one decode step into the stream (captured into a graph by the caller). */
-static void record_step(gpu_exec *g, int with_logits) {
+static void record_step(gpu_exec *g, int with_logits, int seq) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
     int D = c->n_embd;
@@ -137,7 +137,7 @@ static void record_step(gpu_exec *g, int with_logits) {
     mark(g, P_NORM);
     for (int il = 0; il < c->n_layer; il++) {
         dlayer *l = &g->L[il];
-        size_t kvoff = (size_t)il * g->n_ctx * c->kv_dim;
+        size_t kvoff = ((size_t)seq * c->n_layer + il) * g->n_ctx * c->kv_dim;
         /* the norm that follows this layer: the next layer's, or the output's */
         const float *next_norm = il + 1 < c->n_layer ? g->L[il + 1].attn_norm : with_logits ? g->out_norm : NULL;
         if (l->n_fused) {
@@ -208,10 +208,10 @@ static void record_step(gpu_exec *g, int with_logits) {
     mark(g, P_OUTPUT);
 }
 
-static int capture(gpu_exec *g, int with_logits, cudaGraphExec_t *out, char *err, size_t errlen) {
+static int capture(gpu_exec *g, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
     cudaGraph_t graph;
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
-    record_step(g, with_logits);
+    record_step(g, with_logits, seq);
     CK(cudaStreamEndCapture(g->s, &graph));
     CK(cudaGraphInstantiate(out, graph, 0));
     cudaGraphDestroy(graph);
@@ -354,6 +354,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     size_t pin_off = 0;
     gpu_exec *g = (gpu_exec *)calloc(1, sizeof(gpu_exec));
     g->decay = o->decay > 0 ? o->decay : 0.995f;
+    g->n_seq = o->n_seq > 0 ? o->n_seq : 1;
     prof.on = getenv("HOTMOE_GPU_PROFILE") && *getenv("HOTMOE_GPU_PROFILE") == '1';
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
     int D = c->n_embd, ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
@@ -364,7 +365,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         goto bad;
     }
     {
-        size_t need = gpu_exec_vram_needed(m, n_ctx), fr = 0, tot = 0;
+        size_t need = gpu_exec_vram_needed(m, n_ctx) + (size_t)(g->n_seq - 1) * 2 * c->n_layer * n_ctx * c->kv_dim * sizeof(float),
+               fr = 0, tot = 0;
         CK(cudaSetDevice(dev));
         CK(cudaMemGetInfo(&fr, &tot));
         const double GiB = 1073741824.0;
@@ -424,8 +426,13 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                     if (m->layers[il].is_moe) pin += (size_t)(E - S) * rec_layout(&m->layers[il].experts[0].host, &ou, &od);
                 const size_t avail = mem_available();
                 if (avail && pin > avail / 10 * 9) {
-                    fail(err, errlen, "--cold stream: %.2f GiB of cold experts must be pinned in host RAM, %.2f GiB are available "
-                         "(raise --gpu-mem or free host memory)", pin / GiB, avail / GiB);
+                    fail(err, errlen, "--cold %s: %.2f GiB of cold experts must be pinned in host RAM, %.2f GiB are available "
+                         "(raise --gpu-mem or free host memory)", o->cold == GPU_COLD_CPU ? "cpu" : "stream", pin / GiB, avail / GiB);
+                    goto bad;
+                }
+                if (o->ram_gib > 0 && pin > (size_t)(o->ram_gib * GiB)) {
+                    fail(err, errlen, "--ram %.4g GiB: the cold experts need %.2f GiB of pinned host RAM (raise --ram or --gpu-mem)",
+                         o->ram_gib, pin / GiB);
                     goto bad;
                 }
                 if (cudaHostAlloc(&g->pinned, pin, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
@@ -536,7 +543,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     if (!(g->out_norm = upload_vec(g, &m->output_norm, err, errlen)) || upload_mat(g, &g->output, &m->output, err, errlen))
         goto bad;
     {
-        size_t kv = (size_t)c->n_layer * n_ctx * c->kv_dim * sizeof(float);
+        size_t kv = (size_t)g->n_seq * c->n_layer * n_ctx * c->kv_dim * sizeof(float);
         int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
 #define A(ptr, n) if (!(ptr = (float *)dalloc(g, sizeof(float) * (size_t)(n), err, errlen))) goto bad
         g->cat = VRAM_KV;
@@ -584,7 +591,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
         g->cpu_threads = nt;
     }
-    if (capture(g, 1, &g->graph, err, errlen) || capture(g, 0, &g->graph_nolog, err, errlen)) goto bad;
+    g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
+    for (int q = 0; q < g->n_seq; q++)
+        if (capture(g, 1, q, &g->graphs[2 * q + 1], err, errlen) || capture(g, 0, q, &g->graphs[2 * q], err, errlen)) goto bad;
     if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
         const double GiB = 1073741824.0;
         const char *mode = o->cold == GPU_COLD_CPU ? "cpu" : "stream";
@@ -608,7 +617,12 @@ bad:
 }
 
 extern "C" int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *err, size_t errlen) {
+    return gpu_exec_forward_seq(g, 0, token, pos, logits, err, errlen);
+}
+
+extern "C" int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *logits, char *err, size_t errlen) {
     const hm_config *c = &g->m->cfg;
+    if (seq < 0 || seq >= g->n_seq) return fail(err, errlen, "gpu: sequence %d outside [0, %d)", seq, g->n_seq);
     if (pos < 0 || pos >= g->n_ctx) return fail(err, errlen, "gpu: position %d outside the context of %d", pos, g->n_ctx);
     if (token < 0 || token >= c->n_vocab) return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", token, c->n_vocab);
     const hm_tensor *te = &g->m->tok_embd;
@@ -617,7 +631,7 @@ extern "C" int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logi
     if (g->h_step) ++*g->h_step;   /* the dispatcher expects steps 1, 2, ... in order */
     if (prof.on) {
         prof.n = 0;
-        record_step(g, logits != NULL);
+        record_step(g, logits != NULL, seq);
         CK(cudaStreamSynchronize(g->s));
         for (int i = 1; i < prof.n; i++) {
             float ms = 0;
@@ -626,7 +640,7 @@ extern "C" int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logi
         }
         prof.steps++;
     } else {
-        CK(cudaGraphLaunch(logits ? g->graph : g->graph_nolog, g->s));
+        CK(cudaGraphLaunch(g->graphs[2 * seq + (logits != NULL)], g->s));
         CK(cudaStreamSynchronize(g->s));
     }
     if (logits) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
@@ -674,8 +688,9 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
             if (prof.ms[i] > 0) fprintf(stderr, "  %-18s %8.1f us/step %5.1f%%\n", prof_names[i], 1e3 * prof.ms[i] / prof.steps, 100 * prof.ms[i] / tot);
     }
     hybrid_stop(g);   /* before the pinned memory the workers read goes */
-    if (g->graph) cudaGraphExecDestroy(g->graph);
-    if (g->graph_nolog) cudaGraphExecDestroy(g->graph_nolog);
+    for (int i = 0; g->graphs && i < 2 * g->n_seq; i++)
+        if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
+    free(g->graphs);
     for (int i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
     if (g->h_x) cudaFreeHost(g->h_x);
     if (g->h_logits) cudaFreeHost(g->h_logits);

@@ -26,6 +26,8 @@ typedef struct {
     int route_io;           /* 1: record each step's expert choices and accept replayed ones (below) */
     int cpu_threads;        /* GPU_COLD_CPU: worker threads; 0: one per core but two (main, dispatcher) */
     int swap_max;           /* GPU_COLD_CPU: misses copied into LFU slots per layer and step; -1: 1 */
+    double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
+    int n_seq;              /* sequences with their own KV cache of n_ctx positions (serve's slots); 0: 1 */
     int swap_sync;          /* GPU_COLD_CPU: 0: a swap-in is computed by the CPU and copied on a side stream;
                                1: it is copied before the experts run and served from VRAM (PCIe and CPU at once) */
 } gpu_exec_opts;
@@ -66,6 +68,8 @@ double gpu_cache_copy_rate(int n, size_t bytes, int reps);
 /* Runs token at position pos (positions in order from 0). logits (n_vocab floats, host) may be
  * NULL to skip the output head. Returns 0, or -1 with err set. */
 int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *err, size_t errlen);
+/* The same for sequence seq (0 <= seq < n_seq); each sequence has its own positions. */
+int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *logits, char *err, size_t errlen);
 size_t gpu_exec_vram_used(const gpu_exec *g);
 
 #ifdef __cplusplus

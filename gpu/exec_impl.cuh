@@ -74,11 +74,12 @@ struct gpu_exec {
     cudaEvent_t ev_fork, ev_join;
     dlayer *L;
     float *out_norm; dmat output;
-    float *kc, *vc;                       /* (n_layer, n_ctx, kv_dim) */
+    float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
     float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
     int *ids, *zero_id, *d_pos;
     float *h_x, *h_logits; int *h_pos;    /* pinned */
-    cudaGraphExec_t graph, graph_nolog;
+    int n_seq;                            /* sequences with their own KV cache (serve's slots) */
+    cudaGraphExec_t *graphs;              /* [2 * seq + with_logits]: one decode graph per sequence */
     size_t vram;
     size_t vram_by[4];                    /* bytes by category (enum below) */
     int cat;                              /* the category dalloc is counting now */

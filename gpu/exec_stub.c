@@ -28,3 +28,7 @@ int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, siz
 double gpu_cache_copy_rate(int n, size_t bytes, int reps) { (void)n; (void)bytes; (void)reps; return -1; }
 const int *gpu_exec_route_ids(const gpu_exec *g) { (void)g; return NULL; }
 int *gpu_exec_replay_ids(gpu_exec *g) { (void)g; return NULL; }
+int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *logits, char *err, size_t errlen) {
+    (void)seq;
+    return gpu_exec_forward(g, token, pos, logits, err, errlen);
+}

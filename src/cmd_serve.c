@@ -3,8 +3,12 @@
  * running generations, let handlers finish, then free. */
 #define _GNU_SOURCE
 #include "server/server.h"
+#include "autoplan.h"
 #include "config.h"
 #include "loader.h"
+#include "routeio.h"
+#include "exec.h"
+#include "gpu.h"
 #include "gemv.h"
 #include "tokenizer.h"
 #include <errno.h>
@@ -23,14 +27,17 @@ typedef struct {
     const char *model, *host, *api_key, *alias, *replay, *family;
     long port, parallel, ctx, queue, body_limit, keepalive, prefill_chunk;
     double timeout;
-    int any_model;
+    int any_model, device;
+    runner_opts ro;   /* the GPU placement: --gpu-mem --cold --static-experts --cache-slots --routing --lfu-decay --cpu-threads --swap-max */
 } serve_opts;
 
 static const char usage[] =
     "usage: hotmoe serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "                    [--ctx N] [--queue N] [--body-limit BYTES] [--timeout SECONDS] [--keepalive SECONDS]\n"
     "                    [--alias NAME] [--any-model] [--chat-template FAMILY] [--prefill-chunk N]\n"
-    "                    [--config FILE] [--device cpu] [--kernels fast|ref]\n"
+    "                    [--config FILE] [--device auto|cpu|cuda] [--kernels fast|ref]\n"
+    "                    [--gpu-mem GiB] [--cold auto|none|stream|cpu] [--static-experts N] [--cache-slots N]\n"
+    "                    [--routing TRACE] [--lfu-decay D] [--cpu-threads N] [--swap-max N] [--ram GiB]\n"
     "  --api-key also reads HOTMOE_API_KEY; /health never needs it.\n"
     "  --chat-template: chatml | qwen3 | glm-4.5 | deepseek-v3 (default: detected from the model's template)\n"
     "  --replay TEXT: test only; every request generates TEXT's tokens then EOS.\n";
@@ -51,9 +58,14 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
     o->host = "127.0.0.1"; o->port = 8080; o->parallel = 1; o->queue = 16; o->body_limit = 8 << 20;
     o->keepalive = 15; o->timeout = 600; o->prefill_chunk = 256;
     o->api_key = getenv("HOTMOE_API_KEY");
+    runner_opts_init(&o->ro);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 1, rc = 0;
+        hm_error re;
+        int took = runner_opts_flag(&o->ro, a, v, &re);
+        if (took < 0) { fprintf(stderr, "hotmoe serve: %s\n", re.msg); return -1; }
+        if (took) { i++; continue; }
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--host")) o->host = v;
         else if (!strcmp(a, "--port")) rc = parse_long(a, v, 0, 65535, &o->port);
@@ -70,32 +82,21 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--chat-template")) o->family = v;
         else if (!strcmp(a, "--any-model")) { o->any_model = 1; used = 0; }
         else if (!strcmp(a, "--device")) {
-            /* the engine's GPU backend is not wired into serve yet: say so rather than run elsewhere */
-            if (v && strcmp(v, "cpu") && strcmp(v, "auto")) {
-                fprintf(stderr, "hotmoe serve: --device: expected cpu or auto (serve runs on the CPU for now), found '%s'\n", v);
+            if (!v || (o->device = runner_parse_device(v)) < 0) {
+                fprintf(stderr, "hotmoe serve: --device: expected auto, cpu or cuda, found '%s'\n", v ? v : "");
                 return -1;
             }
         } else if (!strcmp(a, "--kernels")) {
             if (v && !strcmp(v, "ref")) hm_kernels_set(HM_KERNELS_REF);
             else if (v && !strcmp(v, "fast")) hm_kernels_set(HM_KERNELS_FAST);
             else { fprintf(stderr, "hotmoe serve: --kernels: expected fast or ref, found '%s'\n", v ? v : ""); return -1; }
-        } else if (!strcmp(a, "--gpu-mem") || !strcmp(a, "--cold")) {
-            /* a CPU-only deployment (configs/cpu-only.json) says gpu-mem 0, cold cpu: accepted */
-            int cpu_only = v && (!strcmp(a, "--gpu-mem") ? !strcmp(v, "0") : (!strcmp(v, "cpu") || !strcmp(v, "auto")));
-            if (!cpu_only) {
-                fprintf(stderr, "hotmoe serve: %s: expected %s on this CPU-only server (expert placement comes with the offload "
-                        "paths), found '%s'\n", a, !strcmp(a, "--gpu-mem") ? "0" : "cpu or auto", v ? v : "");
-                return -1;
-            }
         } else if (!strcmp(a, "--replay-routing")) {
             fprintf(stderr, "hotmoe serve: --replay-routing is for benchmarks only (it replaces the model's routing) and is refused by serve\n");
             return -1;
-        } else if (!strcmp(a, "--gpus") || !strcmp(a, "--gpu-split") || !strcmp(a, "--ram") || !strcmp(a, "--static-experts") ||
-                   !strcmp(a, "--cache-slots") || !strcmp(a, "--cpu-experts") || !strcmp(a, "--staging") ||
-                   !strcmp(a, "--workspace-mib") || !strcmp(a, "--routing") || !strcmp(a, "--calibration") ||
-                   !strcmp(a, "--pcie-gbs") || !strcmp(a, "--dram-gbs") || !strcmp(a, "--hbm-gbs") || !strcmp(a, "--lfu-decay") ||
-                   !strcmp(a, "--record-routing") || !strcmp(a, "--cpu-threads") || !strncmp(a, "--swap-", 7) ||
-                   !strcmp(a, "--no-swap")) {
+        } else if (!strcmp(a, "--gpus") || !strcmp(a, "--gpu-split") || !strcmp(a, "--cpu-experts") ||
+                   !strcmp(a, "--staging") || !strcmp(a, "--workspace-mib") || !strcmp(a, "--calibration") ||
+                   !strcmp(a, "--pcie-gbs") || !strcmp(a, "--dram-gbs") || !strcmp(a, "--hbm-gbs") ||
+                   !strcmp(a, "--record-routing") || !strncmp(a, "--swap-", 7) || !strcmp(a, "--no-swap")) {
             fprintf(stderr, "hotmoe serve: %s: not supported by serve yet (it belongs to the expert offload paths)\n", a);
             return -1;
         }
@@ -174,9 +175,37 @@ int cmd_serve(int argc, char **argv) {
             goto free_model;
         }
         free(ids);
-    } else if (engine_backend_cpu(&be, &m, (int)o.parallel, (int)n_ctx, &e)) {
-        fprintf(stderr, "hotmoe: %s\n", e.msg);
-        goto free_model;
+    } else {
+        int dev = o.device == HM_DEVICE_AUTO ? (gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU) : o.device;
+        runner_opts *ro = &o.ro;
+        int64_t *counts = NULL;
+        if (dev == HM_DEVICE_CUDA) {
+            if (!gpu_built() || gpu_device_count() == 0) {
+                fprintf(stderr, "hotmoe: --device cuda: %s\n", gpu_built() ? "no CUDA device is present" : "this binary was built without CUDA");
+                goto free_model;
+            }
+            if ((ro->routing && routeio_counts(ro->routing, &m, &counts, &e)) || autoplan_apply(ro, &m, dev, (int)n_ctx, 0, &e)) {
+                fprintf(stderr, "hotmoe: %s\n", e.msg);
+                free(counts);
+                goto free_model;
+            }
+            ro->counts = counts;
+            int rc2 = engine_backend_gpu(&be, &m, (int)o.parallel, (int)n_ctx, ro, tokenizer_eos(m.tok), &e);
+            free(counts);
+            ro->counts = NULL;
+            if (rc2) { fprintf(stderr, "hotmoe: %s\n", e.msg); goto free_model; }
+        } else {
+            /* the CPU target: a CPU-only deployment (configs/cpu-only.json: gpu-mem 0, cold cpu) is accepted */
+            if (ro->gpu_mem_gib > 0 || ro->cold == GPU_COLD_STREAM || ro->n_static >= 0 || ro->n_slots >= 0 || ro->routing) {
+                fprintf(stderr, "hotmoe: serve: --gpu-mem / --cold stream / --static-experts / --cache-slots / --routing place experts "
+                        "on a GPU: expected --device cuda (a GPU), found the CPU target\n");
+                goto free_model;
+            }
+            if (engine_backend_cpu(&be, &m, (int)o.parallel, (int)n_ctx, &e)) {
+                fprintf(stderr, "hotmoe: %s\n", e.msg);
+                goto free_model;
+            }
+        }
     }
     engine_params ep = { .n_slots = (int)o.parallel, .n_ctx = (int)n_ctx, .queue_cap = (int)o.queue, .prefill_chunk = (int)o.prefill_chunk };
     s.en = engine_start(&m, &be, &ep, &e);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model.h"
+#include "runner.h"
 #include "sampler.h"
 #include "util.h"
 
@@ -26,6 +27,10 @@ typedef struct engine_backend {
 
 /* CPU backend: one cpu_state (KV cache of n_ctx positions) per slot, cpu_forward per entry. */
 int engine_backend_cpu(engine_backend *b, const hm_model *m, int n_slots, int n_ctx, hm_error *e);
+/* The GPU executor with a KV cache per slot and the placement of o (runner.h; o->cold resolved,
+ * o->counts loaded by the caller). A failed step ends the slot's sequence (EOS) with a message. */
+int engine_backend_gpu(engine_backend *b, const hm_model *m, int n_slots, int n_ctx, const runner_opts *o, int32_t eos_id,
+                       hm_error *e);
 /* Test-only replay backend: every request "generates" script[0..n) and then EOS (eos_id),
  * whatever its prompt, through the real sampler and server path. The script is copied. */
 int engine_backend_replay(engine_backend *b, const hm_model *m, int n_slots, const int32_t *script,

@@ -2,6 +2,9 @@
  * cpu_state per slot) and a test-only replay backend that forces a scripted token sequence. */
 #include "engine.h"
 #include "cpu.h"
+#include "exec.h"
+#include "runner.h"
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,55 @@ int engine_backend_cpu(engine_backend *out, const hm_model *m, int n_slots, int 
         }
     }
     *out = (engine_backend){ .name = "cpu", .ctx = b, .slot_open = cpu_slot_open, .step = cpu_step, .free = cpu_free };
+    return 0;
+}
+
+/* ---------------------------------------------------------------- GPU */
+
+typedef struct {
+    gpu_exec *g;
+    int n_slots, n_vocab;
+    int32_t eos;
+} gpu_backend;
+
+static int gpu_slot_open(void *ctx, int slot, hm_error *e) {
+    gpu_backend *b = ctx;
+    if (slot < 0 || slot >= b->n_slots) return hm_fail(e, "engine: slot %d out of range [0, %d)", slot, b->n_slots);
+    return 0;
+}
+
+static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+    gpu_backend *b = ctx;
+    char err[1024];
+    for (int i = 0; i < n; i++) {
+        if (!gpu_exec_forward_seq(b->g, slot[i], tok[i], pos[i], logits[i], err, sizeof err)) continue;
+        fprintf(stderr, "hotmoe: gpu step failed (slot %d, position %d): %s; ending the sequence\n", slot[i], pos[i], err);
+        if (!logits[i]) continue;   /* the sequence ends: the next sampled token is EOS */
+        for (int v = 0; v < b->n_vocab; v++) logits[i][v] = -1e30f;
+        if (b->eos >= 0 && b->eos < b->n_vocab) logits[i][b->eos] = 0.0f;
+    }
+}
+
+static void gpu_free(void *ctx) {
+    gpu_backend *b = ctx;
+    gpu_exec_free(b->g);
+    free(b);
+}
+
+int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int n_ctx, const runner_opts *o, int32_t eos_id,
+                       hm_error *e) {
+    gpu_exec_opts go = { .cold = GPU_COLD_NONE, .n_static = -1, .n_slots = -1, .swap_max = -1, .n_seq = n_slots };
+    if (o) {
+        go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold == RUNNER_COLD_AUTO ? GPU_COLD_NONE : o->cold;
+        go.n_static = o->n_static; go.n_slots = o->n_slots; go.counts = o->counts; go.decay = o->decay;
+        go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max; go.swap_sync = o->swap_sync; go.ram_gib = o->ram_gib;
+    }
+    char msg[1024];
+    gpu_exec *g = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
+    if (!g) return hm_fail(e, "%s", msg);
+    gpu_backend *b = hm_calloc(1, sizeof *b);
+    b->g = g; b->n_slots = n_slots; b->n_vocab = m->cfg.n_vocab; b->eos = eos_id;
+    *out = (engine_backend){ .name = "cuda", .ctx = b, .slot_open = gpu_slot_open, .step = gpu_step, .free = gpu_free };
     return 0;
 }
 

@@ -24,6 +24,7 @@ static int parse_num(const char *flag, const char *v, double lo, double hi, doub
 int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error *e) {
     double x;
     if (!strcmp(flag, "--gpu-mem")) { if (parse_num(flag, val, 0, 1 << 20, &x, e)) return -1; o->gpu_mem_gib = x; return 1; }
+    if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
     if (!strcmp(flag, "--static-experts") || !strcmp(flag, "--cache-slots")) {
         if (parse_num(flag, val, 0, 65535, &x, e)) return -1;
         if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
@@ -83,7 +84,7 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
         if (o) {
             go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold; go.n_static = o->n_static; go.n_slots = o->n_slots;
             go.counts = o->counts; go.decay = o->decay; go.route_io = o->route_io;
-            go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max; go.swap_sync = o->swap_sync;
+            go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max; go.swap_sync = o->swap_sync; go.ram_gib = o->ram_gib;
             if (o->cold == RUNNER_COLD_AUTO) go.cold = o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE;   /* unresolved: no planner here */
         }
         r->gpu = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);

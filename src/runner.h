@@ -21,6 +21,7 @@ typedef struct {
  * keys of the same names). Zeroed by runner_opts_init. */
 typedef struct {
     double gpu_mem_gib;      /* --gpu-mem GiB: VRAM budget; 0 = all free VRAM */
+    double ram_gib;          /* --ram GiB: most host RAM to pin for cold experts; 0 = what the kernel reports available */
     int cold;                /* --cold auto|none|stream|cpu (RUNNER_COLD_AUTO, GPU_COLD_*); default auto */
     int n_static, n_slots;   /* --static-experts N, --cache-slots N per MoE layer; -1 = from the budget */
     const char *routing;     /* --routing FILE: a routing trace whose counts choose the static experts */

@@ -4,7 +4,7 @@
 # against the all-resident executor); synthetic routing traces fitted per model class; then
 # BENCH.md's S5 (a3b, 8 GiB) and S1/S2 (air, 24 GiB): all resident, --cold stream and --cold cpu
 # under natural and replayed routing, beside the planner's prediction, in the same call.
-#   run: bash tools/device/stream_check.sh [RUNS] [GEN] [MODELS]     (carry: .deps)
+#   run: [CONFIGS="resident stream ..."] bash tools/device/stream_check.sh [RUNS] [GEN] [MODELS]     (carry: .deps)
 set -uo pipefail
 RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
 OUT=${OUT:-/tmp/hotmoe-out}; mkdir -p "$OUT"
@@ -18,6 +18,7 @@ G=./build-dev/hotmoe-gen; H=./build-dev/hotmoe; B=./build-dev/bench_decode
 for mix in q4_k_m q8_0; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $mix --seed 1 -o "$M/tiny-$mix.gguf" >/dev/null 2>&1; done
 [ -f "$M/tinyglm-q4_k_m.gguf" ] || $G --shape tinyglm --mix q4_k_m --seed 2 -o "$M/tinyglm-q4_k_m.gguf" >/dev/null 2>&1
 ./build-dev/tests/test_gpu_stream "$M"/tiny-*.gguf "$M"/tinyglm-*.gguf >"$OUT/stream_test.log" 2>&1; grep -E "FAIL|passed" "$OUT/stream_test.log"
+python3 tools/device/serve_check.py ./build-dev/hotmoe tests/fixtures/qwen3moe 2>&1 | tee "$OUT/serve_check.log"
 for spec in $MODELS; do
   shape=${spec%%:*}; gib=${spec##*:}; f="$M/$shape.gguf"; T="$M/$shape.hmrt"
   if [ ! -f "$f" ]; then rm -f "$M"/a3b.gguf "$M"/air.gguf; $G --shape $shape --seed 1 -o "$f" >"$OUT/gen-$shape.log" 2>&1; fi
@@ -36,10 +37,17 @@ PY
   done
   run() { local tag=$1; shift; $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^\| /|^\| [0-9]" "$OUT/decode-$shape-$tag.log"; }
-  run resident
-  run stream --gpu-mem $gib --cold stream
-  run stream-replay --gpu-mem $gib --cold stream --routing "$T" --replay-routing "$T"
-  run cpu --gpu-mem $gib --cold cpu
-  run cpu-replay --gpu-mem $gib --cold cpu --routing "$T" --replay-routing "$T"
+  for c in ${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts}; do
+    case $c in
+      resident) run resident ;;
+      stream) run stream --gpu-mem $gib --cold stream ;;
+      stream-replay) run stream-replay --gpu-mem $gib --cold stream --routing "$T" --replay-routing "$T" ;;
+      cpu) run cpu --gpu-mem $gib --cold cpu ;;
+      cpu-replay) run cpu-replay --gpu-mem $gib --cold cpu --routing "$T" --replay-routing "$T" ;;
+      auto) run auto --gpu-mem $gib ;;
+      auto-replay) run auto-replay --gpu-mem $gib --routing "$T" --replay-routing "$T" ;;
+      all-cpu-experts) run all-cpu-experts --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
+    esac
+  done
 done
 echo "== all done in $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,45 @@
+"""ON THE DEVICE: `hotmoe serve` on the GPU (--device cuda with the expert cache and with CPU
+workers, 2 slots) answers the same greedy chat completions as the CPU server, for 4 concurrent
+requests. Usage: python3 tools/device/serve_check.py BIN MODEL"""
+import json, subprocess, sys, threading, time, urllib.request
+
+BIN, MODEL = sys.argv[1], sys.argv[2]
+
+def start(port, extra):
+    p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(port), "--parallel", "2", "--ctx", "256"] + extra,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for _ in range(300):
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200:
+                return p
+        except Exception:
+            time.sleep(0.1)
+    p.kill()
+    raise SystemExit(f"FAIL serve {extra}: no /health: {p.stderr.read()[-2000:]}")
+
+def ask(port, text):
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 24, "temperature": 0}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body, {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["message"]["content"]
+
+def answers(port):
+    prompts = ["Hello there", "What is 2+2?", "Name a color", "Tell me a story"]
+    out = [None] * len(prompts)
+    def one(i): out[i] = ask(port, prompts[i])
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    [t.start() for t in ts]; [t.join() for t in ts]
+    return out
+
+ok = True
+cpu = start(18080, ["--device", "cpu"]); ref = answers(18080); cpu.terminate(); cpu.wait()
+for name, extra in [("cuda, all resident", ["--device", "cuda"]),
+                    ("cuda, --cold stream 0 static + 2 slots", ["--device", "cuda", "--cold", "stream", "--static-experts", "0", "--cache-slots", "2"]),
+                    ("cuda, --cold cpu 1 static + 2 slots", ["--device", "cuda", "--cold", "cpu", "--static-experts", "1", "--cache-slots", "2", "--cpu-threads", "4"])]:
+    p = start(18081, extra)
+    got = answers(18081)
+    p.terminate(); p.wait()
+    same = got == ref
+    ok &= same
+    print(f"{'PASS' if same else 'FAIL'} serve {name}: 4 concurrent greedy chat completions {'equal' if same else 'differ from'} the CPU server's"
+          + ("" if same else f": {got!r} vs {ref!r}"))
+sys.exit(0 if ok else 1)
