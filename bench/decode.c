@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         int took = runner_opts_flag(&ro, argv[i], i + 1 < argc ? argv[i + 1] : NULL, &e);
         if (took < 0) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 2; }
-        if (took) { i++; continue; }
+        if (took) { i += took == 1; continue; }
         if (!strcmp(argv[i], "-m") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) dev = argv[++i];
         else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
@@ -112,6 +112,7 @@ int main(int argc, char **argv) {
     printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
     double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
+    if (r.device == HM_DEVICE_CUDA) gpu_exec_info(r.gpu, &lay);   /* the exchange's swaps so far */
     if (lay.n_streamed) {
         /* --cold cpu: a swap-in is computed by the CPU in its step (counted there) and copied beside it */
         const double miss = (double)(st[2] + st[3] + (lay.cpu_threads ? 0 : st[1])), sel = st[0] + miss, toks = (double)n_gen * runs;
@@ -123,12 +124,12 @@ int main(int argc, char **argv) {
         h2d = gpu_measure_h2d(0);
         printf("\n| expert cache | static + slots / layer | hit rate | misses/token (copied in, read in place, on CPU) | PCIe/token | "
                "PCIe GB/s at decode rate | CPU experts/token | DRAM GB/s at decode rate | copy kernel GB/s (of cudaMemcpy %.1f) | "
-               "pinned host | VRAM (engine / device) |\n|---|---|---|---|---|---|---|---|---|---|---|\n", h2d);
-        printf("| %d MoE layers%s | %d + %d of %d | %.4f | %.2f (%.2f, %.2f, %.2f) | %.1f MB | %.1f | %.1f MB | %.1f | %.1f (%.0f%%) | %.2f GiB | %.2f / %.2f GiB |\n",
+               "pinned host | VRAM (engine / device) | exchange swaps |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", h2d);
+        printf("| %d MoE layers%s | %d + %d of %d | %.4f | %.2f (%.2f, %.2f, %.2f) | %.1f MB | %.1f | %.1f MB | %.1f | %.1f (%.0f%%) | %.2f GiB | %.2f / %.2f GiB | %lld |\n",
                lay.n_streamed, lay.cpu_threads ? ", cpu workers" : "", lay.n_static, lay.n_slots, c->n_expert, hit, mpt,
                st[1] / toks, st[2] / toks, st[3] / toks, pcie_tok / 1e6, pcie_tok * tok_s / 1e9, cpu_tok / 1e6,
                cpu_tok * tok_s / 1e9, copy_gbs, h2d > 0 ? 100 * copy_gbs / h2d : 0, lay.pinned_host / 1073741824.0,
-               lay.vram_total / 1073741824.0, vram / 1073741824.0);
+               lay.vram_total / 1073741824.0, vram / 1073741824.0, lay.swaps);
     }
     if (json) {
         FILE *f = fopen(json, "w");

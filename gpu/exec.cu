@@ -198,7 +198,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         mark(g, P_REDUCE);
     }
     if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);
-    if (g->side) {   /* the step ends when this step's swap-ins are in */
+    if (g->async_copies) {   /* the step ends when this step's swap-ins are in */
         cudaEventRecord(g->ev_join, g->side);
         cudaStreamWaitEvent(s, g->ev_join, 0);
     }
@@ -331,7 +331,7 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
         fail(err, errlen, "cuda: memset failed");
         goto done;
     }
-    hc.host = hrec_dev;
+    hc.host = hrec_dev; hc.host_h = hrec;
     hc.copy_max = -1;
     l->cache = (dcache *)malloc(sizeof(dcache));
     *l->cache = hc;
@@ -578,7 +578,10 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         for (int il = 0, j = 0; il < c->n_layer; il++) {
             dcache *ca = g->L[il].cache;
             if (!ca) continue;
-            ca->cpu = 1; ca->async = !o->swap_sync; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1;
+            ca->cpu = 1;
+            if (o->swap_interval > 0) { ca->async = 0; ca->copy_max = 0; }   /* the exchange moves experts, between steps */
+            else { ca->async = !o->swap_sync; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1; }
+            g->async_copies |= ca->async && ca->copy_max != 0;
             ca->job = dj + j; ca->step = g->d_step; ca->xn = g->xn; ca->w = g->ew; ca->n_embd = D;
             g->jobs_layer[j++] = il;
         }
@@ -590,6 +593,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
         CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
         g->cpu_threads = nt;
+        if (o->swap_interval > 0) {
+            g->xch_interval = o->swap_interval; g->xch_max = o->swap_max >= 0 ? o->swap_max : 64;
+            g->xch_floor = o->swap_floor > 0 ? (float)o->swap_floor : 4.f; g->xch_hyst = o->swap_hyst > 0 ? (float)o->swap_hyst : 2.f;
+            g->xch_per_layer = o->swap_per_layer;
+        }
     }
     g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
@@ -628,6 +636,8 @@ extern "C" int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos
     const hm_tensor *te = &g->m->tok_embd;
     hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)token * hm_row_size(te->type, te->ne[0]), g->h_x, te->ne[0]);
     *g->h_pos = pos;
+    if (g->xch_interval && g->tokens > 0 && g->tokens % g->xch_interval == 0 && hybrid_exchange(g, err, errlen)) return -1;
+    g->tokens++;
     if (g->h_step) ++*g->h_step;   /* the dispatcher expects steps 1, 2, ... in order */
     if (prof.on) {
         prof.n = 0;
@@ -660,7 +670,7 @@ extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
     out->vram_kv = g->vram_by[VRAM_KV]; out->vram_workspace = g->vram_by[VRAM_WORKSPACE]; out->vram_total = g->vram;
     out->pinned_host = g->pinned_bytes; out->n_streamed = g->n_streamed;
     out->n_static = g->n_static; out->n_slots = g->n_slots; out->expert_bytes = g->rec_bytes;
-    out->cpu_threads = g->cpu_threads;
+    out->cpu_threads = g->cpu_threads; out->swaps = g->swaps;
 }
 
 extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen) {

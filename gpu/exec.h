@@ -25,7 +25,11 @@ typedef struct {
     int quiet;              /* 1: no layout line on stderr */
     int route_io;           /* 1: record each step's expert choices and accept replayed ones (below) */
     int cpu_threads;        /* GPU_COLD_CPU: worker threads; 0: one per core but two (main, dispatcher) */
-    int swap_max;           /* GPU_COLD_CPU: misses copied into LFU slots per layer and step; -1: 1 */
+    int swap_max;           /* GPU_COLD_CPU: misses copied into LFU slots per layer and step (-1: 1); with
+                               swap_interval, swaps per exchange round (-1: 64) */
+    int swap_interval;      /* GPU_COLD_CPU: > 0: the histogram exchange every N tokens instead of per-step swap-ins */
+    double swap_floor, swap_hyst;   /* exchange: incoming count >= floor (0: 4) and > hyst x outgoing (0: 2.0) */
+    int swap_per_layer;     /* exchange: swap_max per layer instead of over all layers */
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
     int n_seq;              /* sequences with their own KV cache of n_ctx positions (serve's slots); 0: 1 */
     int swap_sync;          /* GPU_COLD_CPU: 0: a swap-in is computed by the CPU and copied on a side stream;
@@ -39,6 +43,7 @@ typedef struct {
     int n_streamed;         /* MoE layers with an expert cache */
     int n_static, n_slots;  /* per streamed layer */
     int cpu_threads;        /* --cold cpu: worker threads (0: none) */
+    long long swaps;        /* exchange swaps so far */
     size_t expert_bytes;    /* one expert record (gate + up + down, aligned) */
 } gpu_exec_layout;
 

@@ -44,6 +44,7 @@ typedef struct {
     size_t stride, off_up, off_down;
     uint8_t *dev;                    /* VRAM records */
     uint8_t *host;                   /* pinned host records (device-accessible pointer) */
+    uint8_t *host_h;                 /* the same records, host address (exchange copies) */
     int *hidx;                       /* device [n_expert]: host record, -1 for static experts */
     int *slot_of;                    /* device [n_expert]: VRAM record, -1 when cold */
     int *owner;                      /* device [n_static + n_slots]: expert in each record, -1 empty */
@@ -97,6 +98,11 @@ struct gpu_exec {
     volatile int stop;
     int *jobs_layer;                       /* (n_jobs) model layer of each job */
     void *zero_rec;                        /* an all-zero expert record: adds exactly 0 */
+    int async_copies;                      /* the decode graph forks swap-in copies onto side */
+    /* --swap-interval N > 0: the histogram exchange (hybrid.cu), every N tokens at a token boundary */
+    int xch_interval, xch_max, xch_per_layer;
+    float xch_floor, xch_hyst;
+    long long tokens, swaps;
     int cpu_threads;  /* route_io: (n_layer, k) choices out, replayed in */
     void *pinned;                         /* host records of all streamed layers (cudaHostAlloc) */
     size_t pinned_bytes;
@@ -115,6 +121,7 @@ void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexp
 /* gpu/hybrid.cu: waits for the layer's CPU job and puts its result in y_row (weight 1 in w1). */
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s);
 int hybrid_start(struct gpu_exec *g, int n_threads, char *err, size_t errlen);
+int hybrid_exchange(struct gpu_exec *g, char *err, size_t errlen);
 void hybrid_stop(struct gpu_exec *g);
 
 #endif

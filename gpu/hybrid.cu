@@ -8,9 +8,19 @@
  * then done = step with release order. The GPU runs its experts meanwhile (the CPU's ids point at
  * a zero record: their GEMVs add exactly 0), then k_hybrid_wait spins on done, copies out into an
  * extra expert row of weight 1, and the usual weighted reduce adds it. No host synchronisation
- * sits on the step's path other than these two flags; the graph is launched as usual. */
+ * sits on the step's path other than these two flags; the graph is launched as usual.
+ *
+ * The histogram exchange (--swap-interval N): every N tokens, between two steps, the layers'
+ * decayed routing counts (the cache kernel's LFU scores) and residency go to placement/policy.c's
+ * exchange_plan (the simulator's code). Each swap evicts at once (a kernel on the main stream:
+ * the outgoing expert's tables point back at its pinned record, so later steps give it to the
+ * CPU), copies the incoming expert into the freed slot on the side stream (cudaMemcpyAsync from
+ * pinned RAM, beside the following steps), then flips it in with a kernel on the side stream:
+ * tables first, then slot_of, so a step sees either the old state (CPU) or the new (slot) for
+ * each expert, never a half. */
 #include "exec_impl.cuh"
 extern "C" {
+#include "policy.h"
 #include "workers.h"
 }
 #include <pthread.h>
@@ -41,6 +51,83 @@ __global__ void k_hybrid_wait(const hjob *job, const int *step, float *y_row, fl
 
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s) {
     k_hybrid_wait<<<1, 1024, 0, s>>>(c->job, c->step, y_row, w1, n_embd);
+}
+
+/* evict: expert e leaves record r (its tables point at its host record again) */
+__global__ void k_flip_out(const dcache c, const void **tg, const void **tu, const void **td, int e, int r) {
+    const uint8_t *h = c.host + (size_t)c.hidx[e] * c.stride;
+    c.slot_of[e] = -1;
+    c.owner[r] = -1;
+    __threadfence();
+    tg[e] = h; tu[e] = h + c.off_up; td[e] = h + c.off_down;
+}
+
+/* flip in: expert e now lives in record r (copied there) */
+__global__ void k_flip_in(const dcache c, const void **tg, const void **tu, const void **td, int e, int r) {
+    uint8_t *d = c.dev + (size_t)r * c.stride;
+    tg[e] = d; tu[e] = d + c.off_up; td[e] = d + c.off_down;
+    __threadfence();
+    c.owner[r] = e;
+    c.slot_of[e] = r;
+}
+
+int hybrid_exchange(gpu_exec *g, char *err, size_t errlen) {
+    const hm_config *c = &g->m->cfg;
+    const int E = c->n_expert, S = g->n_static, C = g->n_slots;
+    if (C <= 0 || g->n_jobs <= 0) return 0;
+    if (cudaStreamSynchronize(g->side) != cudaSuccess) { snprintf(err, errlen, "exchange: the previous round's copies failed"); return -1; }
+    cache_layer *L = (cache_layer *)calloc(g->n_jobs, sizeof(cache_layer));
+    float *score = (float *)malloc(sizeof(float) * E);
+    int *slot_of = (int *)malloc(sizeof(int) * E), *owner = (int *)malloc(sizeof(int) * (S + C));
+    int *hidx = (int *)malloc(sizeof(int) * (size_t)E * g->n_jobs);   /* host record of each expert, per layer */
+    cache_swap *sw = (cache_swap *)malloc(sizeof(cache_swap) * ((size_t)g->n_jobs * C + 1));
+    int rc = -1, n = 0;
+    for (int j = 0; j < g->n_jobs; j++) {
+        const dcache *ca = g->L[g->jobs_layer[j]].cache;
+        if (cache_layer_init(&L[j], E, C) ||
+            cudaMemcpy(score, ca->score, sizeof(float) * E, cudaMemcpyDeviceToHost) != cudaSuccess ||
+            cudaMemcpy(slot_of, ca->slot_of, sizeof(int) * E, cudaMemcpyDeviceToHost) != cudaSuccess ||
+            cudaMemcpy(owner, ca->owner, sizeof(int) * (S + C), cudaMemcpyDeviceToHost) != cudaSuccess ||
+            cudaMemcpy(hidx + (size_t)j * E, ca->hidx, sizeof(int) * E, cudaMemcpyDeviceToHost) != cudaSuccess) {
+            snprintf(err, errlen, "exchange: cannot read the routing counts of layer %d", g->jobs_layer[j]);
+            goto out;
+        }
+        for (int e = 0; e < E; e++) {
+            L[j].count[e] = score[e];
+            L[j].pinned[e] = slot_of[e] >= 0 && slot_of[e] < S;
+            L[j].expert_slot[e] = slot_of[e] >= S ? slot_of[e] - S : -1;
+        }
+        for (int x = 0; x < C; x++) L[j].slot_expert[x] = owner[S + x];
+    }
+    {
+        policy_params p = policy_defaults(POLICY_EXCHANGE);
+        p.swap_interval = g->xch_interval; p.swap_max = g->xch_max; p.swap_floor = g->xch_floor; p.swap_hyst = g->xch_hyst;
+        p.swap_per_layer = g->xch_per_layer; p.swap_decay = g->decay;
+        n = exchange_plan(L, g->n_jobs, &p, sw, g->n_jobs * C);
+        if (n < 0) { snprintf(err, errlen, "exchange: out of memory"); goto out; }
+    }
+    for (int i = 0; i < n; i++) {
+        const int j = sw[i].layer, r = S + sw[i].slot, e = sw[i].expert_in;
+        const dcache *ca = g->L[g->jobs_layer[j]].cache;
+        const dexperts *x = &g->L[g->jobs_layer[j]].exps;
+        const int h = hidx[(size_t)j * E + e];
+        if (h < 0) continue;   /* a static expert is never cold: exchange_plan does not pick one */
+        if (sw[i].expert_out >= 0) k_flip_out<<<1, 1, 0, g->s>>>(*ca, x->gate, x->up, x->down, sw[i].expert_out, r);
+        if (cudaEventRecord(g->ev_fork, g->s) != cudaSuccess || cudaStreamWaitEvent(g->side, g->ev_fork, 0) != cudaSuccess ||
+            cudaMemcpyAsync(ca->dev + (size_t)r * ca->stride, ca->host_h + (size_t)h * ca->stride, ca->stride,
+                            cudaMemcpyHostToDevice, g->side) != cudaSuccess) {
+            snprintf(err, errlen, "exchange: cannot queue the copy of expert %d of layer %d", e, g->jobs_layer[j]);
+            goto out;
+        }
+        k_flip_in<<<1, 1, 0, g->side>>>(*ca, x->gate, x->up, x->down, e, r);
+        g->swaps++;
+    }
+    if (cudaGetLastError() != cudaSuccess) { snprintf(err, errlen, "exchange: a flip kernel failed to launch"); goto out; }
+    rc = 0;
+out:
+    for (int j = 0; j < g->n_jobs; j++) cache_layer_free(&L[j]);
+    free(L); free(score); free(slot_of); free(owner); free(sw); free(hidx);
+    return rc;
 }
 
 static void cpu_relax(void) { __builtin_ia32_pause(); }

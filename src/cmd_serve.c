@@ -65,7 +65,7 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
         hm_error re;
         int took = runner_opts_flag(&o->ro, a, v, &re);
         if (took < 0) { fprintf(stderr, "hotmoe serve: %s\n", re.msg); return -1; }
-        if (took) { i++; continue; }
+        if (took) { i += took == 1; continue; }
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
         else if (!strcmp(a, "--host")) o->host = v;
         else if (!strcmp(a, "--port")) rc = parse_long(a, v, 0, 65535, &o->port);

@@ -82,12 +82,8 @@ static void gpu_free(void *ctx) {
 
 int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int n_ctx, const runner_opts *o, int32_t eos_id,
                        hm_error *e) {
-    gpu_exec_opts go = { .cold = GPU_COLD_NONE, .n_static = -1, .n_slots = -1, .swap_max = -1, .n_seq = n_slots };
-    if (o) {
-        go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold == RUNNER_COLD_AUTO ? GPU_COLD_NONE : o->cold;
-        go.n_static = o->n_static; go.n_slots = o->n_slots; go.counts = o->counts; go.decay = o->decay;
-        go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max; go.swap_sync = o->swap_sync; go.ram_gib = o->ram_gib;
-    }
+    gpu_exec_opts go;
+    runner_gpu_opts(o, n_slots, &go);
     char msg[1024];
     gpu_exec *g = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
     if (!g) return hm_fail(e, "%s", msg);

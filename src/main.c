@@ -59,7 +59,7 @@ static void parse_opts(opts *o, int argc, char **argv) {
         hm_error re;
         int took = runner_opts_flag(&o->ro, a, v, &re);
         if (took < 0) { fprintf(stderr, "hotmoe: %s\n", re.msg); exit(2); }
-        if (took) { i++; continue; }
+        if (took) { i += took == 1; continue; }
 #define VAL() (v ? (i++, v) : (die("%s: expected a value after it", a), ""))
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = VAL();
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) o->prompt = VAL();

@@ -21,8 +21,22 @@ static int parse_num(const char *flag, const char *v, double lo, double hi, doub
     return 0;
 }
 
+void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
+    memset(go, 0, sizeof *go);
+    go->cold = GPU_COLD_NONE; go->n_static = go->n_slots = go->swap_max = -1; go->n_seq = n_seq;
+    if (!o) return;
+    go->gpu_mem_gib = o->gpu_mem_gib; go->n_static = o->n_static; go->n_slots = o->n_slots;
+    go->counts = o->counts; go->decay = o->decay; go->route_io = o->route_io;
+    go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_sync = o->swap_sync; go->ram_gib = o->ram_gib;
+    go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
+    go->swap_per_layer = o->swap_per_layer;
+    /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
+    go->cold = o->cold == RUNNER_COLD_AUTO ? (o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE) : o->cold;
+}
+
 int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error *e) {
     double x;
+    if (!strcmp(flag, "--no-swap")) { o->swap_max = 0; return 2; }
     if (!strcmp(flag, "--gpu-mem")) { if (parse_num(flag, val, 0, 1 << 20, &x, e)) return -1; o->gpu_mem_gib = x; return 1; }
     if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
     if (!strcmp(flag, "--static-experts") || !strcmp(flag, "--cache-slots")) {
@@ -35,6 +49,25 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
         if (parse_num(flag, val, 0, 4096, &x, e)) return -1;
         if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
         *(flag[2] == 'c' ? &o->cpu_threads : &o->swap_max) = (int)x;
+        return 1;
+    }
+    if (!strcmp(flag, "--swap-interval")) {
+        if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1;
+        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
+        o->swap_interval = (int)x;
+        return 1;
+    }
+    if (!strcmp(flag, "--swap-floor")) { if (parse_num(flag, val, 0, 1e9, &x, e)) return -1; o->swap_floor = x; return 1; }
+    if (!strcmp(flag, "--swap-hyst")) { if (parse_num(flag, val, 1, 1e9, &x, e)) return -1; o->swap_hyst = x; return 1; }
+    if (!strcmp(flag, "--swap-scope")) {
+        if (val && !strcmp(val, "global")) o->swap_per_layer = 0;
+        else if (val && !strcmp(val, "layer")) o->swap_per_layer = 1;
+        else return hm_fail(e, "--swap-scope: expected global or layer, found '%s'", val ? val : "(nothing)"), -1;
+        return 1;
+    }
+    if (!strcmp(flag, "--swap-stats")) {   /* the dual-GPU recipe's name for the start placement's stats file */
+        if (!val) return hm_fail(e, "--swap-stats: expected a trace file"), -1;
+        o->routing = val;
         return 1;
     }
     if (!strcmp(flag, "--lfu-decay")) {
@@ -80,13 +113,8 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
         char msg[1024];
-        gpu_exec_opts go = { .cold = GPU_COLD_NONE, .n_static = -1, .n_slots = -1, .swap_max = -1 };
-        if (o) {
-            go.gpu_mem_gib = o->gpu_mem_gib; go.cold = o->cold; go.n_static = o->n_static; go.n_slots = o->n_slots;
-            go.counts = o->counts; go.decay = o->decay; go.route_io = o->route_io;
-            go.cpu_threads = o->cpu_threads; go.swap_max = o->swap_max; go.swap_sync = o->swap_sync; go.ram_gib = o->ram_gib;
-            if (o->cold == RUNNER_COLD_AUTO) go.cold = o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE;   /* unresolved: no planner here */
-        }
+        gpu_exec_opts go;
+        runner_gpu_opts(o, 1, &go);
         r->gpu = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
         if (!r->gpu) return hm_fail(e, "%s", msg);
         r->device = HM_DEVICE_CUDA;

@@ -3,6 +3,7 @@
 #ifndef HM_RUNNER_H
 #define HM_RUNNER_H
 #include "cpu.h"
+#include "exec.h"
 #include "model.h"
 #include "util.h"
 
@@ -31,11 +32,17 @@ typedef struct {
     int cpu_threads;         /* --cpu-threads N (--cold cpu); 0: one per core but two */
     int swap_max;            /* --swap-max N: misses copied into LFU slots per layer and step (--cold cpu); -1: 1 */
     int swap_sync;           /* 1: those copies serve the step beside the CPU's work (--cold auto's mixed path) */
+    int swap_interval;       /* --swap-interval N: the histogram exchange every N tokens (0: LFU swap-ins per step) */
+    double swap_floor, swap_hyst;   /* --swap-floor 4, --swap-hyst 2.0 */
+    int swap_per_layer;      /* --swap-scope layer (1) | global (0) */
 } runner_opts;
 
 void runner_opts_init(runner_opts *o);
-/* If flag is one of runner_opts' flags, parses val into o and returns 1; unknown flag: 0; a bad
- * value: -1 with e naming the flag, what was expected and what was found. */
+/* The executor's options (gpu/exec.h) for o; n_seq: KV caches (slots). o->cold must be resolved. */
+void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *out);
+/* If flag is one of runner_opts' flags, parses val into o and returns 1 (val used) or 2 (a flag
+ * without a value: --no-swap); unknown flag: 0; a bad value: -1 with e naming the flag, what was
+ * expected and what was found. */
 int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error *e);
 
 /* Parses "cpu" / "cuda" / "auto". Returns -1 for anything else. */

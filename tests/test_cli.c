@@ -80,7 +80,7 @@ int main(void) {
     static const struct { const char *args, *want; int rc; } bad[] = {
         { "--cold bogus", "--cold", 2 }, { "--gpu-mem -1", "--gpu-mem", 2 }, { "--gpu-mem lots", "--gpu-mem", 2 },
         { "--static-experts 1.5", "--static-experts", 2 }, { "--cache-slots -2", "--cache-slots", 2 },
-        { "--swap-max x", "--swap-max", 2 }, { "--lfu-decay 0", "--lfu-decay", 2 }, { "--routing", "--routing", 2 },
+        { "--swap-max x", "--swap-max", 2 }, { "--swap-scope wide", "--swap-scope", 2 }, { "--swap-hyst 0.5", "--swap-hyst", 2 }, { "--lfu-decay 0", "--lfu-decay", 2 }, { "--routing", "--routing", 2 },
         { "--device cpu --gpu-mem 8", "--device cuda", 1 }, { "--device cpu --cold stream", "--device cuda", 1 },
         { "--device cpu --cpu-threads 4", "--cold cpu", 1 },
         { "--device cpu --routing /nonexistent.hmrt", "/nonexistent.hmrt", 1 },

@@ -39,7 +39,6 @@ static int run_forced(const hm_model *m, const gpu_exec_opts *o, float *out, int
                       gpu_exec_layout *lay, char *err, size_t n) {
     gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, o, err, n);
     if (!g) return -1;
-    if (lay) gpu_exec_info(g, lay);
     const int V = m->cfg.n_vocab;
     int32_t t = 1 % V;
     int rc = 0;
@@ -55,6 +54,7 @@ static int run_forced(const hm_model *m, const gpu_exec_opts *o, float *out, int
         }
     }
     if (!rc && st) rc = gpu_exec_cache_stats(g, st, 0, err, n);
+    if (lay) gpu_exec_info(g, lay);
     gpu_exec_free(g);
     return rc;
 }
@@ -117,20 +117,24 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     }
     /* --cold cpu: the misses not copied are computed by the CPU workers (reference kernels there:
      * the sums differ from the GPU's only in order), fed the reference tokens */
-    struct { int S, C, swap; const char *name; } cc[] = {
-        { 0, 0, 0, "--cold cpu, every expert on the CPU" },
-        { 1, k, 1, "--cold cpu, 1 static + k slots, 1 swap-in per layer and step" },
-        { E / 4, E / 4, 0, "--cold cpu, E/4 static + E/4 slots, no swap-ins" },
+    struct { int S, C, swap, interval; const char *name; } cc[] = {
+        { 0, 0, 0, 0, "--cold cpu, every expert on the CPU" },
+        { 1, k, 1, 0, "--cold cpu, 1 static + k slots, 1 swap-in per layer and step" },
+        { E / 4, E / 4, 0, 0, "--cold cpu, E/4 static + E/4 slots, no swap-ins" },
+        { 1, k, 64, 1, "--cold cpu, exchange forced at every token (floor 0.01, hysteresis 1)" },
+        { 0, E / 2, 8, 8, "--cold cpu, exchange every 8 tokens, at most 8 swaps" },
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) {
-        if (quick && i != 1) continue;
+        if (quick && i != 1 && i != 3) continue;
         for (int fast = 0; fast < 2; fast++) {
             if (fast && i) break;
             gpu_exec_opts o = mk(0, GPU_COLD_CPU, cc[i].S, cc[i].C, counts, 0);
-            o.swap_max = cc[i].swap; o.cpu_threads = 4;
+            o.swap_max = cc[i].swap; o.cpu_threads = 4; o.swap_interval = cc[i].interval;
+            if (cc[i].interval == 1) { o.swap_floor = 0.01; o.swap_hyst = 1.0; }
             uint64_t st[4];
+            gpu_exec_layout lay;
             hm_kernels_set(fast ? HM_KERNELS_FAST : HM_KERNELS_REF);
-            int rc = run_forced(m, &o, got, gt, rt, st, NULL, err, sizeof err);
+            int rc = run_forced(m, &o, got, gt, rt, st, &lay, err, sizeof err);
             hm_kernels_set(HM_KERNELS_FAST);
             if (rc) { check(0, "%s", label, err); continue; }
             double worst = 0;
@@ -144,11 +148,12 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
             /* a swap-in is computed by the CPU in its step and copied beside it: copied <= on the CPU */
             uint64_t sel = st[0] + st[2] + st[3], want = (uint64_t)n_moe * k * (NTOK + 3);
             int counters = sel == want && st[2] == 0 && st[1] <= st[3] && (cc[i].swap > 0 || st[1] == 0) &&
-                           (cc[i].S + cc[i].C > 0 || st[3] == want);
+                           (cc[i].S + cc[i].C > 0 || st[3] == want) && (cc[i].interval == 0 || st[1] == 0) &&
+                           (cc[i].interval != 1 || lay.swaps >= NTOK / 2);
             snprintf(what, sizeof what, "%s (%s kernels on the CPU): max rel err vs all-resident %.3g (%s), argmax %s; "
-                     "hits %llu, copied %llu, on the CPU %llu (sum %llu, expected %llu)", cc[i].name, fast ? "fast" : "ref",
+                     "hits %llu, copied %llu, on the CPU %llu (sum %llu, expected %llu), exchange swaps %lld", cc[i].name, fast ? "fast" : "ref",
                      worst, fast ? "reported" : "<= 1e-4", same_argmax ? "identical" : "differs", (unsigned long long)st[0],
-                     (unsigned long long)st[1], (unsigned long long)st[3], (unsigned long long)sel, (unsigned long long)want);
+                     (unsigned long long)st[1], (unsigned long long)st[3], (unsigned long long)sel, (unsigned long long)want, lay.swaps);
             check((fast || worst <= 1e-4) && counters, "%s", label, what);
         }
     }

@@ -47,6 +47,9 @@ PY
       auto) run auto --gpu-mem $gib ;;
       auto-replay) run auto-replay --gpu-mem $gib --routing "$T" --replay-routing "$T" ;;
       all-cpu-experts) run all-cpu-experts --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
+      no-swap) run no-swap --gpu-mem $gib --cold cpu --no-swap ;;
+      exchange) run exchange --gpu-mem $gib --cold cpu --swap-interval 64 ;;
+      exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
   done
 done
