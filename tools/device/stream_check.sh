@@ -25,21 +25,25 @@ for spec in $MODELS; do
   [ -f "$T" ] || $H simulate --generate $shape --tokens 4096 --seed 7 --write "$T" >"$OUT/trace-$shape.log" 2>&1
   [ "$shape" = a3b ] && { ./build-dev/tests/test_gpu_stream --quick "$f" >"$OUT/stream_test_a3b.log" 2>&1; grep -E "FAIL|passed" "$OUT/stream_test_a3b.log"; }
   echo "== $shape at $gib GiB ($(( $(date +%s) - t0 )) s)"
-  for cold in stream cpu; do
-    $H plan -m "$f" --gpu-mem $gib --cold $cold --routing "$T" --ctx $((128 + GEN)) --decode-pos $((128 + GEN / 2)) --json >"$OUT/plan-$shape-$cold.json" 2>"$OUT/plan-$shape-$cold.err"
-    python3 - "$OUT/plan-$shape-$cold.json" $cold <<'PY' 2>&1 | tail -1
+  plans() {   # the planner's prediction, with DEVICE.md's HBM rate and with this build's measured decode GB/s
+    local hbm; hbm=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['gb_s'])" "$OUT/decode-$shape-resident.json" 2>/dev/null || echo 0)
+    for cold in stream cpu auto; do for rate in default $hbm; do
+      local extra=""; [ "$rate" = default ] || extra="--hbm-gbs $rate"
+      $H plan -m "$f" --gpu-mem $gib --cold $cold --ctx $((128 + GEN)) --decode-pos $((128 + GEN / 2)) $extra --json >"$OUT/plan-$shape-$cold-$rate.json" 2>"$OUT/plan-$shape-$cold.err"
+      python3 - "$OUT/plan-$shape-$cold-$rate.json" "$cold (HBM $rate)" <<'PY' 2>&1 | tail -1
 import json, sys
 j = json.load(open(sys.argv[1])); g = j['gpus'][0]; L = [x for x in j['layers'] if x.get('moe')][0]
-print('plan %s: decode %.1f tok/s (%s), VRAM %.2f GiB, pinned %.2f GiB, per layer %d static + %d slots, %d stream, %d cpu'
+print('plan %s: decode %.1f tok/s (%s), VRAM %.3f GiB, pinned %.2f GiB, per layer %d static + %d slots, %d stream, %d cpu'
       % (sys.argv[2], j['decode']['tok_s'], j['decode']['bottleneck'], g['total'] / 2**30, j['host']['pinned'] / 2**30,
          len(L['static']), len(L['slots']), len(L['stream']), len(L['cpu'])))
 PY
-  done
+    done; done
+  }
   run() { local tag=$1; shift; $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^\| /|^\| [0-9]" "$OUT/decode-$shape-$tag.log"; }
   for c in ${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts}; do
     case $c in
-      resident) run resident ;;
+      resident) run resident; plans ;;
       stream) run stream --gpu-mem $gib --cold stream ;;
       stream-replay) run stream-replay --gpu-mem $gib --cold stream --routing "$T" --replay-routing "$T" ;;
       cpu) run cpu --gpu-mem $gib --cold cpu ;;
