@@ -114,8 +114,8 @@ int main(int argc, char **argv) {
     double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
     if (r.device == HM_DEVICE_CUDA) gpu_exec_info(r.gpu, &lay);   /* the exchange's swaps so far */
     if (lay.n_streamed) {
-        /* --cold cpu: a swap-in is computed by the CPU in its step (counted there) and copied beside it */
-        const double miss = (double)(st[2] + st[3] + (lay.cpu_threads ? 0 : st[1])), sel = st[0] + miss, toks = (double)n_gen * runs;
+        /* --swap-async: a swap-in is computed by the CPU in its step (counted there) and copied beside it */
+        const double miss = (double)(st[2] + st[3] + (lay.swap_async ? 0 : st[1])), sel = st[0] + miss, toks = (double)n_gen * runs;
         hit = sel ? st[0] / sel : 0;
         mpt = miss / toks;
         pcie_tok = (st[1] + st[2]) / toks * (double)lay.expert_bytes;

@@ -11,9 +11,10 @@
  *     through its table entry, which always points at a valid copy.
  *   k_cache_copy (many blocks): copies the listed records over PCIe (reads of mapped host
  *     memory, 16-byte words, several loads in flight per thread); nothing to do: blocks exit.
- * --cold cpu (hybrid.cu): misses beyond --swap-max go to the CPU workers; a swap-in is computed
- * by the CPU in its own step too and copied on a side stream (c->async) that the step joins at
- * its end, so the copy overlaps the rest of the step and the slot serves from the next step on.
+ * --cold cpu (hybrid.cu): misses beyond --swap-max go to the CPU workers while the swap-ins are
+ * copied (and then served from VRAM in the same step); with --swap-async a swap-in is computed by
+ * the CPU too and copied on a side stream (c->async) that the step joins at its end, so the copy
+ * overlaps the rest of the step and the slot serves from the next step on.
  * The expert GEMVs that follow read weights through the tables, so the logits are those of the
  * all-resident model bit for bit: the same bytes, the same kernels. Hit and miss counters stay on
  * the device; the host reads them between runs (gpu_exec_cache_stats). */

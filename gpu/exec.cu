@@ -580,8 +580,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             if (!ca) continue;
             ca->cpu = 1;
             if (o->swap_interval > 0) { ca->async = 0; ca->copy_max = 0; }   /* the exchange moves experts, between steps */
-            else { ca->async = !o->swap_sync; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1; }
+            else { ca->async = o->swap_async; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1; }
             g->async_copies |= ca->async && ca->copy_max != 0;
+            g->swap_async = ca->async;
             ca->job = dj + j; ca->step = g->d_step; ca->xn = g->xn; ca->w = g->ew; ca->n_embd = D;
             g->jobs_layer[j++] = il;
         }
@@ -670,7 +671,7 @@ extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
     out->vram_kv = g->vram_by[VRAM_KV]; out->vram_workspace = g->vram_by[VRAM_WORKSPACE]; out->vram_total = g->vram;
     out->pinned_host = g->pinned_bytes; out->n_streamed = g->n_streamed;
     out->n_static = g->n_static; out->n_slots = g->n_slots; out->expert_bytes = g->rec_bytes;
-    out->cpu_threads = g->cpu_threads; out->swaps = g->swaps;
+    out->cpu_threads = g->cpu_threads; out->swaps = g->swaps; out->swap_async = g->swap_async;
 }
 
 extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen) {

@@ -32,8 +32,9 @@ typedef struct {
     int swap_per_layer;     /* exchange: swap_max per layer instead of over all layers */
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
     int n_seq;              /* sequences with their own KV cache of n_ctx positions (serve's slots); 0: 1 */
-    int swap_sync;          /* GPU_COLD_CPU: 0: a swap-in is computed by the CPU and copied on a side stream;
-                               1: it is copied before the experts run and served from VRAM (PCIe and CPU at once) */
+    int swap_async;         /* GPU_COLD_CPU: 0 (default): a swap-in is copied before the experts run and served
+                               from VRAM, beside the CPU's experts (PCIe and CPU at once); 1: the CPU computes it
+                               too and the copy runs on a side stream beside the rest of the step */
 } gpu_exec_opts;
 
 /* Where things went (gpu_exec_info). */
@@ -44,6 +45,7 @@ typedef struct {
     int n_static, n_slots;  /* per streamed layer */
     int cpu_threads;        /* --cold cpu: worker threads (0: none) */
     long long swaps;        /* exchange swaps so far */
+    int swap_async;         /* --cold cpu: swap-ins computed by the CPU and copied on the side (counted on the CPU too) */
     size_t expert_bytes;    /* one expert record (gate + up + down, aligned) */
 } gpu_exec_layout;
 

@@ -99,6 +99,7 @@ struct gpu_exec {
     int *jobs_layer;                       /* (n_jobs) model layer of each job */
     void *zero_rec;                        /* an all-zero expert record: adds exactly 0 */
     int async_copies;                      /* the decode graph forks swap-in copies onto side */
+    int swap_async;                        /* the caches' async flag (--swap-async) */
     /* --swap-interval N > 0: the histogram exchange (hybrid.cu), every N tokens at a token boundary */
     int xch_interval, xch_max, xch_per_layer;
     float xch_floor, xch_hyst;

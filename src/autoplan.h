@@ -11,7 +11,7 @@ typedef struct {
     int cold;              /* GPU_COLD_STREAM or GPU_COLD_CPU (exec.h) */
     int n_static;          /* static experts per MoE layer (the executor fills the rest with slots) */
     int swap_max;          /* cpu: misses copied per layer and step beside the CPU's (mixed) */
-    int swap_sync;         /* 1: those copies serve the step (PCIe and CPU at once), 0: swap-ins */
+    int mixed;             /* 1: the plan mixes PCIe copies that serve the step with the CPU's experts */
     double decode_tok_s;   /* the planner's prediction */
     char why[256];         /* one line: what the planner chose and its bottleneck */
 } autoplan;

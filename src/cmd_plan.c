@@ -562,11 +562,11 @@ int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_p
         double share = (double)pl->n_stream / (pl->n_stream + pl->n_cpu);
         out->swap_max = (int)lround(li->k * pl->miss_rate * share);
         if (out->swap_max < 1) out->swap_max = 1;
-        out->swap_sync = 1;
+        out->mixed = 1;
     } else
         out->swap_max = -1;
     snprintf(out->why, sizeof out->why, "--cold auto: the planner chose --cold %s%s, %d static experts per layer; predicted %.1f tok/s (%s-bound)",
-             out->cold == GPU_COLD_CPU ? "cpu" : "stream", out->swap_sync ? " with PCIe copies beside the CPU" : "",
+             out->cold == GPU_COLD_CPU ? "cpu" : "stream", out->mixed ? " with PCIe copies beside the CPU" : "",
              out->n_static, p.decode_tok_s, cost_link_name(p.decode_limit));
     rc = 0;
 out:
@@ -584,7 +584,7 @@ int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int
     if (autoplan_choose(m, o->gpu_mem_gib, o->routing, n_ctx, &a, e)) return -1;
     o->cold = a.cold;
     if (o->n_static < 0 && o->n_slots < 0) o->n_static = a.n_static;
-    if (a.cold == GPU_COLD_CPU && o->swap_max < 0) { o->swap_max = a.swap_max; o->swap_sync = a.swap_sync; }
+    if (a.cold == GPU_COLD_CPU && o->swap_max < 0) o->swap_max = a.swap_max;
     if (!quiet) fprintf(stderr, "hotmoe: %s\n", a.why);
     return 0;
 }

@@ -35,7 +35,7 @@ static const char usage[] =
     "usage: hotmoe serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "                    [--ctx N] [--queue N] [--body-limit BYTES] [--timeout SECONDS] [--keepalive SECONDS]\n"
     "                    [--alias NAME] [--any-model] [--chat-template FAMILY] [--prefill-chunk N]\n"
-    "                    [--config FILE] [--device auto|cpu|cuda] [--kernels fast|ref]\n"
+    "                    [--config FILE] [--device auto|cpu|cuda] [--kernels fast|ref]   (auto: cuda when --gpu-mem is given)\n"
     "                    [--gpu-mem GiB] [--cold auto|none|stream|cpu] [--static-experts N] [--cache-slots N]\n"
     "                    [--routing TRACE] [--lfu-decay D] [--cpu-threads N] [--swap-max N] [--ram GiB]\n"
     "  --api-key also reads HOTMOE_API_KEY; /health never needs it.\n"
@@ -176,7 +176,8 @@ int cmd_serve(int argc, char **argv) {
         }
         free(ids);
     } else {
-        int dev = o.device == HM_DEVICE_AUTO ? (gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU) : o.device;
+        /* auto: the GPU when a GPU budget is given and a GPU is present (the GPU backend is new: opt in) */
+        int dev = o.device != HM_DEVICE_AUTO ? o.device : o.ro.gpu_mem_gib > 0 && gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
         runner_opts *ro = &o.ro;
         int64_t *counts = NULL;
         if (dev == HM_DEVICE_CUDA) {

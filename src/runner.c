@@ -27,7 +27,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     if (!o) return;
     go->gpu_mem_gib = o->gpu_mem_gib; go->n_static = o->n_static; go->n_slots = o->n_slots;
     go->counts = o->counts; go->decay = o->decay; go->route_io = o->route_io;
-    go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_sync = o->swap_sync; go->ram_gib = o->ram_gib;
+    go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
     go->swap_per_layer = o->swap_per_layer;
     /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
@@ -37,6 +37,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
 int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error *e) {
     double x;
     if (!strcmp(flag, "--no-swap")) { o->swap_max = 0; return 2; }
+    if (!strcmp(flag, "--swap-async")) { o->swap_async = 1; return 2; }
     if (!strcmp(flag, "--gpu-mem")) { if (parse_num(flag, val, 0, 1 << 20, &x, e)) return -1; o->gpu_mem_gib = x; return 1; }
     if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
     if (!strcmp(flag, "--static-experts") || !strcmp(flag, "--cache-slots")) {

@@ -31,7 +31,7 @@ typedef struct {
     int route_io;            /* set by the caller when --record-routing / --replay-routing are given */
     int cpu_threads;         /* --cpu-threads N (--cold cpu); 0: one per core but two */
     int swap_max;            /* --swap-max N: misses copied into LFU slots per layer and step (--cold cpu); -1: 1 */
-    int swap_sync;           /* 1: those copies serve the step beside the CPU's work (--cold auto's mixed path) */
+    int swap_async;          /* --swap-async: swap-ins computed by the CPU and copied on a side stream */
     int swap_interval;       /* --swap-interval N: the histogram exchange every N tokens (0: LFU swap-ins per step) */
     double swap_floor, swap_hyst;   /* --swap-floor 4, --swap-hyst 2.0 */
     int swap_per_layer;      /* --swap-scope layer (1) | global (0) */

@@ -122,6 +122,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
         { 1, k, 1, 0, "--cold cpu, 1 static + k slots, 1 swap-in per layer and step" },
         { E / 4, E / 4, 0, 0, "--cold cpu, E/4 static + E/4 slots, no swap-ins" },
         { 1, k, 64, 1, "--cold cpu, exchange forced at every token (floor 0.01, hysteresis 1)" },
+        { 1, k, 2, -1, "--cold cpu --swap-async, 1 static + k slots, 2 swap-ins per layer and step on the side stream" },
         { 0, E / 2, 8, 8, "--cold cpu, exchange every 8 tokens, at most 8 swaps" },
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) {
@@ -129,7 +130,8 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
         for (int fast = 0; fast < 2; fast++) {
             if (fast && i) break;
             gpu_exec_opts o = mk(0, GPU_COLD_CPU, cc[i].S, cc[i].C, counts, 0);
-            o.swap_max = cc[i].swap; o.cpu_threads = 4; o.swap_interval = cc[i].interval;
+            o.swap_max = cc[i].swap; o.cpu_threads = 4; o.swap_interval = cc[i].interval > 0 ? cc[i].interval : 0;
+            o.swap_async = cc[i].interval < 0;
             if (cc[i].interval == 1) { o.swap_floor = 0.01; o.swap_hyst = 1.0; }
             uint64_t st[4];
             gpu_exec_layout lay;
@@ -145,10 +147,11 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
                 if (!(e <= worst)) worst = e;
                 if (p >= 3) same_argmax &= gt[p - 3] == rt[p - 3];
             }
-            /* a swap-in is computed by the CPU in its step and copied beside it: copied <= on the CPU */
-            uint64_t sel = st[0] + st[2] + st[3], want = (uint64_t)n_moe * k * (NTOK + 3);
-            int counters = sel == want && st[2] == 0 && st[1] <= st[3] && (cc[i].swap > 0 || st[1] == 0) &&
-                           (cc[i].S + cc[i].C > 0 || st[3] == want) && (cc[i].interval == 0 || st[1] == 0) &&
+            /* --swap-async: a swap-in is computed by the CPU in its step and copied beside it (copied <=
+             * on the CPU); else it is copied first and served from VRAM (a selection of its own) */
+            uint64_t sel = st[0] + st[2] + st[3] + (o.swap_async ? 0 : st[1]), want = (uint64_t)n_moe * k * (NTOK + 3);
+            int counters = sel == want && st[2] == 0 && (!o.swap_async || st[1] <= st[3]) && (cc[i].swap > 0 || st[1] == 0) &&
+                           (cc[i].S + cc[i].C > 0 || st[3] == want) && (cc[i].interval <= 0 || st[1] == 0) &&
                            (cc[i].interval != 1 || lay.swaps >= NTOK / 2);
             snprintf(what, sizeof what, "%s (%s kernels on the CPU): max rel err vs all-resident %.3g (%s), argmax %s; "
                      "hits %llu, copied %llu, on the CPU %llu (sum %llu, expected %llu), exchange swaps %lld", cc[i].name, fast ? "fast" : "ref",
