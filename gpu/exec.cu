@@ -98,7 +98,7 @@ extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
                           c->n_expert * 2 + (size_t)ff * c->n_expert_used +
-                          (size_t)c->n_head * ((n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK) * (c->head_dim + 2));
+                          op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
     return n;
 }
 
@@ -201,8 +201,8 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
     int D = c->n_embd, ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
-    if (c->head_dim > 256 || c->n_expert > 4096 || c->n_expert_used > 64) {
-        fail(err, errlen, "gpu: unsupported shape (head_dim %d <= 256, n_expert %d <= 4096, top-k %d <= 64 expected)",
+    if (c->head_dim > 256 || c->head_dim % 4 || c->n_expert > 4096 || c->n_expert_used > 64) {
+        fail(err, errlen, "gpu: unsupported shape (head_dim %d <= 256 and a multiple of 4, n_expert %d <= 4096, top-k %d <= 64 expected)",
              c->head_dim, c->n_expert, c->n_expert_used);
         goto bad;
     }
@@ -263,14 +263,13 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         goto bad;
     {
         size_t kv = (size_t)c->n_layer * n_ctx * c->kv_dim * sizeof(float);
-        int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
 #define A(ptr, n) if (!(ptr = (float *)dalloc(g, sizeof(float) * (size_t)(n), err, errlen))) goto bad
         if (!(g->kc = (float *)dalloc(g, kv, err, errlen)) || !(g->vc = (float *)dalloc(g, kv, err, errlen))) goto bad;
         A(g->x, D); A(g->xn, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * c->n_expert_used); A(g->sh, D);
-        A(g->part, (size_t)c->n_head * n_split * (c->head_dim + 2));
+        A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
 #undef A
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))

@@ -2,17 +2,17 @@
  * quantized to int8 per 32 values, weights are decoded to int8 lanes and multiplied with __dp4a
  * (gemv_q8.cuh has the formats, the rounding and the per-type math).
  *
- * Shape of the work. A thread block (256 threads) first issues the loads of its first weight
- * chunks, then quantizes all of x (ncols <= 32768) into shared memory, so every row it handles
- * reads activations from there (no x traffic per row, no scratch buffer, graph-capturable).
- * Lanes form groups of L = min(32, next power of two >= ncols/256); a group owns one dot product
- * (a row, or for SwiGLU the gate or the up half of a row, side by side), lane i of it takes chunks
- * i, i+L, ... of the row, one chunk of 256 elements in registers at a time (136..272 bytes in
- * flight per lane, 16-byte loads where the type's block sizes allow). Sums: per lane in chunk
- * order, then a shuffle butterfly inside the group, then one thread per row combines (SwiGLU) and
- * writes: a fixed order, so results are bitwise reproducible and independent of the grid size.
- * The grid is at most ~4 blocks per SM (times the k expert slots on blockIdx.y); blocks stride
- * over tiles of rows, prefetching their next tile's first chunk before the block barrier. */
+ * Shape of the work. A thread block (256 threads) quantizes all of x (ncols <= 32768) into shared
+ * memory once, then its lanes stream weight rows with no block barrier: lanes form groups of L
+ * (a power of two <= 32 picked so that the row's 256-element chunks spread evenly over them); a
+ * group owns one output (a row; for SwiGLU the gate and the up row together), lane i of it takes
+ * chunks i, i+L, ... of the row, and with U = 2 a group carries two rows at once, so every lane has
+ * two chunks (272..544 bytes) of loads in flight per step. Work items are rows; when x is shared by
+ * the k expert slots (SwiGLU, or a single matrix) the items of all slots form one list, so one
+ * block's quantized x serves rows of several experts; else blockIdx.y is the slot. The grid is at
+ * most the resident 2 blocks per SM, sized so the rounds are balanced. Sums: per lane in chunk order,
+ * then a shuffle butterfly inside the group, written by its lane 0: a fixed order, so results are
+ * bitwise reproducible and independent of the grid. */
 #include <atomic>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,7 +35,9 @@ static_assert(Q8W_Q2_K::CB == sizeof(hm_block_q2_K) && Q8W_Q3_K::CB == sizeof(hm
 static_assert(Q8W_Q4_K::CB == sizeof(hm_block_q4_K) && Q8W_Q5_K::CB == sizeof(hm_block_q5_K), "q4k q5k");
 static_assert(Q8W_Q6_K::CB == sizeof(hm_block_q6_K) && Q8W_IQ4_XS::CB == sizeof(hm_block_iq4_xs), "q6k iq4xs");
 static_assert(Q8_CHUNK == 8 * HM_QK && Q8_CHUNK == HM_QK_K, "chunk");
-static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * Q8_THREADS * sizeof(float) <= 48 * 1024, "shared memory");
+static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) <= 48 * 1024, "shared memory");
+
+#define Q8_MAXK 64 /* expert slots whose matrix pointers a block keeps in shared memory */
 
 struct q8_params {
     const uint8_t *w;                      /* the matrix, when tab0 is NULL */
@@ -45,17 +47,22 @@ struct q8_params {
     int64_t x_stride;
     float *y;                              /* (k, nrows), row stride y_stride */
     int64_t y_stride;
-    int ncols, nrows;
+    int ncols, nrows, k;
     int lshift;                            /* lanes per dot product: 1 << lshift */
-    int ntiles;                            /* tiles of rows per expert slot */
+    int flat;                              /* x shared by all slots: items = k * nrows, one list */
+    int nitems;                            /* items per blockIdx.y */
+    int nch, nbl;                          /* whole chunks per row; bytes of the partial chunk (0: none) */
 };
 
 /* x[0..ncols) -> the chunk records at xs (gemv_q8.cuh). Eight lanes per 32-group, four values
  * each; the float operations are q8_quant32's (max is exact in any order, sums are integers), so
- * the records equal what q8_quant32 makes. ncols / 4 is a multiple of 64: warps run whole. */
+ * the records equal what q8_quant32 makes. ncols % 32 == 0: warps run whole (lanes past the end
+ * compute zeros and store nothing); the groups of a partial last chunk past ncols are zeroed. */
 __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t *xs) {
-    for (int i = threadIdx.x; i < ncols / 4; i += blockDim.x) {
-        const float4 f = __ldg((const float4 *)(x + 4 * i));
+    const int n4 = ncols / 4, n4r = (n4 + 31) & ~31;
+    for (int i = threadIdx.x; i < n4r; i += blockDim.x) {
+        const bool in = i < n4;
+        const float4 f = in ? __ldg((const float4 *)(x + 4 * i)) : make_float4(0.f, 0.f, 0.f, 0.f);
         float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
 #pragma unroll
         for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
@@ -67,6 +74,7 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
         s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
         s += __shfl_xor_sync(0xFFFFFFFFu, s, 2); /* the sum over this lane's 16-half */
         const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 4);
+        if (!in) continue;
         const int b = i >> 3, l = i & 7;
         uint8_t *rec = xs + (b >> 3) * Q8_REC;
         *(uint32_t *)(rec + 32 * (b & 7) + 4 * l) =
@@ -75,58 +83,98 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
             *(uint2 *)(rec + 256 + 8 * (b & 7)) =
                 make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
     }
+    const int gl = (ncols / 32) & 7; /* groups present in a partial last chunk */
+    if (gl) {
+        uint8_t *rec = xs + (ncols / Q8_CHUNK) * Q8_REC;
+        for (int i = threadIdx.x; i < (8 - gl) * 10; i += blockDim.x) {
+            const int g = gl + i / 10, j = i % 10;
+            *(uint32_t *)(j < 8 ? rec + 32 * g + 4 * j : rec + 256 + 8 * g + 4 * (j - 8)) = 0u;
+        }
+    }
 }
 
-/* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x). blockIdx.y: the expert slot. */
-template <class T, int NMAT>
-__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
-    extern __shared__ __align__(16) uint8_t xs[]; /* (ncols / 256) * Q8_REC */
-    __shared__ float red[2][Q8_THREADS];          /* per dot product, double-buffered by tile */
-    constexpr int NW = q8_nw(T::CB, T::A);
-    const int e = blockIdx.y;
-    const uint8_t *w0 = p.w, *w1 = nullptr;
-    if (p.tab0) {
-        const int id = p.ids[e];
-        w0 = (const uint8_t *)p.tab0[id];
-        if (NMAT == 2) w1 = (const uint8_t *)p.tab1[id];
-    }
-    const int nch = p.ncols / Q8_CHUNK;
-    const size_t rs = (size_t)nch * T::CB;
-    const int L = 1 << p.lshift, grp = threadIdx.x >> p.lshift, li = threadIdx.x & (L - 1);
-    const int rpt = (Q8_THREADS >> p.lshift) / NMAT;        /* rows per tile */
-    const int trow = NMAT == 2 ? grp >> 1 : grp;              /* this group's row in a tile */
-    const uint8_t *wm = (NMAT == 2 && (grp & 1)) ? w1 : w0;  /* gate (even groups) or up (odd) */
+/* 32-element-block types: rows may end in a partial chunk and start at any even address */
+template <class T> struct q8_b32 { static constexpr bool v = false; };
+template <> struct q8_b32<Q8W_Q4_0> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q4_1> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q5_0> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q5_1> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
-    uint32_t w[NW];
-    int tile = blockIdx.x, row = tile * rpt + trow;
-    if (tile < p.ntiles && row < p.nrows && li < nch) q8_load_chunk<T::CB, T::A>(wm + (size_t)row * rs + (size_t)li * T::CB, w);
-    q8_quantize_x(p.x + e * p.x_stride, p.ncols, xs);
+/* Asks L2 for the 16-byte granules covering [p, p + n) (no registers, no wait): the row a group
+ * takes next is in flight from DRAM while it computes the current one. Only granules that overlap
+ * the row are touched (the chunk loaders rely on the same). */
+__device__ __forceinline__ void q8_prefetch_l2(const uint8_t *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)15, e = ((uintptr_t)p + n + 15) & ~(uintptr_t)15;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
+#elif defined(__CUDA_ARCH__)
+    for (uintptr_t q = a; q < e; q += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
+#endif
+}
+
+/* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
+ * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
+ * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
+ * end in a partial chunk). */
+template <class T, int NMAT, int A>
+__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
+    extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC */
+    __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
+    constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
+    constexpr int NW = q8_nw(T::CB, A);
+    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
+    const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
+    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
+    const int nchunks = p.nch + (p.nbl > 0);
+    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
+    /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT */
+    auto row_ptr = [&](int it, int *slot, int *row) -> const uint8_t * {
+        const int r = it / NMAT, sl = p.flat ? r / p.nrows : 0;
+        *slot = sl;
+        *row = r - sl * p.nrows;
+        return wp[it % NMAT][sl] + (size_t)*row * rs;
+    };
+    if (p.tab0) {
+        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
+            const int id = p.ids[p.flat ? sl : e];
+            wp[0][sl] = (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = (const uint8_t *)p.tab1[id];
+        }
+    } else {
+        if (threadIdx.x == 0) wp[0][0] = p.w;
+        const int it = base0 + gi; /* one matrix: the first rows are known before x is ready */
+        if (NMAT == 1 && li == 0 && it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
+    }
+    q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
     __syncthreads();
 
-    for (int it = 0; tile < p.ntiles; it++) { /* uniform across the block */
-        const bool ok = row < p.nrows;
+    float *ybase = p.y + (p.flat ? 0 : e * p.y_stride);
+    /* warp-uniform steps (the shuffles need every lane) */
+    for (int base = base0; base < p.nitems; base += tg) {
+        const int it = base + gi;
+        const bool ok = it < p.nitems;
+        int slot = 0, row = 0, ns, nr;
+        const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : wp[0][0];
+        if (li == 0 && it + tg < p.nitems) q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
         float acc = 0.f;
-        for (int c = li; c < nch; c += L) {
-            if (c != li && ok) q8_load_chunk<T::CB, T::A>(wm + (size_t)row * rs + (size_t)c * T::CB, w);
-            if (ok) acc += T::dot(w, xs + c * Q8_REC);
-        }
-        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-        float *rd = red[it & 1];
-        if (li == 0) rd[grp] = acc;
-        const int next = tile + gridDim.x, nrow = next * rpt + trow;
-        if (next < p.ntiles && nrow < p.nrows && li < nch) q8_load_chunk<T::CB, T::A>(wm + (size_t)nrow * rs + (size_t)li * T::CB, w);
-        __syncthreads();
-        const int i = threadIdx.x, r = tile * rpt + i;
-        if (i < rpt && r < p.nrows) {
-            if (NMAT == 2) {
-                const float a = rd[2 * i], b = rd[2 * i + 1];
-                p.y[e * p.y_stride + r] = a / (1.f + expf(-a)) * b;
-            } else {
-                p.y[e * p.y_stride + r] = rd[i];
+        if (ok)
+            for (int c = li; c < nchunks; c += L) {
+                uint32_t w[NW];
+                if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
+                else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
+                acc += T::dot(w, xs + c * Q8_REC);
             }
+        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+        if (NMAT == 2) {
+            const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
+            if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
+        } else if (li == 0 && ok) {
+            ybase[slot * p.y_stride + row] = acc;
         }
-        tile = next;
-        row = nrow;
     }
 }
 
@@ -143,23 +191,53 @@ static int q8_sm_count(void) {
     return n;
 }
 
+/* lanes per row: the largest power of two <= 32 (and <= the chunks, rounded up) that leaves at
+ * most 10% of the lane-steps idle, else the larger of the first two tried */
+static int q8_lanes_shift(int nchunks) {
+    int l = 0;
+    while ((1 << l) < nchunks && l < 5) l++;
+    for (int t = l; t >= 0 && t >= l - 1; t--) {
+        const int L = 1 << t, steps = (nchunks + L - 1) / L;
+        if (10 * nchunks >= 9 * L * steps) return t;
+    }
+    return l;
+}
+
+template <class T, int NMAT, int A>
+static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    gemv_q8_kernel<T, NMAT, A><<<grid, Q8_THREADS, smem, s>>>(p);
+}
+
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
-    const int nch = p.ncols / Q8_CHUNK;
-    int lshift = 0;
-    while ((1 << lshift) < nch && lshift < 5) lshift++;
-    p.lshift = lshift;
-    const int rpt = (Q8_THREADS >> lshift) / nmat;
-    p.ntiles = (p.nrows + rpt - 1) / rpt;
-    int gx = (4 * q8_sm_count() + k - 1) / k;
-    if (gx > p.ntiles) gx = p.ntiles;
+    const int nchunks = p.nch + (p.nbl > 0);
+    p.lshift = q8_lanes_shift(nchunks);
+    if (nmat == 2 && p.lshift > 4) p.lshift = 4; /* gate and up groups share a warp */
+    p.flat = p.x_stride == 0 && k <= Q8_MAXK;
+    p.k = k;
+    const int nslices = p.flat ? 1 : k;
+    p.nitems = (p.flat ? k * p.nrows : p.nrows) * nmat;
+    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
+    /* else the unaligned loader (A = 1), which only b32 types need; it also takes partial chunks */
+    const bool aligned = rs % T::A == 0 && p.nbl == 0;
+    if (!aligned && !q8_b32<T>::v) return 1;
+    const int per_block = Q8_THREADS >> p.lshift;                /* items one block takes per round */
+    const long need = (long)nslices * ((p.nitems + per_block - 1) / per_block);
+    const long cap = 2L * q8_sm_count();
+    const long rounds = (need + cap - 1) / cap;
+    int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
     if (gx < 1) gx = 1;
-    const dim3 grid((unsigned)gx, (unsigned)k);
-    const size_t smem = (size_t)nch * Q8_REC;
-    if (nmat == 2) gemv_q8_kernel<T, 2><<<grid, Q8_THREADS, smem, s>>>(p);
-    else gemv_q8_kernel<T, 1><<<grid, Q8_THREADS, smem, s>>>(p);
+    const dim3 grid((unsigned)gx, (unsigned)nslices);
+    const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
+    if (nmat == 2) {
+        if (aligned) q8_go<T, 2, T::A>(p, grid, smem, s);
+        else if constexpr (q8_b32<T>::v) q8_go<T, 2, 1>(p, grid, smem, s);
+    } else {
+        if (aligned) q8_go<T, 1, T::A>(p, grid, smem, s);
+        else if constexpr (q8_b32<T>::v) q8_go<T, 1, 1>(p, grid, smem, s);
+    }
     const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d blocks failed: %s", gx, k, cudaGetErrorString(err));
+    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d blocks failed: %s", gx, nslices, cudaGetErrorString(err));
     return 0;
 }
 
@@ -167,15 +245,16 @@ typedef int (*q8_fn)(q8_params, int k, int nmat, cudaStream_t);
 struct q8_type {
     int type;
     q8_fn run;
+    int b32, bs32; /* a 32-element-block type (rows of any multiple of 32), and its block bytes */
 };
 
 static const q8_type k_q8_types[] = {
-    { HM_TYPE_Q4_0, q8_launch<Q8W_Q4_0> },   { HM_TYPE_Q4_1, q8_launch<Q8W_Q4_1> },
-    { HM_TYPE_Q5_0, q8_launch<Q8W_Q5_0> },   { HM_TYPE_Q5_1, q8_launch<Q8W_Q5_1> },
-    { HM_TYPE_Q8_0, q8_launch<Q8W_Q8_0> },   { HM_TYPE_MXFP4, q8_launch<Q8W_MXFP4> },
-    { HM_TYPE_Q2_K, q8_launch<Q8W_Q2_K> },   { HM_TYPE_Q3_K, q8_launch<Q8W_Q3_K> },
-    { HM_TYPE_Q4_K, q8_launch<Q8W_Q4_K> },   { HM_TYPE_Q5_K, q8_launch<Q8W_Q5_K> },
-    { HM_TYPE_Q6_K, q8_launch<Q8W_Q6_K> },   { HM_TYPE_IQ4_XS, q8_launch<Q8W_IQ4_XS> },
+    { HM_TYPE_Q4_0, q8_launch<Q8W_Q4_0>, 1, Q8W_Q4_0::CB / 8 },   { HM_TYPE_Q4_1, q8_launch<Q8W_Q4_1>, 1, Q8W_Q4_1::CB / 8 },
+    { HM_TYPE_Q5_0, q8_launch<Q8W_Q5_0>, 1, Q8W_Q5_0::CB / 8 },   { HM_TYPE_Q5_1, q8_launch<Q8W_Q5_1>, 1, Q8W_Q5_1::CB / 8 },
+    { HM_TYPE_Q8_0, q8_launch<Q8W_Q8_0>, 1, Q8W_Q8_0::CB / 8 },   { HM_TYPE_MXFP4, q8_launch<Q8W_MXFP4>, 1, Q8W_MXFP4::CB / 8 },
+    { HM_TYPE_Q2_K, q8_launch<Q8W_Q2_K>, 0, 0 },   { HM_TYPE_Q3_K, q8_launch<Q8W_Q3_K>, 0, 0 },
+    { HM_TYPE_Q4_K, q8_launch<Q8W_Q4_K>, 0, 0 },   { HM_TYPE_Q5_K, q8_launch<Q8W_Q5_K>, 0, 0 },
+    { HM_TYPE_Q6_K, q8_launch<Q8W_Q6_K>, 0, 0 },   { HM_TYPE_IQ4_XS, q8_launch<Q8W_IQ4_XS>, 0, 0 },
 };
 
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
@@ -183,10 +262,13 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const q8_type *t = NULL;
     for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
         if (k_q8_types[i].type == type) t = &k_q8_types[i];
-    if (!t || ncols <= 0 || ncols % Q8_CHUNK || ncols > Q8_MAX_NCOLS) return 1;
+    if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
+    if (ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
     /* x rows must stay 16-byte aligned for the float4 loads: x is, and x_stride is 0 or ncols */
     if (x_stride % 4) return 1;
-    const q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, 0, 0 };
+    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
+    /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -196,7 +278,7 @@ int gemv_q8_mode(void) {
     int m = g_mode.load(std::memory_order_relaxed);
     if (m < 0) {
         const char *env = getenv("HOTMOE_GEMV_MODE");
-        m = env && atoi(env) == 1 ? 1 : 0;
+        m = env && env[0] && atoi(env) == 0 ? 0 : 1;
         g_mode.store(m, std::memory_order_relaxed);
     }
     return m;

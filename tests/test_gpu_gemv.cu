@@ -422,10 +422,12 @@ static int test_q8_shape(int t, int nrows, int ncols, char *msg, size_t cap) {
 
 static void test_q8(int t) {
     /* 256: 1 lane per row; 768: 3 of 4 lanes; 5120: 20 of 32; 14336: two chunks for most lanes;
-     * 32768: the widest taken; 33024: too wide (fallback); 1408: not a multiple of 256 (fallback) */
+     * 32768: the widest taken; 33024: too wide (fallback); 1408, 96, 4128: not a multiple of 256
+     * (the K-quants' fallback; the 32-block types end rows in a partial chunk) */
     static const struct { int rows, cols; } shapes[] = {
         { 1, 256 }, { 7, 256 }, { 1000, 256 }, { 33, 768 }, { 2049, 768 }, { 129, 2048 }, { 1000, 4096 },
         { 65, 5120 }, { 129, 14336 }, { 7, 32768 }, { 3, 33024 }, { 33, 1408 },
+        { 33, 96 }, { 65, 4128 }, { 1000, 1408 }, /* 32-block types: only / after whole chunks a partial one */
     };
     char msg[256] = "", detail[320] = "";
     int failed = 0, n = 0;
@@ -598,6 +600,7 @@ int main(int argc, char **argv) {
         test_gemv(t);
         test_experts(t, 512);
         test_experts(t, 2048, 768); /* Qwen3-30B-A3B's expert shapes (fewer rows) */
+        if (hm_type_get(t)->blck == 32) test_experts(t, 1408, 1408); /* GLM-4.5-Air's: partial chunks */
         test_q8(t);
     }
     g_q8 = 0;
