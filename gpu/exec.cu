@@ -97,7 +97,7 @@ extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
     int ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
-                          c->n_expert * 2 + (size_t)ff * c->n_expert_used +
+                          c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
                           op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
     return n;
 }
@@ -154,8 +154,13 @@ static void record_step(gpu_exec *g, int with_logits) {
         if (l->has_single) { /* dense FFN, or the shared expert */
             dexperts *x = &l->single;
             int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->act, D, ff, s);
-            gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->act, g->sh, ff, D, s);
+            /* the shared expert runs beside the router and the routed experts (its own stream and
+             * activation buffer), joined before the reduction that adds it */
+            cudaStream_t ss = l->is_moe ? g->s2 : s;
+            if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
+            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->sh_act, D, ff, ss);
+            gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+            if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
                 op_residual_norm(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, D, c->rms_eps, s);
@@ -173,6 +178,7 @@ static void record_step(gpu_exec *g, int with_logits) {
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
+        if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
         op_residual_norm(g->x, g->ey, g->ew, c->n_expert_used, shared, next_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
@@ -217,6 +223,9 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         }
     }
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
     for (int il = 0; il < c->n_layer; il++) {
         const hm_layer *ly = &m->layers[il];
@@ -268,7 +277,7 @@ extern "C" gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char
         A(g->x, D); A(g->xn, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used);
-        A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * c->n_expert_used); A(g->sh, D);
+        A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * c->n_expert_used); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
 #undef A
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
@@ -331,5 +340,8 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_pos) cudaFreeHost(g->h_pos);
     if (g->s) cudaStreamDestroy(g->s);
+    if (g->s2) cudaStreamDestroy(g->s2);
+    if (g->ev_fork) cudaEventDestroy(g->ev_fork);
+    if (g->ev_join) cudaEventDestroy(g->ev_join);
     free(g->allocs); free(g->L); free(g);
 }
