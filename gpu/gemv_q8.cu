@@ -178,6 +178,120 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     }
 }
 
+/* ---- the pipelined kernel: weights stream into shared memory through cp.async ----
+ * Each lane runs its own queue of chunk "tasks" (item, chunk) and keeps Q8P_STAGES - 1 of them in
+ * flight as 16-byte cp.async copies into its private slots while it decodes the oldest from
+ * shared memory: the bytes in flight per SM are bounded by shared memory, not by registers. No
+ * block barrier after the prologue; a lane reads only what it copied itself (wait_group suffices).
+ * Work split, sums and their order are the register kernel's (so its results are bitwise equal). */
+
+__device__ __forceinline__ void q8_cp16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void q8_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void q8_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/* per-lane slot bytes: the 16-byte words covering a chunk (DIRECT: it starts 16-byte aligned),
+ * an odd number of them so that 8 consecutive lanes' slots fall on distinct banks */
+__host__ __device__ constexpr int q8p_slot(int cb, bool direct) {
+    return 16 * ((direct ? cb / 16 : (cb + 30) / 16) | 1);
+}
+#define Q8P_SMEM_STAGES (180 * 1024) /* stage bytes per block */
+__host__ __device__ constexpr int q8p_stages(int cb, bool direct) {
+    return Q8P_SMEM_STAGES / (Q8_THREADS * q8p_slot(cb, direct)) > 4 ? 4 : Q8P_SMEM_STAGES / (Q8_THREADS * q8p_slot(cb, direct));
+}
+
+template <class T, int NMAT, bool DIRECT>
+__global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params p) {
+    extern __shared__ __align__(16) uint8_t sm[]; /* x records, then [P][threads][SB] slots */
+    __shared__ const uint8_t *wp[NMAT][Q8_MAXK];
+    constexpr int SB = q8p_slot(T::CB, DIRECT), P = q8p_stages(T::CB, DIRECT), NL = SB / 16;
+    constexpr int NW = q8_nw(T::CB, DIRECT ? 16 : 1);
+    constexpr bool PART = q8_b32<T>::v && !DIRECT;
+    static_assert(P >= 2, "stages");
+    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
+    const int L = 1 << p.lshift, gpw = 32 >> p.lshift;
+    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);
+    const int nchunks = p.nch + (p.nbl > 0), J = (nchunks + L - 1) / L;
+    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
+    const int nsteps = base0 < p.nitems ? (p.nitems - base0 + tg - 1) / tg : 0, ntask = nsteps * J;
+    const int xbytes = ((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~15;
+    uint8_t *xs = sm, *slots = sm + xbytes;
+    const uint32_t slot0 = (uint32_t)__cvta_generic_to_shared(slots) + threadIdx.x * SB;
+
+    if (p.tab0) {
+        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
+            const int id = p.ids[p.flat ? sl : e];
+            wp[0][sl] = (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = (const uint8_t *)p.tab1[id];
+        }
+    } else if (threadIdx.x == 0) {
+        wp[0][0] = p.w;
+    }
+    __syncthreads();
+
+    /* task tau: step tau / J (item base0 + step * tg + gi), chunk li + (tau % J) * L */
+    auto locate = [&](int tau, int *it, int *c) -> const uint8_t * {
+        const int step = tau / J;
+        *it = base0 + step * tg + gi;
+        *c = li + (tau - step * J) * L;
+        if (*it >= p.nitems || *c >= nchunks) return nullptr;
+        const int r = *it / NMAT, sl = p.flat ? r / p.nrows : 0;
+        return wp[*it % NMAT][sl] + (size_t)(r - sl * p.nrows) * rs + (size_t)*c * T::CB;
+    };
+    auto issue = [&](int tau) {
+        int it, c;
+        const uint8_t *src = tau < ntask ? locate(tau, &it, &c) : nullptr;
+        if (src) {
+            const int nb = c < p.nch ? T::CB : p.nbl;
+            const uint8_t *b16 = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15);
+            const int o = (int)((uintptr_t)src & 15);
+            const uint32_t dst = slot0 + (uint32_t)((tau % P) * Q8_THREADS * SB);
+#pragma unroll
+            for (int j = 0; j < NL; j++)
+                if (16 * j < o + nb) q8_cp16(dst + 16 * j, b16 + 16 * j);
+        }
+        q8_cp_commit(); /* empty groups too: the count stays uniform */
+    };
+#pragma unroll
+    for (int t = 0; t < P - 1; t++) issue(t);
+    q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
+    __syncthreads();
+
+    float *ybase = p.y + (p.flat ? 0 : e * p.y_stride);
+    float acc = 0.f;
+    for (int tau = 0; tau < ntask; tau++) { /* ntask, J: warp-uniform */
+        issue(tau + P - 1);
+        q8_cp_wait<P - 1>();
+        int it, c;
+        const uint8_t *src = locate(tau, &it, &c);
+        if (src) {
+            const uint8_t *slot = slots + ((tau % P) * Q8_THREADS + threadIdx.x) * SB + ((uintptr_t)src & 15);
+            uint32_t w[NW];
+            if constexpr (DIRECT) q8_load_chunk<T::CB, 16, true>(slot, w);
+            else if (c < p.nch) q8_load_chunk<T::CB, 1, true>(slot, w);
+            else if constexpr (PART) q8_load_part<T::CB, true>(slot, w, p.nbl);
+            acc += T::dot(w, xs + c * Q8_REC);
+        }
+        if (tau % J == J - 1) { /* the item's last task: reduce and write */
+            for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+            const bool ok = it < p.nitems;
+            const int r = it / NMAT, sl = p.flat && ok ? r / p.nrows : 0, row = r - sl * p.nrows;
+            if (NMAT == 2) {
+                const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L);
+                if (li == 0 && ok && !(gi & 1)) ybase[sl * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
+            } else if (li == 0 && ok) {
+                ybase[sl * p.y_stride + row] = acc;
+            }
+            acc = 0.f;
+        }
+    }
+    q8_cp_wait<0>();
+}
+
 static int q8_sm_count(void) {
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -208,6 +322,62 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     gemv_q8_kernel<T, NMAT, A><<<grid, Q8_THREADS, smem, s>>>(p);
 }
 
+/* the pipelined kernel (default; HOTMOE_Q8_PIPE=0 keeps the register kernel, for comparison) */
+static int q8_pipe_on(void) {
+    static std::atomic<int> on(-1);
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("HOTMOE_Q8_PIPE");
+        v = env && env[0] == '0' ? 0 : 1;
+        on.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
+static int q8_smem_optin(void) {
+    static std::atomic<int> cache(0);
+    int n = cache.load(std::memory_order_relaxed);
+    if (n <= 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            n = 48 * 1024;
+        cache.store(n, std::memory_order_relaxed);
+    }
+    return n;
+}
+
+/* Launches the pipelined kernel when its shared memory fits; 1 when it does not (the caller then
+ * takes the register kernel). */
+template <class T, int NMAT, bool DIRECT>
+static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
+    constexpr int SB = q8p_slot(T::CB, DIRECT), P = q8p_stages(T::CB, DIRECT);
+    const size_t xbytes = ((size_t)(p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~(size_t)15;
+    const size_t smem = xbytes + (size_t)P * Q8_THREADS * SB, stat = sizeof(void *) * NMAT * Q8_MAXK;
+    const int optin = q8_smem_optin();
+    if (smem + stat > (size_t)optin) return 1;
+    /* once per instantiation and device: allow up to the opt-in limit */
+    static std::atomic<unsigned long long> raised(0);
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
+    if (!(raised.load(std::memory_order_relaxed) >> dev & 1)) {
+        if (cudaFuncSetAttribute(gemv_q8p_kernel<T, NMAT, DIRECT>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
+            cudaGetLastError();
+            return 1;
+        }
+        raised.fetch_or(1ull << dev, std::memory_order_relaxed);
+    }
+    const int per_block = Q8_THREADS >> p.lshift;
+    const long need = (long)nslices * ((p.nitems + per_block - 1) / per_block);
+    const long cap = q8_sm_count(); /* one block per SM */
+    const long rounds = (need + cap - 1) / cap;
+    int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
+    if (gx < 1) gx = 1;
+    gemv_q8p_kernel<T, NMAT, DIRECT><<<dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s>>>(p);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d pipelined blocks failed: %s", gx, nslices, cudaGetErrorString(err));
+    return 0;
+}
+
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
@@ -221,6 +391,17 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     /* else the unaligned loader (A = 1), which only b32 types need; it also takes partial chunks */
     const bool aligned = rs % T::A == 0 && p.nbl == 0;
     if (!aligned && !q8_b32<T>::v) return 1;
+    if (q8_pipe_on()) {
+        const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
+        int rc;
+        if constexpr (T::A == 16) {
+            if (nmat == 2) rc = direct ? q8p_go<T, 2, true>(p, nslices, s) : q8p_go<T, 2, false>(p, nslices, s);
+            else rc = direct ? q8p_go<T, 1, true>(p, nslices, s) : q8p_go<T, 1, false>(p, nslices, s);
+        } else {
+            rc = nmat == 2 ? q8p_go<T, 2, false>(p, nslices, s) : q8p_go<T, 1, false>(p, nslices, s);
+        }
+        if (rc <= 0) return rc;
+    }
     const int per_block = Q8_THREADS >> p.lshift;                /* items one block takes per round */
     const long need = (long)nslices * ((p.nitems + per_block - 1) / per_block);
     const long cap = 2L * q8_sm_count();

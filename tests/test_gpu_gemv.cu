@@ -4,7 +4,8 @@
  * bit-exact. Then all of it again in gpu_gemv_set_mode(1) (x quantized to int8, dp4a), where the
  * references of the shapes that path takes are tests/gemv_q8_ref.h's, plus q8-only checks: the
  * quantization bound against the exact dot, bitwise reproducibility, fallbacks, wide rows.
- * `--bench` prints GB/s per type against a device-to-device copy instead, for both modes.
+ * `--bench [mode]` prints GB/s per type against a device-to-device copy instead, for both modes
+ * (or the one given).
  * Exit 0 when all pass, 1 on a failure, 77 (SKIP) without a CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -541,12 +542,13 @@ static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, dou
     CK(cudaFree(x)); CK(cudaFree(act)); CK(cudaFree(y));
 }
 
-static int bench(void) {
+static int bench(int only_mode) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const double copy = bench_copy(e0, e1);
     printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
   for (int mode = 0; mode < 2; mode++) {
+    if (only_mode >= 0 && mode != only_mode) continue;
     CK(cudaDeviceSynchronize());
     if (gpu_gemv_set_mode(mode)) { fprintf(stderr, "%s\n", gpu_gemv_error()); exit(1); }
     printf("\nmode %d: %s\n", mode, mode ? "x quantized to int8 per 32, dp4a (gpu_gemv_set_mode(1))" : "F32 activations");
@@ -580,7 +582,7 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
     if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
-    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench();
+    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1); /* --bench [mode] */
 
     for (int i = 0; i < NTYPES; i++) {
         const int t = k_types[i];
