@@ -38,6 +38,7 @@ static_assert(Q8_CHUNK == 8 * HM_QK && Q8_CHUNK == HM_QK_K, "chunk");
 static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) <= 48 * 1024, "shared memory");
 
 #define Q8_MAXK 64 /* expert slots whose matrix pointers a block keeps in shared memory */
+#define Q8_XB 8    /* float4 of x per thread loaded together by the quantizer */
 
 struct q8_params {
     const uint8_t *w;                      /* the matrix, when tab0 is NULL */
@@ -60,28 +61,41 @@ struct q8_params {
  * compute zeros and store nothing); the groups of a partial last chunk past ncols are zeroed. */
 __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t *xs) {
     const int n4 = ncols / 4, n4r = (n4 + 31) & ~31;
-    for (int i = threadIdx.x; i < n4r; i += blockDim.x) {
-        const bool in = i < n4;
-        const float4 f = in ? __ldg((const float4 *)(x + 4 * i)) : make_float4(0.f, 0.f, 0.f, 0.f);
-        float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
+    /* batches of Q8_XB float4 per thread, all loaded before any is used: one L2 round trip per
+     * batch instead of one per float4 (the shuffles would otherwise serialize them) */
+    for (int i0 = threadIdx.x; i0 < n4r; i0 += Q8_XB * blockDim.x) {
+        float4 fb[Q8_XB];
 #pragma unroll
-        for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-        const bool nz = amax >= 0x1p-100f;
-        const float id = nz ? q8_div(127.f, amax) : 0.f;
-        const int q0 = nz ? q8_rint(q8_mul(f.x, id)) : 0, q1 = nz ? q8_rint(q8_mul(f.y, id)) : 0;
-        const int q2 = nz ? q8_rint(q8_mul(f.z, id)) : 0, q3 = nz ? q8_rint(q8_mul(f.w, id)) : 0;
-        int s = (q0 + q1) + (q2 + q3);
-        s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
-        s += __shfl_xor_sync(0xFFFFFFFFu, s, 2); /* the sum over this lane's 16-half */
-        const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 4);
-        if (!in) continue;
-        const int b = i >> 3, l = i & 7;
-        uint8_t *rec = xs + (b >> 3) * Q8_REC;
-        *(uint32_t *)(rec + 32 * (b & 7) + 4 * l) =
-            (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
-        if (l == 0)
-            *(uint2 *)(rec + 256 + 8 * (b & 7)) =
-                make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
+        for (int u = 0; u < Q8_XB; u++) {
+            const int i = i0 + u * blockDim.x;
+            fb[u] = i < n4 ? __ldg((const float4 *)(x + 4 * i)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < Q8_XB; u++) {
+            const int i = i0 + u * blockDim.x;
+            if (i >= n4r) break; /* warp-uniform: n4r and blockDim are multiples of 32 */
+            const bool in = i < n4;
+            const float4 f = fb[u];
+            float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+            const bool nz = amax >= 0x1p-100f;
+            const float id = nz ? q8_div(127.f, amax) : 0.f;
+            const int q0 = nz ? q8_rint(q8_mul(f.x, id)) : 0, q1 = nz ? q8_rint(q8_mul(f.y, id)) : 0;
+            const int q2 = nz ? q8_rint(q8_mul(f.z, id)) : 0, q3 = nz ? q8_rint(q8_mul(f.w, id)) : 0;
+            int s = (q0 + q1) + (q2 + q3);
+            s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+            s += __shfl_xor_sync(0xFFFFFFFFu, s, 2); /* the sum over this lane's 16-half */
+            const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 4);
+            if (!in) continue;
+            const int b = i >> 3, l = i & 7;
+            uint8_t *rec = xs + (b >> 3) * Q8_REC;
+            *(uint32_t *)(rec + 32 * (b & 7) + 4 * l) =
+                (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
+            if (l == 0)
+                *(uint2 *)(rec + 256 + 8 * (b & 7)) =
+                    make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
+        }
     }
     const int gl = (ncols / 32) & 7; /* groups present in a partial last chunk */
     if (gl) {
