@@ -132,14 +132,19 @@ static void record_step(gpu_exec *g, int with_logits) {
         size_t kvoff = (size_t)il * g->n_ctx * c->kv_dim;
         /* the norm that follows this layer: the next layer's, or the output's */
         const float *next_norm = il + 1 < c->n_layer ? g->L[il + 1].attn_norm : with_logits ? g->out_norm : NULL;
+        if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
+            cudaEventRecord(g->ev_fork, s);
+            cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
+            gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, g->s2);
+            cudaEventRecord(g->ev_join, g->s2);
+        }
         if (l->n_fused) {
             gpu_gemv(l->wqkv.type, l->wqkv.d, g->xn, g->q, D, (int)l->wqkv.ne1, s);
-            if (l->n_fused == 2) gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
         } else {
             gpu_gemv(l->wq.type, l->wq.d, g->xn, g->q, D, c->q_dim, s);
             gpu_gemv(l->wk.type, l->wk.d, g->xn, g->k, D, c->kv_dim, s);
-            gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
         }
+        if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);

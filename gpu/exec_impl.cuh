@@ -27,7 +27,7 @@ struct gpu_exec {
     const hm_model *m;
     int dev, n_ctx;
     cudaStream_t s;
-    cudaStream_t s2;                      /* the shared expert, forked from s and joined per layer */
+    cudaStream_t s2;                      /* v and the shared expert, forked from s and joined per layer */
     cudaEvent_t ev_fork, ev_join;
     dlayer *L;
     float *out_norm; dmat output;
