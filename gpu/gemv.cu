@@ -13,6 +13,7 @@
 #include "qdev.cuh"
 #include "qdev_k.cuh"
 #include "gemv_q8.cuh"
+#include "launch.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
@@ -63,6 +64,7 @@ struct gemv_params {
 template <class T, int NMAT, int NR>
 __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_params p) {
     constexpr int ROWS = NR / NMAT;
+    hm_pdl_wait();
     const int e = blockIdx.y;
     const uint8_t *w0 = p.w, *w1 = nullptr;
     if (p.tab0) {
@@ -121,11 +123,11 @@ static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const int rows = (few ? nmat : GEMV_NR) / nmat;
     const dim3 grid((unsigned)((p.nrows + rows - 1) / rows), (unsigned)k);
     if (nmat == 2) {
-        if (few) gemv_kernel<T, 2, 2><<<grid, threads, 0, s>>>(p);
-        else gemv_kernel<T, 2, GEMV_NR><<<grid, threads, 0, s>>>(p);
+        if (few) hm_launch(gemv_kernel<T, 2, 2>, grid, threads, 0, s, p);
+        else hm_launch(gemv_kernel<T, 2, GEMV_NR>, grid, threads, 0, s, p);
     } else {
-        if (few) gemv_kernel<T, 1, 1><<<grid, threads, 0, s>>>(p);
-        else gemv_kernel<T, 1, GEMV_NR><<<grid, threads, 0, s>>>(p);
+        if (few) hm_launch(gemv_kernel<T, 1, 1>, grid, threads, 0, s, p);
+        else hm_launch(gemv_kernel<T, 1, GEMV_NR>, grid, threads, 0, s, p);
     }
     CUDA_CHECK_LAUNCH();
     return 0;

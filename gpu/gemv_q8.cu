@@ -19,6 +19,7 @@
 #include "gpu_gemv.h"
 #include "gpu_check.h"
 #include "gemv_q8.cuh"
+#include "launch.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
@@ -152,16 +153,19 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         *row = r - sl * p.nrows;
         return wp[it % NMAT][sl] + (size_t)*row * rs;
     };
+    if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
+        const int it = base0 + gi;
+        if (NMAT == 1 && li == 0 && it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
+    }
+    hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     if (p.tab0) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
             const int id = p.ids[p.flat ? sl : e];
             wp[0][sl] = (const uint8_t *)p.tab0[id];
             if (NMAT == 2) wp[NMAT - 1][sl] = (const uint8_t *)p.tab1[id];
         }
-    } else {
-        if (threadIdx.x == 0) wp[0][0] = p.w;
-        const int it = base0 + gi; /* one matrix: the first rows are known before x is ready */
-        if (NMAT == 1 && li == 0 && it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
+    } else if (threadIdx.x == 0) {
+        wp[0][0] = p.w;
     }
     q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
     __syncthreads();
@@ -237,6 +241,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
     const uint32_t slot0 = (uint32_t)__cvta_generic_to_shared(slots) + threadIdx.x * SB;
 
     if (p.tab0) {
+        hm_pdl_wait(); /* ids and tables may come from the previous kernel */
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
             const int id = p.ids[p.flat ? sl : e];
             wp[0][sl] = (const uint8_t *)p.tab0[id];
@@ -271,7 +276,8 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
         q8_cp_commit(); /* empty groups too: the count stays uniform */
     };
 #pragma unroll
-    for (int t = 0; t < P - 1; t++) issue(t);
+    for (int t = 0; t < P - 1; t++) issue(t); /* one matrix: before the previous kernel is done */
+    if (!p.tab0) hm_pdl_wait();               /* x may come from it */
     q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
     __syncthreads();
 
@@ -333,7 +339,7 @@ static int q8_lanes_shift(int nchunks) {
 
 template <class T, int NMAT, int A>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    gemv_q8_kernel<T, NMAT, A><<<grid, Q8_THREADS, smem, s>>>(p);
+    hm_launch(gemv_q8_kernel<T, NMAT, A>, grid, Q8_THREADS, smem, s, p);
 }
 
 /* the pipelined kernel (default; HOTMOE_Q8_PIPE=0 keeps the register kernel, for comparison) */
@@ -386,7 +392,7 @@ static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
     const long rounds = (need + cap - 1) / cap;
     int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
     if (gx < 1) gx = 1;
-    gemv_q8p_kernel<T, NMAT, DIRECT><<<dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s>>>(p);
+    hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d pipelined blocks failed: %s", gx, nslices, cudaGetErrorString(err));
     return 0;

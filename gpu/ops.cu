@@ -1,6 +1,7 @@
 /* ops.cu - small ops of the forward pass. The math mirrors cpu/kernels.c, cpu/forward.c and
  * cpu/router.c so that GPU and CPU agree to float rounding. */
 #include "ops.cuh"
+#include "launch.cuh"
 #include <math.h>
 #include <stdint.h>
 
@@ -25,6 +26,7 @@ static __device__ float block_sum(float v) {
 }
 
 __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, float eps) {
+    hm_pdl_wait();
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
     ss = block_sum(ss);
@@ -37,6 +39,7 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
 #define RN_V 2
 __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, const float *__restrict__ w,
                                                    float *__restrict__ out, int n, float eps) {
+    hm_pdl_wait();
     const int n4 = n / 4;
     float4 v[RN_V];
     float ss = 0;
@@ -66,8 +69,8 @@ static int vec4_threads(int n) {
 }
 
 void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s) {
-    if (vec4_ok(n, x, w, out)) k_rmsnorm4<<<1, vec4_threads(n), 0, s>>>(x, w, out, n, eps);
-    else k_rmsnorm<<<1, 1024, 0, s>>>(x, w, out, n, eps);
+    if (vec4_ok(n, x, w, out)) hm_launch(k_rmsnorm4, 1, vec4_threads(n), 0, s, x, w, out, n, eps);
+    else hm_launch(k_rmsnorm, 1, 1024, 0, s, x, w, out, n, eps);
 }
 
 /* x += sum_j wt[j] * y[j] (+ shared), then out = rmsnorm(x) * w when w is given: the residual
@@ -75,6 +78,7 @@ void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cu
  * additions as the CPU: the weighted sum first, then the shared part, then into x. */
 __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w,
                                 float *out, int n, float eps) {
+    hm_pdl_wait();
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float acc = 0;
@@ -96,6 +100,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps) {
+    hm_pdl_wait();
     __shared__ float swt[64];
     for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
     __syncthreads();
@@ -148,15 +153,16 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s) {
     if (k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0)
-        k_residual_norm4<<<1, vec4_threads(n), 0, s>>>(x, y, wt, k, shared, w, out, n, eps);
+        hm_launch(k_residual_norm4, 1, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps);
     else
-        k_residual_norm<<<1, 1024, 0, s>>>(x, y, wt, k, shared, w, out, n, eps);
+        hm_launch(k_residual_norm, 1, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps);
 }
 
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                            float eps, const int *pos_p, float *kcache, float *vcache) {
+    hm_pdl_wait();
     __shared__ float buf[1024];
     int h = blockIdx.x, i = threadIdx.x, pos = *pos_p, on = i < hd;
     int is_q = h < n_head;
@@ -193,8 +199,8 @@ __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, 
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s) {
-    k_qkv_post<<<n_head + n_head_kv, (hd + 31) / 32 * 32, 0, s>>>(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps,
-                                                 pos, kcache, vcache);
+    hm_launch(k_qkv_post, n_head + n_head_kv, (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd,
+              n_rot, theta, eps, pos, kcache, vcache);
 }
 
 /* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)
@@ -224,6 +230,7 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
                                                           const float *__restrict__ vc, float *__restrict__ part,
                                                           int n_head, int n_head_kv, int hd, int tp, const int *pos_p) {
+    hm_pdl_wait();
     extern __shared__ __align__(16) float att_sm[];
     const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
     const int grp = n_head / n_head_kv, h0 = blockIdx.z * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
@@ -301,6 +308,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
 
 /* one block per q head: merge the n_split partials in split order */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split) {
+    hm_pdl_wait();
     int h = blockIdx.x;
     const float *p = part + (size_t)h * n_split * (hd + 2);
     float M = -INFINITY;
@@ -324,8 +332,8 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
     const dim3 grid(n_head_kv, nsplit, (grp + ATT_MAXG - 1) / ATT_MAXG);
-    k_attn_gqa<<<grid, ATT_THREADS, smem, s>>>(q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos);
-    k_attn_combine<<<n_head, hd < 1024 ? hd : 1024, 0, s>>>(part, out, hd, nsplit);
+    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos);
+    hm_launch(k_attn_combine, n_head, hd < 1024 ? hd : 1024, 0, s, part, out, hd, nsplit);
 }
 
 /* index of the largest v[i] among i in [0, n) with used[i] == 0; ties -> lowest index. One warp. */
@@ -345,6 +353,7 @@ static __device__ int warp_argmax(const float *v, const unsigned char *used, int
 #define ROUTER_MAX 4096
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
                          int n_group, int topk_group, int *ids, float *w) {
+    hm_pdl_wait();
     __shared__ float score[ROUTER_MAX], choice[ROUTER_MAX], gscore[64];
     __shared__ unsigned char used[ROUTER_MAX], gused[64];
     int lane = threadIdx.x;
@@ -410,6 +419,6 @@ __global__ void k_router(const float *logits, const float *bias, int n, int k, i
 
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s) {
-    k_router<<<1, 32, 0, s>>>(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+    hm_launch(k_router, 1, 32, 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
 }
 
