@@ -12,7 +12,6 @@ cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_B
 cmake --build build-dev -j16 --target test_gpu_gemv test_gpu_ops test_gpu_model bench_decode hotmoe-gen >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
 ./build-dev/tests/test_gpu_ops >"$OUT/ops.log" 2>&1; grep -E "^FAIL" "$OUT/ops.log" | head; tail -1 "$OUT/ops.log"
-HOTMOE_PDL=0 ./build-dev/tests/test_gpu_ops >"$OUT/ops_nopdl.log" 2>&1; echo "no PDL: $(tail -1 "$OUT/ops_nopdl.log")"
 ./build-dev/tests/test_gpu_gemv >"$OUT/gemv.log" 2>&1; grep -E "^FAIL" "$OUT/gemv.log" | head; tail -1 "$OUT/gemv.log"
 HOTMOE_Q8_PIPE=0 ./build-dev/tests/test_gpu_gemv >"$OUT/gemv_reg.log" 2>&1; grep -E "^FAIL" "$OUT/gemv_reg.log" | head -5; echo "register kernel: $(tail -1 "$OUT/gemv_reg.log")"
 M=/tmp/m; mkdir -p $M; G=./build-dev/hotmoe-gen
@@ -31,4 +30,3 @@ echo "a3b register:"; HOTMOE_Q8_PIPE=0 ./build-dev/bench_decode -m $M/a3b.gguf -
 echo "a3b register, no PDL:"; HOTMOE_PDL=0 HOTMOE_Q8_PIPE=0 ./build-dev/bench_decode -m $M/a3b.gguf --device cuda --runs 1 2>&1 | tail -1
 echo "== a3b done $(( $(date +%s) - t0 )) s"
 echo "pipelined:"; ./build-dev/tests/test_gpu_gemv --bench 1 >"$OUT/gemv_bench.log" 2>&1; grep -E "copy|^Q|^MX|^IQ" "$OUT/gemv_bench.log"
-echo "register:"; HOTMOE_Q8_PIPE=0 ./build-dev/tests/test_gpu_gemv --bench 1 2>&1 | grep -E "^Q|^MX|^IQ"
