@@ -5,14 +5,20 @@
  * Shape of the work. A thread block (256 threads) quantizes all of x (ncols <= 32768) into shared
  * memory once, then its lanes stream weight rows with no block barrier: lanes form groups of L
  * (a power of two <= 32 picked so that the row's 256-element chunks spread evenly over them); a
- * group owns one output (a row; for SwiGLU the gate and the up row together), lane i of it takes
- * chunks i, i+L, ... of the row, and with U = 2 a group carries two rows at once, so every lane has
- * two chunks (272..544 bytes) of loads in flight per step. Work items are rows; when x is shared by
- * the k expert slots (SwiGLU, or a single matrix) the items of all slots form one list, so one
- * block's quantized x serves rows of several experts; else blockIdx.y is the slot. The grid is at
- * most the resident 2 blocks per SM, sized so the rounds are balanced. Sums: per lane in chunk order,
- * then a shuffle butterfly inside the group, written by its lane 0: a fixed order, so results are
- * bitwise reproducible and independent of the grid. */
+ * group owns one output row of one matrix (for SwiGLU the gate row and the up row go to two
+ * neighbouring groups of a warp, joined by a shuffle), lane i of it takes chunks i, i+L, ... of the
+ * row. Work items are rows; when x is shared by the k expert slots (SwiGLU, or a single matrix) the
+ * items of all slots form one list, so one block's quantized x serves rows of several experts; else
+ * blockIdx.y is the slot. Sums: per lane in chunk order, then a shuffle butterfly inside the group,
+ * written by its lane 0: a fixed order, so results are bitwise reproducible and independent of the
+ * grid. Two kernels share this split (and so their results):
+ *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
+ *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
+ *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1): a lane keeps 2-4 chunks in flight as cp.async copies into
+ *     its shared-memory slots; one block per SM. Measured slower on the H200 (fewer warps to hide
+ *     the decode's latency), kept for comparison.
+ * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
+ * previous kernel has finished. */
 #include <atomic>
 #include <stdint.h>
 #include <stdlib.h>
@@ -342,13 +348,14 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     hm_launch(gemv_q8_kernel<T, NMAT, A>, grid, Q8_THREADS, smem, s, p);
 }
 
-/* the pipelined kernel (default; HOTMOE_Q8_PIPE=0 keeps the register kernel, for comparison) */
+/* the pipelined kernel, when HOTMOE_Q8_PIPE=1 (the register kernel is the default: faster on the
+ * H200, 42% vs 32% of copy bandwidth on 14336x4096 Q4_K, a3b decode 240 vs 212 tok/s) */
 static int q8_pipe_on(void) {
     static std::atomic<int> on(-1);
     int v = on.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("HOTMOE_Q8_PIPE");
-        v = env && env[0] == '0' ? 0 : 1;
+        v = env && env[0] == '1' ? 1 : 0;
         on.store(v, std::memory_order_relaxed);
     }
     return v;
