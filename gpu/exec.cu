@@ -102,8 +102,8 @@ extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
     int ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
-                          c->n_expert * 2 + (size_t)ff * c->n_expert_used +
-                          (size_t)c->n_head * ((n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK) * (c->head_dim + 2));
+                          c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
+                          op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
     return n;
 }
 
@@ -140,14 +140,19 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         size_t kvoff = ((size_t)seq * c->n_layer + il) * g->n_ctx * c->kv_dim;
         /* the norm that follows this layer: the next layer's, or the output's */
         const float *next_norm = il + 1 < c->n_layer ? g->L[il + 1].attn_norm : with_logits ? g->out_norm : NULL;
+        if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
+            cudaEventRecord(g->ev_fork, s);
+            cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
+            gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, g->s2);
+            cudaEventRecord(g->ev_join, g->s2);
+        }
         if (l->n_fused) {
             gpu_gemv(l->wqkv.type, l->wqkv.d, g->xn, g->q, D, (int)l->wqkv.ne1, s);
-            if (l->n_fused == 2) gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
         } else {
             gpu_gemv(l->wq.type, l->wq.d, g->xn, g->q, D, c->q_dim, s);
             gpu_gemv(l->wk.type, l->wk.d, g->xn, g->k, D, c->kv_dim, s);
-            gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, s);
         }
+        if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
@@ -162,8 +167,13 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (l->has_single) { /* dense FFN, or the shared expert */
             dexperts *x = &l->single;
             int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->act, D, ff, s);
-            gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->act, g->sh, ff, D, s);
+            /* the shared expert runs beside the router and the routed experts (its own stream and
+             * activation buffer), joined before the reduction that adds it */
+            cudaStream_t ss = l->is_moe ? g->s2 : s;
+            if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
+            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->sh_act, D, ff, ss);
+            gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+            if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
                 op_residual_norm(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, D, c->rms_eps, s);
@@ -183,7 +193,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         mark(g, P_ROUTER);
         dexperts *x = &l->exps;
-        if (l->cache) { cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->ev_fork); mark(g, P_CACHE); }
+        if (l->cache) { cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->side_fork); mark(g, P_CACHE); }
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
@@ -194,13 +204,14 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             kk++;
             mark(g, P_CPUWAIT);
         }
+        if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
         op_residual_norm(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
     if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);
     if (g->async_copies) {   /* the step ends when this step's swap-ins are in */
-        cudaEventRecord(g->ev_join, g->side);
-        cudaStreamWaitEvent(s, g->ev_join, 0);
+        cudaEventRecord(g->side_join, g->side);
+        cudaStreamWaitEvent(s, g->side_join, 0);
     }
     if (!with_logits) return;
     gpu_gemv(g->output.type, g->output.d, g->xn, g->logits, D, c->n_vocab, s);
@@ -359,8 +370,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
     int D = c->n_embd, ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
-    if (c->head_dim > 256 || c->n_expert > 4096 || c->n_expert_used > 64) {
-        fail(err, errlen, "gpu: unsupported shape (head_dim %d <= 256, n_expert %d <= 4096, top-k %d <= 64 expected)",
+    if (c->head_dim > 256 || c->head_dim % 4 || c->n_expert > 4096 || c->n_expert_used > 64) {
+        fail(err, errlen, "gpu: unsupported shape (head_dim %d <= 256 and a multiple of 4, n_expert %d <= 4096, top-k %d <= 64 expected)",
              c->head_dim, c->n_expert, c->n_expert_used);
         goto bad;
     }
@@ -476,6 +487,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         }
     }
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
     for (int il = 0; il < c->n_layer; il++) {
         const hm_layer *ly = &m->layers[il];
@@ -544,7 +558,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         goto bad;
     {
         size_t kv = (size_t)g->n_seq * c->n_layer * n_ctx * c->kv_dim * sizeof(float);
-        int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
 #define A(ptr, n) if (!(ptr = (float *)dalloc(g, sizeof(float) * (size_t)(n), err, errlen))) goto bad
         g->cat = VRAM_KV;
         if (!(g->kc = (float *)dalloc(g, kv, err, errlen)) || !(g->vc = (float *)dalloc(g, kv, err, errlen))) goto bad;
@@ -552,8 +565,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->x, D); A(g->xn, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
-        A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D);
-        A(g->part, (size_t)c->n_head * n_split * (c->head_dim + 2));
+        A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
+        A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
 #undef A
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))
@@ -591,8 +604,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         if (nt > HM_WORKERS_MAX) nt = HM_WORKERS_MAX;
         if (hybrid_start(g, nt, err, errlen)) goto bad;
         CK(cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking));
-        CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
-        CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->side_fork, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->side_join, cudaEventDisableTiming));
         g->cpu_threads = nt;
         if (o->swap_interval > 0) {
             g->xch_interval = o->swap_interval; g->xch_max = o->swap_max >= 0 ? o->swap_max : 64;
@@ -714,8 +727,11 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     free(g->jobs_layer); free(g->cpu_experts);
     for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) free(g->L[il].cache);
     if (g->s) cudaStreamDestroy(g->s);
+    if (g->s2) cudaStreamDestroy(g->s2);
     if (g->side) cudaStreamDestroy(g->side);
     if (g->ev_fork) cudaEventDestroy(g->ev_fork);
     if (g->ev_join) cudaEventDestroy(g->ev_join);
+    if (g->side_fork) cudaEventDestroy(g->side_fork);
+    if (g->side_join) cudaEventDestroy(g->side_join);
     free(g->allocs); free(g->L); free(g);
 }

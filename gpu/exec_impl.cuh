@@ -71,12 +71,16 @@ typedef struct {
 struct gpu_exec {
     const hm_model *m;
     int dev, n_ctx;
-    cudaStream_t s, side;                 /* side: --cold cpu swap-in copies */
+    cudaStream_t s;
+    cudaStream_t s2;                      /* v and the shared expert, forked from s and joined per layer */
     cudaEvent_t ev_fork, ev_join;
+    cudaStream_t side;                    /* --cold cpu: swap-in copies (--swap-async) and the exchange's */
+    cudaEvent_t side_fork, side_join;
     dlayer *L;
     float *out_norm; dmat output;
     float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
     float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
+    float *sh_act;                        /* (ff) the shared expert's activations (act is the routed ones') */
     int *ids, *zero_id, *d_pos;
     float *h_x, *h_logits; int *h_pos;    /* pinned */
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */

@@ -13,6 +13,7 @@
 #include "qdev.cuh"
 #include "qdev_k.cuh"
 #include "gemv_q8.cuh"
+#include "launch.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
@@ -58,11 +59,12 @@ struct gemv_params {
     int ncols, nrows;
 };
 
-/* NMAT = 1: y = W x over GEMV_NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over
- * GEMV_NR/2 rows per block. */
-template <class T, int NMAT>
+/* NMAT = 1: y = W x over NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over NR/2 rows
+ * per block. NR is GEMV_NR, or NMAT when there are too few rows to fill the GPU (a router). */
+template <class T, int NMAT, int NR>
 __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_params p) {
-    constexpr int NR = GEMV_NR, ROWS = NR / NMAT;
+    constexpr int ROWS = NR / NMAT;
+    hm_pdl_wait();
     const int e = blockIdx.y;
     const uint8_t *w0 = p.w, *w1 = nullptr;
     if (p.tab0) {
@@ -116,10 +118,17 @@ static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const int nparts = p.ncols / T::QK * T::NT;
     int threads = (nparts + 31) / 32 * 32;
     threads = threads < 32 ? 32 : threads > GEMV_MAX_THREADS ? GEMV_MAX_THREADS : threads;
-    const int rows = GEMV_NR / nmat;
+    /* one output per block when blocks of GEMV_NR would leave most SMs idle */
+    const bool few = (long)(p.nrows * nmat + GEMV_NR - 1) / GEMV_NR * k < 256;
+    const int rows = (few ? nmat : GEMV_NR) / nmat;
     const dim3 grid((unsigned)((p.nrows + rows - 1) / rows), (unsigned)k);
-    if (nmat == 2) gemv_kernel<T, 2><<<grid, threads, 0, s>>>(p);
-    else gemv_kernel<T, 1><<<grid, threads, 0, s>>>(p);
+    if (nmat == 2) {
+        if (few) hm_launch(gemv_kernel<T, 2, 2>, grid, threads, 0, s, p);
+        else hm_launch(gemv_kernel<T, 2, GEMV_NR>, grid, threads, 0, s, p);
+    } else {
+        if (few) hm_launch(gemv_kernel<T, 1, 1>, grid, threads, 0, s, p);
+        else hm_launch(gemv_kernel<T, 1, GEMV_NR>, grid, threads, 0, s, p);
+    }
     CUDA_CHECK_LAUNCH();
     return 0;
 }

@@ -2,23 +2,30 @@
  * quantized to int8 per 32 values, weights are decoded to int8 lanes and multiplied with __dp4a
  * (gemv_q8.cuh has the formats, the rounding and the per-type math).
  *
- * Shape of the work. A thread block (256 threads) first issues the loads of its first weight
- * chunks, then quantizes all of x (ncols <= 32768) into shared memory, so every row it handles
- * reads activations from there (no x traffic per row, no scratch buffer, graph-capturable).
- * Lanes form groups of L = min(32, next power of two >= ncols/256); a group owns one dot product
- * (a row, or for SwiGLU the gate or the up half of a row, side by side), lane i of it takes chunks
- * i, i+L, ... of the row, one chunk of 256 elements in registers at a time (136..272 bytes in
- * flight per lane, 16-byte loads where the type's block sizes allow). Sums: per lane in chunk
- * order, then a shuffle butterfly inside the group, then one thread per row combines (SwiGLU) and
- * writes: a fixed order, so results are bitwise reproducible and independent of the grid size.
- * The grid is at most ~4 blocks per SM (times the k expert slots on blockIdx.y); blocks stride
- * over tiles of rows, prefetching their next tile's first chunk before the block barrier. */
+ * Shape of the work. A thread block (256 threads) quantizes all of x (ncols <= 32768) into shared
+ * memory once, then its lanes stream weight rows with no block barrier: lanes form groups of L
+ * (a power of two <= 32 picked so that the row's 256-element chunks spread evenly over them); a
+ * group owns one output row of one matrix (for SwiGLU the gate row and the up row go to two
+ * neighbouring groups of a warp, joined by a shuffle), lane i of it takes chunks i, i+L, ... of the
+ * row. Work items are rows; when x is shared by the k expert slots (SwiGLU, or a single matrix) the
+ * items of all slots form one list, so one block's quantized x serves rows of several experts; else
+ * blockIdx.y is the slot. Sums: per lane in chunk order, then a shuffle butterfly inside the group,
+ * written by its lane 0: a fixed order, so results are bitwise reproducible and independent of the
+ * grid. Two kernels share this split (and so their results):
+ *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
+ *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
+ *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1): a lane keeps 2-4 chunks in flight as cp.async copies into
+ *     its shared-memory slots; one block per SM. Measured slower on the H200 (fewer warps to hide
+ *     the decode's latency), kept for comparison.
+ * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
+ * previous kernel has finished. */
 #include <atomic>
 #include <stdint.h>
 #include <stdlib.h>
 #include "gpu_gemv.h"
 #include "gpu_check.h"
 #include "gemv_q8.cuh"
+#include "launch.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
@@ -35,7 +42,10 @@ static_assert(Q8W_Q2_K::CB == sizeof(hm_block_q2_K) && Q8W_Q3_K::CB == sizeof(hm
 static_assert(Q8W_Q4_K::CB == sizeof(hm_block_q4_K) && Q8W_Q5_K::CB == sizeof(hm_block_q5_K), "q4k q5k");
 static_assert(Q8W_Q6_K::CB == sizeof(hm_block_q6_K) && Q8W_IQ4_XS::CB == sizeof(hm_block_iq4_xs), "q6k iq4xs");
 static_assert(Q8_CHUNK == 8 * HM_QK && Q8_CHUNK == HM_QK_K, "chunk");
-static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * Q8_THREADS * sizeof(float) <= 48 * 1024, "shared memory");
+static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) <= 48 * 1024, "shared memory");
+
+#define Q8_MAXK 64 /* expert slots whose matrix pointers a block keeps in shared memory */
+#define Q8_XB 8    /* float4 of x per thread loaded together by the quantizer */
 
 struct q8_params {
     const uint8_t *w;                      /* the matrix, when tab0 is NULL */
@@ -45,89 +55,267 @@ struct q8_params {
     int64_t x_stride;
     float *y;                              /* (k, nrows), row stride y_stride */
     int64_t y_stride;
-    int ncols, nrows;
+    int ncols, nrows, k;
     int lshift;                            /* lanes per dot product: 1 << lshift */
-    int ntiles;                            /* tiles of rows per expert slot */
+    int flat;                              /* x shared by all slots: items = k * nrows, one list */
+    int nitems;                            /* items per blockIdx.y */
+    int nch, nbl;                          /* whole chunks per row; bytes of the partial chunk (0: none) */
 };
 
 /* x[0..ncols) -> the chunk records at xs (gemv_q8.cuh). Eight lanes per 32-group, four values
  * each; the float operations are q8_quant32's (max is exact in any order, sums are integers), so
- * the records equal what q8_quant32 makes. ncols / 4 is a multiple of 64: warps run whole. */
+ * the records equal what q8_quant32 makes. ncols % 32 == 0: warps run whole (lanes past the end
+ * compute zeros and store nothing); the groups of a partial last chunk past ncols are zeroed. */
 __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t *xs) {
-    for (int i = threadIdx.x; i < ncols / 4; i += blockDim.x) {
-        const float4 f = __ldg((const float4 *)(x + 4 * i));
-        float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
+    const int n4 = ncols / 4, n4r = (n4 + 31) & ~31;
+    /* batches of Q8_XB float4 per thread, all loaded before any is used: one L2 round trip per
+     * batch instead of one per float4 (the shuffles would otherwise serialize them) */
+    for (int i0 = threadIdx.x; i0 < n4r; i0 += Q8_XB * blockDim.x) {
+        float4 fb[Q8_XB];
 #pragma unroll
-        for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-        const bool nz = amax >= 0x1p-100f;
-        const float id = nz ? q8_div(127.f, amax) : 0.f;
-        const int q0 = nz ? q8_rint(q8_mul(f.x, id)) : 0, q1 = nz ? q8_rint(q8_mul(f.y, id)) : 0;
-        const int q2 = nz ? q8_rint(q8_mul(f.z, id)) : 0, q3 = nz ? q8_rint(q8_mul(f.w, id)) : 0;
-        int s = (q0 + q1) + (q2 + q3);
-        s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
-        s += __shfl_xor_sync(0xFFFFFFFFu, s, 2); /* the sum over this lane's 16-half */
-        const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 4);
-        const int b = i >> 3, l = i & 7;
-        uint8_t *rec = xs + (b >> 3) * Q8_REC;
-        *(uint32_t *)(rec + 32 * (b & 7) + 4 * l) =
-            (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
-        if (l == 0)
-            *(uint2 *)(rec + 256 + 8 * (b & 7)) =
-                make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
+        for (int u = 0; u < Q8_XB; u++) {
+            const int i = i0 + u * blockDim.x;
+            fb[u] = i < n4 ? __ldg((const float4 *)(x + 4 * i)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int u = 0; u < Q8_XB; u++) {
+            const int i = i0 + u * blockDim.x;
+            if (i >= n4r) break; /* warp-uniform: n4r and blockDim are multiples of 32 */
+            const bool in = i < n4;
+            const float4 f = fb[u];
+            float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+            const bool nz = amax >= 0x1p-100f;
+            const float id = nz ? q8_div(127.f, amax) : 0.f;
+            const int q0 = nz ? q8_rint(q8_mul(f.x, id)) : 0, q1 = nz ? q8_rint(q8_mul(f.y, id)) : 0;
+            const int q2 = nz ? q8_rint(q8_mul(f.z, id)) : 0, q3 = nz ? q8_rint(q8_mul(f.w, id)) : 0;
+            int s = (q0 + q1) + (q2 + q3);
+            s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+            s += __shfl_xor_sync(0xFFFFFFFFu, s, 2); /* the sum over this lane's 16-half */
+            const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 4);
+            if (!in) continue;
+            const int b = i >> 3, l = i & 7;
+            uint8_t *rec = xs + (b >> 3) * Q8_REC;
+            *(uint32_t *)(rec + 32 * (b & 7) + 4 * l) =
+                (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
+            if (l == 0)
+                *(uint2 *)(rec + 256 + 8 * (b & 7)) =
+                    make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
+        }
+    }
+    const int gl = (ncols / 32) & 7; /* groups present in a partial last chunk */
+    if (gl) {
+        uint8_t *rec = xs + (ncols / Q8_CHUNK) * Q8_REC;
+        for (int i = threadIdx.x; i < (8 - gl) * 10; i += blockDim.x) {
+            const int g = gl + i / 10, j = i % 10;
+            *(uint32_t *)(j < 8 ? rec + 32 * g + 4 * j : rec + 256 + 8 * g + 4 * (j - 8)) = 0u;
+        }
     }
 }
 
-/* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x). blockIdx.y: the expert slot. */
-template <class T, int NMAT>
-__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
-    extern __shared__ __align__(16) uint8_t xs[]; /* (ncols / 256) * Q8_REC */
-    __shared__ float red[2][Q8_THREADS];          /* per dot product, double-buffered by tile */
-    constexpr int NW = q8_nw(T::CB, T::A);
-    const int e = blockIdx.y;
-    const uint8_t *w0 = p.w, *w1 = nullptr;
-    if (p.tab0) {
-        const int id = p.ids[e];
-        w0 = (const uint8_t *)p.tab0[id];
-        if (NMAT == 2) w1 = (const uint8_t *)p.tab1[id];
-    }
-    const int nch = p.ncols / Q8_CHUNK;
-    const size_t rs = (size_t)nch * T::CB;
-    const int L = 1 << p.lshift, grp = threadIdx.x >> p.lshift, li = threadIdx.x & (L - 1);
-    const int rpt = (Q8_THREADS >> p.lshift) / NMAT;        /* rows per tile */
-    const int trow = NMAT == 2 ? grp >> 1 : grp;              /* this group's row in a tile */
-    const uint8_t *wm = (NMAT == 2 && (grp & 1)) ? w1 : w0;  /* gate (even groups) or up (odd) */
+/* 32-element-block types: rows may end in a partial chunk and start at any even address */
+template <class T> struct q8_b32 { static constexpr bool v = false; };
+template <> struct q8_b32<Q8W_Q4_0> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q4_1> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q5_0> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q5_1> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
+template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
-    uint32_t w[NW];
-    int tile = blockIdx.x, row = tile * rpt + trow;
-    if (tile < p.ntiles && row < p.nrows && li < nch) q8_load_chunk<T::CB, T::A>(wm + (size_t)row * rs + (size_t)li * T::CB, w);
-    q8_quantize_x(p.x + e * p.x_stride, p.ncols, xs);
+/* Asks L2 for the 16-byte granules covering [p, p + n) (no registers, no wait): the row a group
+ * takes next is in flight from DRAM while it computes the current one. Only granules that overlap
+ * the row are touched (the chunk loaders rely on the same). */
+__device__ __forceinline__ void q8_prefetch_l2(const uint8_t *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)15, e = ((uintptr_t)p + n + 15) & ~(uintptr_t)15;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
+#elif defined(__CUDA_ARCH__)
+    for (uintptr_t q = a; q < e; q += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
+#endif
+}
+
+/* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
+ * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
+ * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
+ * end in a partial chunk). */
+template <class T, int NMAT, int A>
+__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
+    extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC */
+    __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
+    constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
+    constexpr int NW = q8_nw(T::CB, A);
+    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
+    const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
+    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
+    const int nchunks = p.nch + (p.nbl > 0);
+    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
+    /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT */
+    auto row_ptr = [&](int it, int *slot, int *row) -> const uint8_t * {
+        const int r = it / NMAT, sl = p.flat ? r / p.nrows : 0;
+        *slot = sl;
+        *row = r - sl * p.nrows;
+        return wp[it % NMAT][sl] + (size_t)*row * rs;
+    };
+    if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
+        const int it = base0 + gi;
+        if (NMAT == 1 && li == 0 && it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
+    }
+    hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
+    if (p.tab0) {
+        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
+            const int id = p.ids[p.flat ? sl : e];
+            wp[0][sl] = (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = (const uint8_t *)p.tab1[id];
+        }
+    } else if (threadIdx.x == 0) {
+        wp[0][0] = p.w;
+    }
+    q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
     __syncthreads();
 
-    for (int it = 0; tile < p.ntiles; it++) { /* uniform across the block */
-        const bool ok = row < p.nrows;
+    float *ybase = p.y + (p.flat ? 0 : e * p.y_stride);
+    /* warp-uniform steps (the shuffles need every lane) */
+    for (int base = base0; base < p.nitems; base += tg) {
+        const int it = base + gi;
+        const bool ok = it < p.nitems;
+        int slot = 0, row = 0, ns, nr;
+        const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : wp[0][0];
+        if (li == 0 && it + tg < p.nitems) q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
         float acc = 0.f;
-        for (int c = li; c < nch; c += L) {
-            if (c != li && ok) q8_load_chunk<T::CB, T::A>(wm + (size_t)row * rs + (size_t)c * T::CB, w);
-            if (ok) acc += T::dot(w, xs + c * Q8_REC);
-        }
-        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-        float *rd = red[it & 1];
-        if (li == 0) rd[grp] = acc;
-        const int next = tile + gridDim.x, nrow = next * rpt + trow;
-        if (next < p.ntiles && nrow < p.nrows && li < nch) q8_load_chunk<T::CB, T::A>(wm + (size_t)nrow * rs + (size_t)li * T::CB, w);
-        __syncthreads();
-        const int i = threadIdx.x, r = tile * rpt + i;
-        if (i < rpt && r < p.nrows) {
-            if (NMAT == 2) {
-                const float a = rd[2 * i], b = rd[2 * i + 1];
-                p.y[e * p.y_stride + r] = a / (1.f + expf(-a)) * b;
-            } else {
-                p.y[e * p.y_stride + r] = rd[i];
+        if (ok)
+            for (int c = li; c < nchunks; c += L) {
+                uint32_t w[NW];
+                if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
+                else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
+                acc += T::dot(w, xs + c * Q8_REC);
             }
+        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+        if (NMAT == 2) {
+            const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
+            if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
+        } else if (li == 0 && ok) {
+            ybase[slot * p.y_stride + row] = acc;
         }
-        tile = next;
-        row = nrow;
     }
+}
+
+/* ---- the pipelined kernel: weights stream into shared memory through cp.async ----
+ * Each lane runs its own queue of chunk "tasks" (item, chunk) and keeps Q8P_STAGES - 1 of them in
+ * flight as 16-byte cp.async copies into its private slots while it decodes the oldest from
+ * shared memory: the bytes in flight per SM are bounded by shared memory, not by registers. No
+ * block barrier after the prologue; a lane reads only what it copied itself (wait_group suffices).
+ * Work split, sums and their order are the register kernel's (so its results are bitwise equal). */
+
+__device__ __forceinline__ void q8_cp16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void q8_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void q8_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/* per-lane slot bytes: the 16-byte words covering a chunk (DIRECT: it starts 16-byte aligned),
+ * an odd number of them so that 8 consecutive lanes' slots fall on distinct banks */
+__host__ __device__ constexpr int q8p_slot(int cb, bool direct) {
+    return 16 * ((direct ? cb / 16 : (cb + 30) / 16) | 1);
+}
+#define Q8P_SMEM_STAGES (180 * 1024) /* stage bytes per block */
+__host__ __device__ constexpr int q8p_stages(int cb, bool direct) {
+    return Q8P_SMEM_STAGES / (Q8_THREADS * q8p_slot(cb, direct)) > 4 ? 4 : Q8P_SMEM_STAGES / (Q8_THREADS * q8p_slot(cb, direct));
+}
+
+template <class T, int NMAT, bool DIRECT>
+__global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params p) {
+    extern __shared__ __align__(16) uint8_t sm[]; /* x records, then [P][threads][SB] slots */
+    __shared__ const uint8_t *wp[NMAT][Q8_MAXK];
+    constexpr int SB = q8p_slot(T::CB, DIRECT), P = q8p_stages(T::CB, DIRECT), NL = SB / 16;
+    constexpr int NW = q8_nw(T::CB, DIRECT ? 16 : 1);
+    constexpr bool PART = q8_b32<T>::v && !DIRECT;
+    static_assert(P >= 2, "stages");
+    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
+    const int L = 1 << p.lshift, gpw = 32 >> p.lshift;
+    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);
+    const int nchunks = p.nch + (p.nbl > 0), J = (nchunks + L - 1) / L;
+    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
+    const int nsteps = base0 < p.nitems ? (p.nitems - base0 + tg - 1) / tg : 0, ntask = nsteps * J;
+    const int xbytes = ((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~15;
+    uint8_t *xs = sm, *slots = sm + xbytes;
+    const uint32_t slot0 = (uint32_t)__cvta_generic_to_shared(slots) + threadIdx.x * SB;
+
+    if (p.tab0) {
+        hm_pdl_wait(); /* ids and tables may come from the previous kernel */
+        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
+            const int id = p.ids[p.flat ? sl : e];
+            wp[0][sl] = (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = (const uint8_t *)p.tab1[id];
+        }
+    } else if (threadIdx.x == 0) {
+        wp[0][0] = p.w;
+    }
+    __syncthreads();
+
+    /* task tau: step tau / J (item base0 + step * tg + gi), chunk li + (tau % J) * L */
+    auto locate = [&](int tau, int *it, int *c) -> const uint8_t * {
+        const int step = tau / J;
+        *it = base0 + step * tg + gi;
+        *c = li + (tau - step * J) * L;
+        if (*it >= p.nitems || *c >= nchunks) return nullptr;
+        const int r = *it / NMAT, sl = p.flat ? r / p.nrows : 0;
+        return wp[*it % NMAT][sl] + (size_t)(r - sl * p.nrows) * rs + (size_t)*c * T::CB;
+    };
+    auto issue = [&](int tau) {
+        int it, c;
+        const uint8_t *src = tau < ntask ? locate(tau, &it, &c) : nullptr;
+        if (src) {
+            const int nb = c < p.nch ? T::CB : p.nbl;
+            const uint8_t *b16 = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15);
+            const int o = (int)((uintptr_t)src & 15);
+            const uint32_t dst = slot0 + (uint32_t)((tau % P) * Q8_THREADS * SB);
+#pragma unroll
+            for (int j = 0; j < NL; j++)
+                if (16 * j < o + nb) q8_cp16(dst + 16 * j, b16 + 16 * j);
+        }
+        q8_cp_commit(); /* empty groups too: the count stays uniform */
+    };
+#pragma unroll
+    for (int t = 0; t < P - 1; t++) issue(t); /* one matrix: before the previous kernel is done */
+    if (!p.tab0) hm_pdl_wait();               /* x may come from it */
+    q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
+    __syncthreads();
+
+    float *ybase = p.y + (p.flat ? 0 : e * p.y_stride);
+    float acc = 0.f;
+    for (int tau = 0; tau < ntask; tau++) { /* ntask, J: warp-uniform */
+        issue(tau + P - 1);
+        q8_cp_wait<P - 1>();
+        int it, c;
+        const uint8_t *src = locate(tau, &it, &c);
+        if (src) {
+            const uint8_t *slot = slots + ((tau % P) * Q8_THREADS + threadIdx.x) * SB + ((uintptr_t)src & 15);
+            uint32_t w[NW];
+            if constexpr (DIRECT) q8_load_chunk<T::CB, 16, true>(slot, w);
+            else if (c < p.nch) q8_load_chunk<T::CB, 1, true>(slot, w);
+            else if constexpr (PART) q8_load_part<T::CB, true>(slot, w, p.nbl);
+            acc += T::dot(w, xs + c * Q8_REC);
+        }
+        if (tau % J == J - 1) { /* the item's last task: reduce and write */
+            for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+            const bool ok = it < p.nitems;
+            const int r = it / NMAT, sl = p.flat && ok ? r / p.nrows : 0, row = r - sl * p.nrows;
+            if (NMAT == 2) {
+                const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L);
+                if (li == 0 && ok && !(gi & 1)) ybase[sl * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
+            } else if (li == 0 && ok) {
+                ybase[sl * p.y_stride + row] = acc;
+            }
+            acc = 0.f;
+        }
+    }
+    q8_cp_wait<0>();
 }
 
 static int q8_sm_count(void) {
@@ -143,23 +331,121 @@ static int q8_sm_count(void) {
     return n;
 }
 
+/* lanes per row: the largest power of two <= 32 (and <= the chunks, rounded up) that leaves at
+ * most 10% of the lane-steps idle, else the larger of the first two tried */
+static int q8_lanes_shift(int nchunks) {
+    int l = 0;
+    while ((1 << l) < nchunks && l < 5) l++;
+    for (int t = l; t >= 0 && t >= l - 1; t--) {
+        const int L = 1 << t, steps = (nchunks + L - 1) / L;
+        if (10 * nchunks >= 9 * L * steps) return t;
+    }
+    return l;
+}
+
+template <class T, int NMAT, int A>
+static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    hm_launch(gemv_q8_kernel<T, NMAT, A>, grid, Q8_THREADS, smem, s, p);
+}
+
+/* the pipelined kernel, when HOTMOE_Q8_PIPE=1 (the register kernel is the default: faster on the
+ * H200, 42% vs 32% of copy bandwidth on 14336x4096 Q4_K, a3b decode 240 vs 212 tok/s) */
+static int q8_pipe_on(void) {
+    static std::atomic<int> on(-1);
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("HOTMOE_Q8_PIPE");
+        v = env && env[0] == '1' ? 1 : 0;
+        on.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
+static int q8_smem_optin(void) {
+    static std::atomic<int> cache(0);
+    int n = cache.load(std::memory_order_relaxed);
+    if (n <= 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            n = 48 * 1024;
+        cache.store(n, std::memory_order_relaxed);
+    }
+    return n;
+}
+
+/* Launches the pipelined kernel when its shared memory fits; 1 when it does not (the caller then
+ * takes the register kernel). */
+template <class T, int NMAT, bool DIRECT>
+static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
+    constexpr int SB = q8p_slot(T::CB, DIRECT), P = q8p_stages(T::CB, DIRECT);
+    const size_t xbytes = ((size_t)(p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~(size_t)15;
+    const size_t smem = xbytes + (size_t)P * Q8_THREADS * SB, stat = sizeof(void *) * NMAT * Q8_MAXK;
+    const int optin = q8_smem_optin();
+    if (smem + stat > (size_t)optin) return 1;
+    /* once per instantiation and device: allow up to the opt-in limit */
+    static std::atomic<unsigned long long> raised(0);
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
+    if (!(raised.load(std::memory_order_relaxed) >> dev & 1)) {
+        if (cudaFuncSetAttribute(gemv_q8p_kernel<T, NMAT, DIRECT>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
+            cudaGetLastError();
+            return 1;
+        }
+        raised.fetch_or(1ull << dev, std::memory_order_relaxed);
+    }
+    const int per_block = Q8_THREADS >> p.lshift;
+    const long need = (long)nslices * ((p.nitems + per_block - 1) / per_block);
+    const long cap = q8_sm_count(); /* one block per SM */
+    const long rounds = (need + cap - 1) / cap;
+    int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
+    if (gx < 1) gx = 1;
+    hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d pipelined blocks failed: %s", gx, nslices, cudaGetErrorString(err));
+    return 0;
+}
+
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
-    const int nch = p.ncols / Q8_CHUNK;
-    int lshift = 0;
-    while ((1 << lshift) < nch && lshift < 5) lshift++;
-    p.lshift = lshift;
-    const int rpt = (Q8_THREADS >> lshift) / nmat;
-    p.ntiles = (p.nrows + rpt - 1) / rpt;
-    int gx = (4 * q8_sm_count() + k - 1) / k;
-    if (gx > p.ntiles) gx = p.ntiles;
+    const int nchunks = p.nch + (p.nbl > 0);
+    p.lshift = q8_lanes_shift(nchunks);
+    if (nmat == 2 && p.lshift > 4) p.lshift = 4; /* gate and up groups share a warp */
+    p.flat = p.x_stride == 0 && k <= Q8_MAXK;
+    p.k = k;
+    const int nslices = p.flat ? 1 : k;
+    p.nitems = (p.flat ? k * p.nrows : p.nrows) * nmat;
+    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
+    /* else the unaligned loader (A = 1), which only b32 types need; it also takes partial chunks */
+    const bool aligned = rs % T::A == 0 && p.nbl == 0;
+    if (!aligned && !q8_b32<T>::v) return 1;
+    if (q8_pipe_on()) {
+        const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
+        int rc;
+        if constexpr (T::A == 16) {
+            if (nmat == 2) rc = direct ? q8p_go<T, 2, true>(p, nslices, s) : q8p_go<T, 2, false>(p, nslices, s);
+            else rc = direct ? q8p_go<T, 1, true>(p, nslices, s) : q8p_go<T, 1, false>(p, nslices, s);
+        } else {
+            rc = nmat == 2 ? q8p_go<T, 2, false>(p, nslices, s) : q8p_go<T, 1, false>(p, nslices, s);
+        }
+        if (rc <= 0) return rc;
+    }
+    const int per_block = Q8_THREADS >> p.lshift;                /* items one block takes per round */
+    const long need = (long)nslices * ((p.nitems + per_block - 1) / per_block);
+    const long cap = 2L * q8_sm_count();
+    const long rounds = (need + cap - 1) / cap;
+    int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
     if (gx < 1) gx = 1;
-    const dim3 grid((unsigned)gx, (unsigned)k);
-    const size_t smem = (size_t)nch * Q8_REC;
-    if (nmat == 2) gemv_q8_kernel<T, 2><<<grid, Q8_THREADS, smem, s>>>(p);
-    else gemv_q8_kernel<T, 1><<<grid, Q8_THREADS, smem, s>>>(p);
+    const dim3 grid((unsigned)gx, (unsigned)nslices);
+    const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
+    if (nmat == 2) {
+        if (aligned) q8_go<T, 2, T::A>(p, grid, smem, s);
+        else if constexpr (q8_b32<T>::v) q8_go<T, 2, 1>(p, grid, smem, s);
+    } else {
+        if (aligned) q8_go<T, 1, T::A>(p, grid, smem, s);
+        else if constexpr (q8_b32<T>::v) q8_go<T, 1, 1>(p, grid, smem, s);
+    }
     const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d blocks failed: %s", gx, k, cudaGetErrorString(err));
+    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d blocks failed: %s", gx, nslices, cudaGetErrorString(err));
     return 0;
 }
 
@@ -167,15 +453,16 @@ typedef int (*q8_fn)(q8_params, int k, int nmat, cudaStream_t);
 struct q8_type {
     int type;
     q8_fn run;
+    int b32, bs32; /* a 32-element-block type (rows of any multiple of 32), and its block bytes */
 };
 
 static const q8_type k_q8_types[] = {
-    { HM_TYPE_Q4_0, q8_launch<Q8W_Q4_0> },   { HM_TYPE_Q4_1, q8_launch<Q8W_Q4_1> },
-    { HM_TYPE_Q5_0, q8_launch<Q8W_Q5_0> },   { HM_TYPE_Q5_1, q8_launch<Q8W_Q5_1> },
-    { HM_TYPE_Q8_0, q8_launch<Q8W_Q8_0> },   { HM_TYPE_MXFP4, q8_launch<Q8W_MXFP4> },
-    { HM_TYPE_Q2_K, q8_launch<Q8W_Q2_K> },   { HM_TYPE_Q3_K, q8_launch<Q8W_Q3_K> },
-    { HM_TYPE_Q4_K, q8_launch<Q8W_Q4_K> },   { HM_TYPE_Q5_K, q8_launch<Q8W_Q5_K> },
-    { HM_TYPE_Q6_K, q8_launch<Q8W_Q6_K> },   { HM_TYPE_IQ4_XS, q8_launch<Q8W_IQ4_XS> },
+    { HM_TYPE_Q4_0, q8_launch<Q8W_Q4_0>, 1, Q8W_Q4_0::CB / 8 },   { HM_TYPE_Q4_1, q8_launch<Q8W_Q4_1>, 1, Q8W_Q4_1::CB / 8 },
+    { HM_TYPE_Q5_0, q8_launch<Q8W_Q5_0>, 1, Q8W_Q5_0::CB / 8 },   { HM_TYPE_Q5_1, q8_launch<Q8W_Q5_1>, 1, Q8W_Q5_1::CB / 8 },
+    { HM_TYPE_Q8_0, q8_launch<Q8W_Q8_0>, 1, Q8W_Q8_0::CB / 8 },   { HM_TYPE_MXFP4, q8_launch<Q8W_MXFP4>, 1, Q8W_MXFP4::CB / 8 },
+    { HM_TYPE_Q2_K, q8_launch<Q8W_Q2_K>, 0, 0 },   { HM_TYPE_Q3_K, q8_launch<Q8W_Q3_K>, 0, 0 },
+    { HM_TYPE_Q4_K, q8_launch<Q8W_Q4_K>, 0, 0 },   { HM_TYPE_Q5_K, q8_launch<Q8W_Q5_K>, 0, 0 },
+    { HM_TYPE_Q6_K, q8_launch<Q8W_Q6_K>, 0, 0 },   { HM_TYPE_IQ4_XS, q8_launch<Q8W_IQ4_XS>, 0, 0 },
 };
 
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
@@ -183,10 +470,13 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const q8_type *t = NULL;
     for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
         if (k_q8_types[i].type == type) t = &k_q8_types[i];
-    if (!t || ncols <= 0 || ncols % Q8_CHUNK || ncols > Q8_MAX_NCOLS) return 1;
+    if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
+    if (ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
     /* x rows must stay 16-byte aligned for the float4 loads: x is, and x_stride is 0 or ncols */
     if (x_stride % 4) return 1;
-    const q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, 0, 0 };
+    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
+    /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -196,7 +486,7 @@ int gemv_q8_mode(void) {
     int m = g_mode.load(std::memory_order_relaxed);
     if (m < 0) {
         const char *env = getenv("HOTMOE_GEMV_MODE");
-        m = env && atoi(env) == 1 ? 1 : 0;
+        m = env && env[0] && atoi(env) == 0 ? 0 : 1;
         g_mode.store(m, std::memory_order_relaxed);
     }
     return m;

@@ -7,7 +7,10 @@
  * widest loads its alignment allows (ALIGN: 16, 8 or 4 bytes, every chunk of a row-major matrix
  * with ncols % 256 == 0 starts at a multiple of ALIGN when the matrix does; ALIGN 1: the aligned
  * 16-byte words covering the chunk, realigned in registers), then T::dot(w, xs) returns the
- * chunk's dot product with the quantized activations xs.
+ * chunk's dot product with the quantized activations xs. The 32-element types also take
+ * ncols % 256 != 0: the last chunk of a row is then partial (q8_load_part zero-fills it, and the
+ * activation record's groups past ncols are zero). With SM the same loaders read a copy of the
+ * chunk's 16-byte words in shared memory (the cp.async pipeline of gemv_q8.cu) instead.
  *
  * Activation record (shared memory, Q8_REC bytes per chunk): q[256] int8 at 0, then for each
  * 32-group g a pair {float d; int16 s0, s1} at 256 + 8g (s0 / s1: sums of q over the group's
@@ -132,14 +135,22 @@ __host__ __device__ constexpr int q8_nw(int cb, int a) { return a == 1 ? 4 * ((c
  * the 16-byte words that overlap [p, p + CB) (never a word wholly outside it, so never past the
  * allocation's last 16-byte granule) and shifts them into place: two word-select stages and one
  * funnel shift per word, all with compile-time register indices. */
-template <int CB, int A>
+/* a 16-byte word from global memory (read-only path) or, SM, from shared memory */
+template <bool SM>
+__device__ __forceinline__ uint4 q8_ld16(const uint8_t *p) {
+    if constexpr (SM) return *(const uint4 *)p;
+    else return __ldg((const uint4 *)p);
+}
+
+template <int CB, int A, bool SM = false>
 __device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
     constexpr int NW = q8_nw(CB, A);
+    static_assert(!SM || A == 16 || A == 1, "shared-memory copies are whole 16-byte words");
     if constexpr (A == 16) {
         static_assert(CB % 16 == 0, "A");
 #pragma unroll
         for (int j = 0; j < CB / 16; j++) {
-            const uint4 u = __ldg((const uint4 *)(p + 16 * j));
+            const uint4 u = q8_ld16<SM>(p + 16 * j);
             w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
         }
 #pragma unroll
@@ -168,7 +179,7 @@ __device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
 #pragma unroll
         for (int j = 0; j < NL; j++) {
             uint4 u = { 0, 0, 0, 0 };
-            if (16 * j < CB || 16 * j < o + CB) u = __ldg((const uint4 *)(base + 16 * j));
+            if (16 * j < CB || 16 * j < o + CB) u = q8_ld16<SM>(base + 16 * j);
             w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
         }
 #pragma unroll
@@ -181,6 +192,38 @@ __device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
         const int sh = 8 * (o & 3);
 #pragma unroll
         for (int k = 0; k < NU; k++) w[k] = q8_funnel(w[k], w[k + 1], sh);
+    }
+}
+
+/* The last, partial chunk of a row of a 32-element-block type (ncols % 256 != 0): its nb < CB bytes
+ * at p (2-byte aligned) into w, every byte from nb on zero (the dot then adds exact zeros: the
+ * activation record's missing groups are zero too). Reads only 16-byte words that overlap
+ * [p, p + nb), as the A == 1 loader does. */
+template <int CB, bool SM = false>
+__device__ __forceinline__ void q8_load_part(const uint8_t *p, uint32_t *w, int nb) {
+    constexpr int NW = q8_nw(CB, 1), NL = (CB + 30) / 16, NU = (CB + 3) / 4 + 1;
+    const uint8_t *base = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)15);
+    const int o = (int)((uintptr_t)p & 15);
+#pragma unroll
+    for (int j = 0; j < NL; j++) {
+        uint4 u = { 0, 0, 0, 0 };
+        if (16 * j < o + nb) u = q8_ld16<SM>(base + 16 * j);
+        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+    }
+#pragma unroll
+    for (int k = 4 * NL; k < NW; k++) w[k] = 0;
+    const bool s1 = o & 4, s2 = o & 8;
+#pragma unroll
+    for (int k = 0; k <= NU + 2; k++) w[k] = s1 ? w[k + 1] : w[k];
+#pragma unroll
+    for (int k = 0; k <= NU; k++) w[k] = s2 ? w[k + 2] : w[k];
+    const int sh = 8 * (o & 3);
+#pragma unroll
+    for (int k = 0; k < NU; k++) w[k] = q8_funnel(w[k], w[k + 1], sh);
+#pragma unroll
+    for (int k = 0; k < NW; k++) {
+        const int keep = nb - 4 * k; /* bytes of word k that belong to the chunk */
+        w[k] = keep >= 4 ? w[k] : keep <= 0 ? 0u : w[k] & ((1u << (8 * keep)) - 1u);
     }
 }
 

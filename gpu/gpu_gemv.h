@@ -44,12 +44,13 @@ int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, 
 int gpu_dequant(int type, const void *src, void *dst, int64_t n, int out_f16, void *stream);
 
 /* Selects the GEMV path of the block types for launches enqueued after the call, process-wide
- * (captured CUDA graphs keep what they captured): 0 (default) F32 activations as described above;
- * 1 x quantized to int8 per 32 values (d = amax/127, q = round-half-even(x * 127/amax), see
- * gpu/gemv_q8.cuh) and integer dot products (__dp4a): faster, and the result then differs from the
- * F32 one by the activation quantization. Mode 1 covers Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 Q2_K..Q6_K
- * IQ4_XS when ncols % 256 == 0 and ncols <= 32768; other calls stay on the F32 path. The initial
- * mode is 1 when the environment variable HOTMOE_GEMV_MODE is "1". Returns 0, or -1 for another mode. */
+ * (captured CUDA graphs keep what they captured): 0: F32 activations as described above;
+ * 1 (default) x quantized to int8 per 32 values (d = amax/127, q = round-half-even(x * 127/amax),
+ * see gpu/gemv_q8.cuh) and integer dot products (__dp4a): faster, and the result then differs from
+ * the F32 one by the activation quantization (as the CPU's fast kernels do). Mode 1 covers
+ * Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 MXFP4 when ncols % 32 == 0, Q2_K..Q6_K IQ4_XS when ncols % 256 == 0,
+ * both up to ncols 32768; other calls stay on the F32 path. The initial mode is 0 when the
+ * environment variable HOTMOE_GEMV_MODE is "0", else 1. Returns 0, or -1 for another mode. */
 int gpu_gemv_set_mode(int mode);
 
 /* The reason for the last -1 returned on this thread by a function above. */

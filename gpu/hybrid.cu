@@ -113,7 +113,7 @@ int hybrid_exchange(gpu_exec *g, char *err, size_t errlen) {
         const int h = hidx[(size_t)j * E + e];
         if (h < 0) continue;   /* a static expert is never cold: exchange_plan does not pick one */
         if (sw[i].expert_out >= 0) k_flip_out<<<1, 1, 0, g->s>>>(*ca, x->gate, x->up, x->down, sw[i].expert_out, r);
-        if (cudaEventRecord(g->ev_fork, g->s) != cudaSuccess || cudaStreamWaitEvent(g->side, g->ev_fork, 0) != cudaSuccess ||
+        if (cudaEventRecord(g->side_fork, g->s) != cudaSuccess || cudaStreamWaitEvent(g->side, g->side_fork, 0) != cudaSuccess ||
             cudaMemcpyAsync(ca->dev + (size_t)r * ca->stride, ca->host_h + (size_t)h * ca->stride, ca->stride,
                             cudaMemcpyHostToDevice, g->side) != cudaSuccess) {
             snprintf(err, errlen, "exchange: cannot queue the copy of expert %d of layer %d", e, g->jobs_layer[j]);

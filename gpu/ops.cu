@@ -1,7 +1,9 @@
 /* ops.cu - small ops of the forward pass. The math mirrors cpu/kernels.c, cpu/forward.c and
  * cpu/router.c so that GPU and CPU agree to float rounding. */
 #include "ops.cuh"
+#include "launch.cuh"
 #include <math.h>
+#include <stdint.h>
 
 static __device__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -24,6 +26,7 @@ static __device__ float block_sum(float v) {
 }
 
 __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, float eps) {
+    hm_pdl_wait();
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
     ss = block_sum(ss);
@@ -31,8 +34,43 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = w[i] * (x[i] * inv);
 }
 
+/* n % 4 == 0, 16-byte aligned: float4 per thread, one pass of loads, x kept in registers (n <= 4 *
+ * 1024 * RN_V) between the sum of squares and the output */
+#define RN_V 2
+__global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, const float *__restrict__ w,
+                                                   float *__restrict__ out, int n, float eps) {
+    hm_pdl_wait();
+    const int n4 = n / 4;
+    float4 v[RN_V];
+    float ss = 0;
+#pragma unroll
+    for (int r = 0; r < RN_V; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        v[r] = i < n4 ? ((const float4 *)x)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
+    }
+    ss = block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+    for (int r = 0; r < RN_V; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        if (i >= n4) continue;
+        const float4 ww = ((const float4 *)w)[i];
+        ((float4 *)out)[i] = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
+    }
+}
+
+static bool vec4_ok(int n, const void *a, const void *b, const void *c) {
+    return n % 4 == 0 && n <= 4 * 1024 * RN_V && ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 == 0;
+}
+static int vec4_threads(int n) {
+    const int per = (n / 4 + RN_V - 1) / RN_V;
+    return (per + 31) / 32 * 32 < 32 ? 32 : (per + 31) / 32 * 32;
+}
+
 void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s) {
-    k_rmsnorm<<<1, 1024, 0, s>>>(x, w, out, n, eps);
+    if (vec4_ok(n, x, w, out)) hm_launch(k_rmsnorm4, 1, vec4_threads(n), 0, s, x, w, out, n, eps);
+    else hm_launch(k_rmsnorm, 1, 1024, 0, s, x, w, out, n, eps);
 }
 
 /* x += sum_j wt[j] * y[j] (+ shared), then out = rmsnorm(x) * w when w is given: the residual
@@ -40,6 +78,7 @@ void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cu
  * additions as the CPU: the weighted sum first, then the shared part, then into x. */
 __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w,
                                 float *out, int n, float eps) {
+    hm_pdl_wait();
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float acc = 0;
@@ -55,15 +94,75 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = w[i] * (x[i] * inv);
 }
 
+/* k_residual_norm with float4 and all k expert rows loaded before they are summed (in the same
+ * order: the weighted sum over j, then shared, then into x). n % 4 == 0, n <= 4 * 1024 * RN_V. */
+__global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ y,
+                                                         const float *__restrict__ wt, int k,
+                                                         const float *__restrict__ shared, const float *__restrict__ w,
+                                                         float *__restrict__ out, int n, float eps) {
+    hm_pdl_wait();
+    __shared__ float swt[64];
+    for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
+    __syncthreads();
+    const int n4 = n / 4;
+    float4 v[RN_V];
+    float ss = 0;
+#pragma unroll
+    for (int r = 0; r < RN_V; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        v[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i >= n4) continue;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        int j = 0;
+        for (; j + 4 <= k; j += 4) {
+            float4 t[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) t[u] = ((const float4 *)y)[(size_t)(j + u) * n4 + i];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const float c = swt[j + u];
+                acc.x += c * t[u].x; acc.y += c * t[u].y; acc.z += c * t[u].z; acc.w += c * t[u].w;
+            }
+        }
+        for (; j < k; j++) {
+            const float4 t = ((const float4 *)y)[(size_t)j * n4 + i];
+            const float c = swt[j];
+            acc.x += c * t.x; acc.y += c * t.y; acc.z += c * t.z; acc.w += c * t.w;
+        }
+        if (shared) {
+            const float4 t = ((const float4 *)shared)[i];
+            acc.x += t.x; acc.y += t.y; acc.z += t.z; acc.w += t.w;
+        }
+        const float4 xo = ((const float4 *)x)[i];
+        v[r] = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
+        ((float4 *)x)[i] = v[r];
+        ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
+    }
+    if (!w) return;
+    ss = block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+    for (int r = 0; r < RN_V; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        if (i >= n4) continue;
+        const float4 ww = ((const float4 *)w)[i];
+        ((float4 *)out)[i] = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
+    }
+}
+
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s) {
-    k_residual_norm<<<1, 1024, 0, s>>>(x, y, wt, k, shared, w, out, n, eps);
+    if (k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0)
+        hm_launch(k_residual_norm4, 1, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps);
+    else
+        hm_launch(k_residual_norm, 1, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps);
 }
 
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                            float eps, const int *pos_p, float *kcache, float *vcache) {
+    hm_pdl_wait();
     __shared__ float buf[1024];
     int h = blockIdx.x, i = threadIdx.x, pos = *pos_p, on = i < hd;
     int is_q = h < n_head;
@@ -100,67 +199,116 @@ __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, 
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s) {
-    k_qkv_post<<<n_head + n_head_kv, (hd + 31) / 32 * 32, 0, s>>>(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps,
-                                                 pos, kcache, vcache);
+    hm_launch(k_qkv_post, n_head + n_head_kv, (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd,
+              n_rot, theta, eps, pos, kcache, vcache);
 }
 
-/* grid (n_head, n_split), 4 warps; each warp walks the block's chunk 4 positions at a time (four
- * independent loads in flight, then four reductions) with an online softmax; lanes hold hd/32 dims
- * each (hd <= 256). Partials: m, l, o[hd]. */
-#define ATTN_WARPS 4
-#define ATTN_ILP 4
-__global__ void k_attn_part(const float *q, const float *kc, const float *vc, float *part, int n_head, int n_head_kv,
-                            int hd, const int *pos_p) {
-    int h = blockIdx.x, sp = blockIdx.y, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    int pos = *pos_p, kvh = h / (n_head / n_head_kv), kvd = n_head_kv * hd, per = (hd + 31) / 32;
-    int t0 = sp * HM_ATTN_CHUNK, t1 = min(t0 + HM_ATTN_CHUNK, pos + 1);
-    float qv[8], o[8];
-    for (int r = 0; r < per; r++) { int c = lane + 32 * r; qv[r] = c < hd ? q[h * hd + c] : 0.0f; o[r] = 0; }
-    float m = -INFINITY, l = 0, scale = 1.0f / sqrtf((float)hd);
-    for (int tb = t0 + wid * ATTN_ILP; tb < t1; tb += ATTN_WARPS * ATTN_ILP) {
-        float d[ATTN_ILP];
+/* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)
+ * stages tiles of ATT_TP positions of K and V in shared memory once and serves all the q heads of
+ * that kv head from them (up to ATT_MAXG per slab: 8 warps x 4 heads). The split count is fixed
+ * per kv-head count (graph-capturable); each split takes a contiguous slice of [0, pos] of at least
+ * ATT_MINPOS positions, so at short context the trailing splits are empty (m = -inf, l = 0).
+ * Scores: thread per (head, position), dot over hd from shared (K rows padded by 4 floats: the
+ * float4 reads of 8 lanes fall on distinct banks). Online softmax per warp-head: lanes own
+ * positions for the max/sum, dims (lane + 32r) for the output. Partials: m, l, o[hd]. */
+#define ATT_THREADS 256
+#define ATT_WARPS (ATT_THREADS / 32)
+#define ATT_HPW 4 /* q heads per warp */
+#define ATT_MAXG (ATT_WARPS * ATT_HPW)
+#define ATT_MINPOS 32
+
+static int attn_nsplit(int n_head_kv) {
+    int n = (264 + n_head_kv - 1) / n_head_kv; /* ~2 blocks per SM of an H100/H200 */
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
+static int attn_tp(int hd) { return hd <= 128 ? 32 : 16; }
+
+size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
+    return (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
+}
+
+__global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
+                                                          const float *__restrict__ vc, float *__restrict__ part,
+                                                          int n_head, int n_head_kv, int hd, int tp, const int *pos_p) {
+    hm_pdl_wait();
+    extern __shared__ __align__(16) float att_sm[];
+    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
+    const int grp = n_head / n_head_kv, h0 = blockIdx.z * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * hd, ks = hd + 4, per = (hd + 31) / 32;
+    float *sk = att_sm, *sv = sk + tp * ks, *sc = sv + tp * hd; /* [tp][hd+4], [tp][hd], [ATT_MAXG][tp] */
+    const int n = *pos_p + 1;
+    int len = (n + nsplit - 1) / nsplit;
+    if (len < ATT_MINPOS) len = ATT_MINPOS;
+    const int t0 = min(sp * len, n), t1 = min(t0 + len, n);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *qb = q + (size_t)(kvh * grp + h0) * hd; /* this slab's heads, consecutive */
+    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][8];
 #pragma unroll
-        for (int u = 0; u < ATTN_ILP; u++) {
-            d[u] = 0;
-            int t = tb + u;
-            if (t < t1) {
-                const float *kr = kc + (size_t)t * kvd + kvh * hd;
-                for (int r = 0; r < per; r++) if (lane + 32 * r < hd) d[u] += qv[r] * kr[lane + 32 * r];
+    for (int j = 0; j < ATT_HPW; j++) {
+        m[j] = -INFINITY; l[j] = 0.f;
+#pragma unroll
+        for (int r = 0; r < 8; r++) o[j][r] = 0.f;
+    }
+    const int hd4 = hd / 4;
+    for (int tb = t0; tb < t1; tb += tp) {
+        const int nt = min(tp, t1 - tb);
+        __syncthreads(); /* the previous tile is consumed */
+        for (int i = threadIdx.x; i < nt * hd4; i += ATT_THREADS) {
+            const int t = i / hd4, c = i - t * hd4;
+            const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
+            const float4 kv = *(const float4 *)(kc + g), vv = *(const float4 *)(vc + g);
+            *(float4 *)(sk + t * ks + 4 * c) = kv;
+            *(float4 *)(sv + t * hd + 4 * c) = vv;
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < ng * tp; i += ATT_THREADS) {
+            const int h = i / tp, t = i - h * tp;
+            if (t >= nt) continue;
+            const float *qh = qb + (size_t)h * hd, *kr = sk + t * ks;
+            float d = 0.f;
+            for (int c = 0; c < hd; c += 4) {
+                const float4 a = __ldg((const float4 *)(qh + c)), b = *(const float4 *)(kr + c);
+                d += a.x * b.x; d += a.y * b.y; d += a.z * b.z; d += a.w * b.w;
             }
+            sc[h * tp + t] = d * scale;
         }
+        __syncthreads();
 #pragma unroll
-        for (int u = 0; u < ATTN_ILP; u++) d[u] = warp_sum(d[u]) * scale;
+        for (int j = 0; j < ATT_HPW; j++) {
+            const int h = wid + ATT_WARPS * j;
+            if (h >= ng) break; /* warp-uniform */
+            const float s = lane < nt ? sc[h * tp + lane] : -INFINITY;
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l[j] = l[j] * c + warp_sum(pe);
 #pragma unroll
-        for (int u = 0; u < ATTN_ILP; u++) {
-            int t = tb + u;
-            if (t >= t1) break;
-            const float *vr = vc + (size_t)t * kvd + kvh * hd;
-            float mn = fmaxf(m, d[u]), c = expf(m - mn), e = expf(d[u] - mn);
-            l = l * c + e;
-            for (int r = 0; r < per; r++) o[r] = o[r] * c + (lane + 32 * r < hd ? e * vr[lane + 32 * r] : 0.0f);
-            m = mn;
+            for (int r = 0; r < 8; r++) o[j][r] *= c;
+            for (int t = 0; t < nt; t++) {
+                const float pt = __shfl_sync(0xffffffffu, pe, t);
+                const float *vr = sv + t * hd;
+#pragma unroll
+                for (int r = 0; r < 8; r++)
+                    if (r < per && lane + 32 * r < hd) o[j][r] += pt * vr[lane + 32 * r];
+            }
+            m[j] = mn;
         }
     }
-    __shared__ float sm[ATTN_WARPS], sl[ATTN_WARPS], so[ATTN_WARPS][256];
-    if (lane == 0) { sm[wid] = m; sl[wid] = l; }
-    for (int r = 0; r < per; r++) if (lane + 32 * r < 256) so[wid][lane + 32 * r] = o[r];
-    __syncthreads();
-    if (wid != 0) return;
-    float M = -INFINITY;
-    for (int w = 0; w < ATTN_WARPS; w++) M = fmaxf(M, sm[w]);
-    float L = 0, acc[8] = { 0 };
-    for (int w = 0; w < ATTN_WARPS; w++) {
-        float c = sm[w] == -INFINITY ? 0.0f : expf(sm[w] - M);
-        L += sl[w] * c;
-        for (int r = 0; r < per; r++) if (lane + 32 * r < 256) acc[r] += so[w][lane + 32 * r] * c;
+#pragma unroll
+    for (int j = 0; j < ATT_HPW; j++) {
+        const int h = wid + ATT_WARPS * j;
+        if (h >= ng) break;
+        float *dst = part + ((size_t)(kvh * grp + h0 + h) * nsplit + sp) * (hd + 2);
+        if (lane == 0) { dst[0] = m[j]; dst[1] = l[j]; }
+#pragma unroll
+        for (int r = 0; r < 8; r++)
+            if (r < per && lane + 32 * r < hd) dst[2 + lane + 32 * r] = o[j][r];
     }
-    float *dst = part + ((size_t)h * gridDim.y + sp) * (hd + 2);
-    if (lane == 0) { dst[0] = M; dst[1] = L; }
-    for (int r = 0; r < per; r++) if (lane + 32 * r < hd) dst[2 + lane + 32 * r] = acc[r];
 }
 
-/* one block per head: merge the n_split partials */
-__global__ void k_attn_combine(const float *part, float *out, int hd, int n_split) {
+/* one block per q head: merge the n_split partials in split order */
+__global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split) {
+    hm_pdl_wait();
     int h = blockIdx.x;
     const float *p = part + (size_t)h * n_split * (hd + 2);
     float M = -INFINITY;
@@ -180,11 +328,13 @@ __global__ void k_attn_combine(const float *part, float *out, int hd, int n_spli
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
-    k_attn_part<<<dim3(n_head, n_split), 32 * ATTN_WARPS, 0, s>>>(q, kcache, vcache, part, n_head, n_head_kv, hd, pos);
-    k_attn_combine<<<n_head, hd < 1024 ? hd : 1024, 0, s>>>(part, out, hd, n_split);
+    (void)n_ctx;
+    const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
+    const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
+    const dim3 grid(n_head_kv, nsplit, (grp + ATT_MAXG - 1) / ATT_MAXG);
+    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos);
+    hm_launch(k_attn_combine, n_head, hd < 1024 ? hd : 1024, 0, s, part, out, hd, nsplit);
 }
-
 
 /* index of the largest v[i] among i in [0, n) with used[i] == 0; ties -> lowest index. One warp. */
 static __device__ int warp_argmax(const float *v, const unsigned char *used, int n) {
@@ -203,6 +353,7 @@ static __device__ int warp_argmax(const float *v, const unsigned char *used, int
 #define ROUTER_MAX 4096
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
                          int n_group, int topk_group, int *ids, float *w) {
+    hm_pdl_wait();
     __shared__ float score[ROUTER_MAX], choice[ROUTER_MAX], gscore[64];
     __shared__ unsigned char used[ROUTER_MAX], gused[64];
     int lane = threadIdx.x;
@@ -268,6 +419,6 @@ __global__ void k_router(const float *logits, const float *bias, int n, int k, i
 
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s) {
-    k_router<<<1, 32, 0, s>>>(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+    hm_launch(k_router, 1, 32, 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
 }
 

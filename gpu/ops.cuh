@@ -3,7 +3,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#define HM_ATTN_CHUNK 128 /* positions per split-K block of decode attention */
 
 void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s);
 /* q/k/v post-processing for one token: bias, per-head RMSNorm (q_norm/k_norm may be NULL),
@@ -11,8 +10,10 @@ void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cu
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s);
-/* Decode attention (split-K flash decoding) over positions [0, *pos]; out (n_head*hd).
- * part: scratch of n_head * n_split * (hd + 2) floats; n_split = ceil(n_ctx / HM_ATTN_CHUNK). */
+/* Decode attention (split-K flash decoding, one pass over each kv head for all its q heads) over
+ * positions [0, *pos]; out (n_head*hd). hd % 4 == 0, hd <= 256, n_head % n_head_kv == 0; q, caches
+ * 16-byte aligned. part: scratch of op_attn_part_floats(n_head, n_head_kv, hd) floats. */
+size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
 /* x += sum_j wt[j] * y[j] (+ shared) (wt NULL: weights 1; y: [k][n]); then, when w is not NULL,

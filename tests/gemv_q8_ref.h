@@ -20,6 +20,7 @@ typedef struct {
 static inline int q8r_handles(int t, int ncols) {
     switch (t) {
     case HM_TYPE_Q4_0: case HM_TYPE_Q4_1: case HM_TYPE_Q5_0: case HM_TYPE_Q5_1: case HM_TYPE_Q8_0: case HM_TYPE_MXFP4:
+        return ncols > 0 && ncols % 32 == 0 && ncols <= 32768; /* a partial last chunk is fine */
     case HM_TYPE_Q2_K: case HM_TYPE_Q3_K: case HM_TYPE_Q4_K: case HM_TYPE_Q5_K: case HM_TYPE_Q6_K: case HM_TYPE_IQ4_XS:
         return ncols > 0 && ncols % 256 == 0 && ncols <= 32768;
     default:

@@ -116,6 +116,31 @@ static void check_q8_load(void) {
     free(buf);
 }
 
+/* q8_load_part<CB> at every even offset, for every partial length of whole 32-blocks (BS bytes
+ * each): the chunk's first nb bytes, zeros after them */
+template <int CB>
+static void check_q8_load_part(void) {
+    constexpr int BS = CB / 8;
+    uint8_t *buf = (uint8_t *)aligned_alloc(64, 512);
+    for (int i = 0; i < 512; i++) buf[i] = (uint8_t)rnd32();
+    int bad = 0;
+    char msg[160] = "";
+    for (int o = 0; o < 32; o += 2)
+        for (int nbk = 1; nbk < 8; nbk++) {
+            const int nb = nbk * BS;
+            uint32_t w[q8_nw(CB, 1)];
+            q8_load_part<CB>(buf + 64 + o, w, nb);
+            for (int b = 0; b < 4 * q8_nw(CB, 1); b++) {
+                const uint32_t got = (w[b / 4] >> (8 * (b % 4))) & 0xFF, want = b < nb ? buf[64 + o + b] : 0;
+                if (got != want && !bad++) snprintf(msg, sizeof msg, "offset %d nb %d byte %d: 0x%02x want 0x%02x", o, nb, b, got, want);
+            }
+        }
+    char name[32];
+    snprintf(name, sizeof name, "CB=%d", CB);
+    result(bad, "q8 load partial", name, msg);
+    free(buf);
+}
+
 /* x with ordinary, zero, tiny and tie-prone groups */
 static void fill_x(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] = rndf();
@@ -215,6 +240,8 @@ int main(void) {
     }
     check_q8_load<110, 1>(); check_q8_load<210, 1>(); check_q8_load<84, 1>(); check_q8_load<272, 1>();
     check_q8_load<136, 8>(); check_q8_load<84, 4>(); check_q8_load<144, 16>(); check_q8_load<272, 16>();
+    check_q8_load_part<144>(); check_q8_load_part<160>(); check_q8_load_part<176>(); check_q8_load_part<192>();
+    check_q8_load_part<272>(); check_q8_load_part<136>();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }

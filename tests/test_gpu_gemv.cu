@@ -4,7 +4,8 @@
  * bit-exact. Then all of it again in gpu_gemv_set_mode(1) (x quantized to int8, dp4a), where the
  * references of the shapes that path takes are tests/gemv_q8_ref.h's, plus q8-only checks: the
  * quantization bound against the exact dot, bitwise reproducibility, fallbacks, wide rows.
- * `--bench` prints GB/s per type against a device-to-device copy instead, for both modes.
+ * `--bench [mode]` prints GB/s per type against a device-to-device copy instead, for both modes
+ * (or the one given).
  * Exit 0 when all pass, 1 on a failure, 77 (SKIP) without a CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -422,10 +423,12 @@ static int test_q8_shape(int t, int nrows, int ncols, char *msg, size_t cap) {
 
 static void test_q8(int t) {
     /* 256: 1 lane per row; 768: 3 of 4 lanes; 5120: 20 of 32; 14336: two chunks for most lanes;
-     * 32768: the widest taken; 33024: too wide (fallback); 1408: not a multiple of 256 (fallback) */
+     * 32768: the widest taken; 33024: too wide (fallback); 1408, 96, 4128: not a multiple of 256
+     * (the K-quants' fallback; the 32-block types end rows in a partial chunk) */
     static const struct { int rows, cols; } shapes[] = {
         { 1, 256 }, { 7, 256 }, { 1000, 256 }, { 33, 768 }, { 2049, 768 }, { 129, 2048 }, { 1000, 4096 },
         { 65, 5120 }, { 129, 14336 }, { 7, 32768 }, { 3, 33024 }, { 33, 1408 },
+        { 33, 96 }, { 65, 4128 }, { 1000, 1408 }, /* 32-block types: only / after whole chunks a partial one */
     };
     char msg[256] = "", detail[320] = "";
     int failed = 0, n = 0;
@@ -539,12 +542,13 @@ static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, dou
     CK(cudaFree(x)); CK(cudaFree(act)); CK(cudaFree(y));
 }
 
-static int bench(void) {
+static int bench(int only_mode) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const double copy = bench_copy(e0, e1);
     printf("device-to-device copy: %.0f GB/s (read + write)\n", copy);
   for (int mode = 0; mode < 2; mode++) {
+    if (only_mode >= 0 && mode != only_mode) continue;
     CK(cudaDeviceSynchronize());
     if (gpu_gemv_set_mode(mode)) { fprintf(stderr, "%s\n", gpu_gemv_error()); exit(1); }
     printf("\nmode %d: %s\n", mode, mode ? "x quantized to int8 per 32, dp4a (gpu_gemv_set_mode(1))" : "F32 activations");
@@ -578,7 +582,7 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
     if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
-    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench();
+    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1); /* --bench [mode] */
 
     for (int i = 0; i < NTYPES; i++) {
         const int t = k_types[i];
@@ -598,6 +602,7 @@ int main(int argc, char **argv) {
         test_gemv(t);
         test_experts(t, 512);
         test_experts(t, 2048, 768); /* Qwen3-30B-A3B's expert shapes (fewer rows) */
+        if (hm_type_get(t)->blck == 32) test_experts(t, 1408, 1408); /* GLM-4.5-Air's: partial chunks */
         test_q8(t);
     }
     g_q8 = 0;

@@ -1,9 +1,15 @@
 /* test_gpu_model.c - model level, GPU vs CPU reference: logits at every position of every
  * fixture (F32, BF16, F16 as HF and as GGUF, and each quant type on the generated tiny model)
- * within 1e-3 relative (max |diff| / max |ref|). Exits 77 (skipped) without a CUDA device. */
+ * within 1e-3 relative (max |diff| / max |ref|) with the GPU's exact GEMV path (mode 0); the
+ * quantized models again with the default GEMV path (mode 1: activations quantized to int8, as the
+ * CPU fast kernels do), within 3x the CPU fast kernels' own error. Exits 77 (skipped) without a
+ * CUDA device. */
 #include "convert.h"
 #include "gemv.h"
 #include "gpu.h"
+#ifdef HOTMOE_HAVE_CUDA
+#include "gpu_gemv.h"
+#endif
 #include "loader.h"
 #include "quant.h"
 #include "runner.h"
@@ -25,10 +31,14 @@ static double rel(const float *a, const float *ref, int V) {
 }
 
 /* CPU reference kernels vs GPU (must agree within 1e-3), and, reported beside it, the CPU fast
- * kernels' error against the same reference (the GPU's must be at most twice that, or 1e-3). */
-static void compare(const char *label, const hm_model *m) {
+ * kernels' error against the same reference (the GPU's must be at most twice that, or 1e-3).
+ * q8: the GPU in GEMV mode 1, whose error must be at most 3x the fast kernels' (or 1e-4). */
+static void compare(const char *label, const hm_model *m, int q8) {
     hm_runner c, f, g; hm_error e;
     int n = 40, V = m->cfg.n_vocab;
+#ifdef HOTMOE_HAVE_CUDA
+    gpu_gemv_set_mode(q8); /* before runner_init: the decode graph captures the mode */
+#endif
     if (runner_init(&c, m, HM_DEVICE_CPU, n, &e) || runner_init(&f, m, HM_DEVICE_CPU, n, &e) ||
         runner_init(&g, m, HM_DEVICE_CUDA, n, &e)) {
         printf("FAIL %s: %s\n", label, e.msg); n_fail++; return;
@@ -51,9 +61,10 @@ static void compare(const char *label, const hm_model *m) {
         if (!(r <= worst)) worst = r;
         if (!(rf <= worst_fast)) worst_fast = rf;
     }
-    int ok = worst <= 1e-3 && (worst <= 2 * worst_fast || worst <= 1e-4);
-    printf("%s %s: GPU vs CPU ref over %d positions: max rel err %.3g (<= 1e-3); CPU fast kernels vs ref %.3g; argmax %s\n",
-           ok ? "PASS" : "FAIL", label, n, worst, worst_fast, same_argmax ? "identical" : "differs");
+    int ok = q8 ? worst <= 3 * worst_fast || worst <= 1e-4 : worst <= 1e-3 && (worst <= 2 * worst_fast || worst <= 1e-4);
+    printf("%s %s%s: GPU vs CPU ref over %d positions: max rel err %.3g (%s); CPU fast kernels vs ref %.3g; argmax %s\n",
+           ok ? "PASS" : "FAIL", label, q8 ? " (GEMV mode 1)" : "", n, worst, q8 ? "<= 3x fast" : "<= 1e-3", worst_fast,
+           same_argmax ? "identical" : "differs");
     ok ? n_pass++ : n_fail++;
 out:
     free(a); free(b); free(q); runner_free(&c); runner_free(&f); runner_free(&g);
@@ -71,20 +82,21 @@ int main(int argc, char **argv) {
         hm_model m; hm_error e;
         if (model_load(&m, dir, &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         snprintf(label, sizeof label, "%s (HF)", fixtures[f]);
-        compare(label, &m);
+        compare(label, &m, 0);
         snprintf(gg, sizeof gg, "%s/test_gpu_%s.gguf", HM_BUILD_DIR, fixtures[f]);
         int rc = convert_write_gguf(&m, gg, NULL, &e);
         model_free(&m);
         if (rc || model_load(&m, gg, &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         snprintf(label, sizeof label, "%s (GGUF)", fixtures[f]);
-        compare(label, &m);
+        compare(label, &m, 0);
         model_free(&m);
     }
     /* extra models given on the command line (e.g. the quantized tiny models of the device script) */
     for (int i = 1; i < argc; i++) {
         hm_model m; hm_error e;
         if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
-        compare(argv[i], &m);
+        compare(argv[i], &m, 0);
+        compare(argv[i], &m, 1);
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);

@@ -137,8 +137,7 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
             ref[h * hd + i] = o;
         }
     }
-    int n_split = (n_ctx + HM_ATTN_CHUNK - 1) / HM_ATTN_CHUNK;
-    float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *dout = poisoned(qd), *part = poisoned((size_t)n_head * n_split * (hd + 2));
+    float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *dout = poisoned(qd), *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
     op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0);
     float *got = (float *)malloc(qd * 4);
@@ -174,8 +173,11 @@ static void test_router(int fn, int n, int k, int norm, float scale, int n_group
 int main(void) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) { printf("SKIP: no CUDA device (test_gpu_ops needs a GPU)\n"); return 77; }
-    for (int n : { 1, 64, 1000, 2048, 4097 }) test_rmsnorm(n);
-    for (int k : { 1, 3, 8 }) { test_residual_norm(2048, k, 0, 1); test_residual_norm(4097, k, 1, 1); test_residual_norm(777, k, 1, 0); }
+    for (int n : { 1, 64, 1000, 2048, 4096, 4097, 8192 }) test_rmsnorm(n);
+    for (int k : { 1, 3, 8, 9 }) {
+        test_residual_norm(2048, k, 0, 1); test_residual_norm(4097, k, 1, 1); test_residual_norm(777, k, 1, 0);
+        test_residual_norm(4096, k, 1, 1); test_residual_norm(8192, k, 0, 0);
+    }
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
@@ -185,6 +187,9 @@ int main(void) {
     test_attention(4, 2, 16, 40, 39);
     test_attention(6, 3, 48, 300, 211);
     test_attention(96, 8, 128, 4096, 4000);
+    test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
+    test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
+    test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
     test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 0);
     test_router(1, 128, 8, 0, 1.0f, 1, 1, 0, 0);
     test_router(1, 60, 4, 1, 1.0f, 1, 1, 0, 1);

@@ -11,6 +11,9 @@
 #include "gemv.h"
 #include "gpu.h"
 #include "loader.h"
+#ifdef HOTMOE_HAVE_CUDA
+#include "gpu_gemv.h"
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,13 +77,25 @@ static double max_rel(const float *a, const float *ref, size_t n) {
     return md / mr;
 }
 
-static void model_tests(const char *label, const hm_model *m, int quick) {
+/* The GEMV path the executors are created with: 0 exact (F32 activations), 1 q8 (the default). */
+static void gemv_mode(int q8) {
+#ifdef HOTMOE_HAVE_CUDA
+    gpu_gemv_set_mode(q8);
+#else
+    (void)q8;
+#endif
+}
+
+/* quick: large models (the forced-miss and one CPU case only); q8: the default GEMV path, whose
+ * stream runs must equal its own all-resident run bit for bit (the CPU cases need the exact path) */
+static void model_tests(const char *label, const hm_model *m, int quick, int q8) {
     const hm_config *c = &m->cfg;
     const int V = c->n_vocab, E = c->n_expert, k = c->n_expert_used;
     size_t rows = (size_t)(NTOK + 3) * V;
     float *ref = malloc(sizeof(float) * rows), *got = malloc(sizeof(float) * rows);
     int32_t rt[NTOK], gt[NTOK];
     char err[1024], what[1400];
+    gemv_mode(q8);
     gpu_exec_opts all = mk(0, GPU_COLD_NONE, -1, -1, NULL, 0);
     if (run(m, &all, ref, rt, NULL, NULL, err, sizeof err)) { check(0, "all resident: %s", label, err); goto out; }
     int n_moe = 0;
@@ -98,7 +113,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
         { 0, E - 1, NULL, "E-1 slots" },
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        if (quick && i != 1) continue;   /* large models: the forced-miss case only (each case pins the cold experts anew) */
+        if ((quick || q8) && i != 1 && !(q8 && i == 0)) continue;   /* large models: the forced-miss case (each case pins anew) */
         gpu_exec_opts o = mk(0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0);
         uint64_t st[4];
         for (size_t j = 0; j < rows; j++) got[j] = -1e30f;
@@ -125,7 +140,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
         { 1, k, 2, -1, "--cold cpu --swap-async, 1 static + k slots, 2 swap-ins per layer and step on the side stream" },
         { 0, E / 2, 8, 8, "--cold cpu, exchange every 8 tokens, at most 8 swaps" },
     };
-    for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) {
+    for (size_t i = 0; i < sizeof cc / sizeof cc[0] && !q8; i++) {
         if (quick && i != 1 && i != 3) continue;
         for (int fast = 0; fast < 2; fast++) {
             if (fast && i) break;
@@ -161,7 +176,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
         }
     }
     /* a budget from --gpu-mem alone: everything but half the routed experts' bytes */
-    {
+    if (!q8) {
         size_t all_b = gpu_exec_vram_needed(m, NTOK + 4), exp_b = 0;
         for (int l = 0; l < c->n_layer; l++) {
             if (!m->layers[l].is_moe) continue;
@@ -184,7 +199,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
         }
     }
     /* error paths */
-    {
+    if (!q8) {
         gpu_exec_opts o = mk(1e-6, GPU_COLD_STREAM, -1, -1, NULL, 0);
         gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, &o, err, sizeof err);
         check(!g && strstr(err, "at least") && strstr(err, "GiB"), "budget below the dense part is refused: %s", label, g ? "(created)" : err);
@@ -200,6 +215,7 @@ static void model_tests(const char *label, const hm_model *m, int quick) {
     }
     free(counts);
 out:
+    gemv_mode(0);
     free(ref); free(got);
 }
 
@@ -261,13 +277,15 @@ out:
 
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_stream needs a GPU)\n"); return 77; }
+    gemv_mode(0);
     static const char *fixtures[] = { "qwen3moe", "glm4moe" };
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/fixtures/%s", HM_TESTS_DIR, fixtures[f]);
         hm_model m; hm_error e;
         if (model_load(&m, dir, &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
-        model_tests(fixtures[f], &m, 0);
+        model_tests(fixtures[f], &m, 0, 0);
+        model_tests(fixtures[f], &m, 0, 1);
         route_tests(fixtures[f], &m);
         model_free(&m);
     }
@@ -276,7 +294,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) { quick = 1; continue; }   /* for the models named after it */
         hm_model m; hm_error e;
         if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
-        model_tests(argv[i], &m, quick);
+        model_tests(argv[i], &m, quick, 0);
+        model_tests(argv[i], &m, 1, 1);
         if (!quick) route_tests(argv[i], &m);
         model_free(&m);
     }

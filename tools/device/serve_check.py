@@ -1,13 +1,14 @@
 """ON THE DEVICE: `hotmoe serve` on the GPU (--device cuda with the expert cache and with CPU
 workers, 2 slots) answers the same greedy chat completions as the CPU server, for 4 concurrent
-requests. Usage: python3 tools/device/serve_check.py BIN MODEL"""
-import json, subprocess, sys, threading, time, urllib.request
+requests. Every server runs the exact kernels (--kernels ref; HOTMOE_GEMV_MODE=0 on the GPU), so
+the two targets differ by summation order only. Usage: python3 tools/device/serve_check.py BIN MODEL"""
+import json, os, subprocess, sys, threading, time, urllib.request
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
 
 def start(port, extra):
-    p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(port), "--parallel", "2", "--ctx", "256"] + extra,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(port), "--parallel", "2", "--ctx", "256", "--kernels", "ref"] + extra,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=dict(os.environ, HOTMOE_GEMV_MODE="0"))
     for _ in range(300):
         try:
             if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200:
