@@ -318,6 +318,7 @@ extern "C" size_t gpu_exec_vram_used(const gpu_exec *g) { return g->vram; }
 
 extern "C" void gpu_exec_free(gpu_exec *g) {
     if (!g) return;
+    gpu_prefill_free(g);
     if (prof.on && prof.steps) {
         double tot = 0;
         for (int i = 0; i < P_COUNT; i++) tot += prof.ms[i];

@@ -23,6 +23,19 @@ void gpu_exec_free(gpu_exec *g);
 int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *err, size_t errlen);
 size_t gpu_exec_vram_used(const gpu_exec *g);
 
+/* Batched prefill (gpu/prefill.cu): runs tokens[0..n) at positions pos0..pos0+n-1 in chunks
+ * (4096 tokens, or HOTMOE_PREFILL_CHUNK; smaller when VRAM is short), fills the KV cache so that
+ * decode continues at pos0 + n, and writes the last token's logits (n_vocab floats) when
+ * logits_last is not NULL. Weights are dequantized to F16 and multiplied with F16 activations
+ * (F32 accumulation), so logits differ from gpu_exec_forward's by that rounding. The workspace is
+ * allocated on the first call and kept until gpu_exec_free. Returns 0, or -1 with err set (n <= 0,
+ * positions past n_ctx, a token outside the vocabulary, out of memory, a CUDA error). */
+int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen);
+/* Bytes of VRAM the prefill workspace takes for chunks of chunk tokens (<= 0: the default). */
+size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk);
+/* Bytes the prefill workspace of g holds now (0 before the first prefill). */
+size_t gpu_exec_prefill_bytes(const gpu_exec *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,6 +36,9 @@ struct gpu_exec {
     cudaGraphExec_t graph, graph_nolog;
     size_t vram;
     void **allocs; int n_allocs, cap_allocs;
+    struct gpu_prefill *pf;               /* prefill workspace (prefill.cu), NULL until used */
 };
+
+void gpu_prefill_free(gpu_exec *g);       /* prefill.cu: releases g->pf */
 
 #endif

@@ -171,7 +171,10 @@ static int cmd_generate(int argc, char **argv) {
     sampler sm; sampler_init(&sm, &o.sp, m.cfg.n_vocab);
     float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
     double t0 = hm_now();
-    for (size_t i = 0; i < n; i++) {
+    if (!io.rec && !io.has_replay) { /* the prompt in one batched pass */
+        if (runner_prefill(&r, ids, (int)n, 0, logits, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+        for (size_t i = 0; i < n; i++) sampler_accept(&sm, ids[i]);
+    } else for (size_t i = 0; i < n; i++) { /* routing side channels need each token's choice */
         routeio_before(&io, (int64_t)i);
         if (runner_forward(&r, ids[i], (int)i, i + 1 == n ? logits : NULL, &e) || routeio_after(&io, &e)) {
             fprintf(stderr, "hotmoe: %s\n", e.msg);

@@ -41,6 +41,20 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
     return 0;
 }
 
+int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e) {
+    if (n <= 0) return hm_fail(e, "prefill of %d tokens (at least 1 expected)", n);
+    if (r->device == HM_DEVICE_CUDA) {
+        char msg[1024];
+        if (gpu_exec_prefill(r->gpu, tokens, n, pos0, logits_last, msg, sizeof msg)) return hm_fail(e, "%s", msg);
+        return 0;
+    }
+    if (pos0 < 0 || (long long)pos0 + n > r->cpu.n_ctx)
+        return hm_fail(e, "positions %d..%lld outside the context of %d", pos0, (long long)pos0 + n - 1, r->cpu.n_ctx);
+    for (int i = 0; i < n; i++)
+        if (runner_forward(r, tokens[i], pos0 + i, i + 1 == n ? logits_last : NULL, e)) return -1;
+    return 0;
+}
+
 void runner_free(hm_runner *r) {
     if (r->gpu) gpu_exec_free(r->gpu);
     if (r->device == HM_DEVICE_CPU) cpu_state_free(&r->cpu);

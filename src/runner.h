@@ -21,6 +21,9 @@ int runner_parse_device(const char *s);
 int runner_init(hm_runner *r, const hm_model *m, int device, int n_ctx, hm_error *e);
 /* Runs token at pos; logits (n_vocab) may be NULL. */
 int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error *e);
+/* Runs the n prompt tokens at positions pos0.. (batched on the GPU, token by token on the CPU);
+ * writes the last token's logits when logits_last is not NULL. Decode continues at pos0 + n. */
+int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e);
 void runner_free(hm_runner *r);
 const char *runner_device_name(const hm_runner *r);
 

@@ -1,0 +1,208 @@
+/* test_gpu_prefill.cu - batched GPU prefill (gpu/prefill.cu) against the CPU reference: on the HF
+ * fixtures and on any GGUF models given as arguments, a prompt of N tokens is prefilled, then D
+ * tokens decoded; every logit of the last prompt token and of each decoded token is compared with
+ * the CPU reference (max |diff| / max |ref| <= 1e-2: F16 GEMM inputs), argmax identical unless the
+ * reference's own margin is inside the measured error; the KV cache after prefill (every element of
+ * every layer) against the GPU's token-by-token decode and against the CPU; chunk boundaries (chunks
+ * of 7 and 100, a second call at pos0 > 0), the plain attention kernel, and the error paths.
+ * Exits 77 (skipped) without a CUDA device. */
+#include "exec_impl.cuh"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern "C" {
+#include "gemv.h"
+#include "gpu.h"
+#include "loader.h"
+#include "runner.h"
+}
+
+#define N_PROMPT 150
+#define N_DEC 5
+#define N_CTX 160
+#define TOL 1e-2
+
+static int n_pass, n_fail;
+static double worst_logits, worst_kv;
+
+static double rel(const float *a, const float *ref, size_t n) {
+    double md = 0, mr = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= md)) md = d; /* NaN -> inf */
+        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
+    }
+    return md / mr;
+}
+
+static int argmax(const float *v, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (v[i] > v[b]) b = i;
+    return b;
+}
+
+static void verdict(int ok, const char *label, const char *what, const char *detail) {
+    printf("%s %s: %s: %s\n", ok ? "PASS" : "FAIL", label, what, detail);
+    ok ? n_pass++ : n_fail++;
+}
+
+/* logits (V) vs the reference: error within TOL; argmax identical, or the reference's margin
+ * between its top token and the GPU's pick is within twice the absolute error */
+static void check_logits(const char *label, const char *what, const float *got, const float *ref, int V) {
+    double r = rel(got, ref, V), mr = 0, md = 0;
+    for (int v = 0; v < V; v++) { mr = fmax(mr, fabs(ref[v])); md = fmax(md, fabs((double)got[v] - ref[v])); }
+    int a = argmax(got, V), b = argmax(ref, V);
+    int tie = a != b && ref[b] - ref[a] <= 2 * md;
+    char d[256];
+    snprintf(d, sizeof d, "max rel err %.3g (<= %g); argmax %s", r, TOL,
+             a == b ? "identical" : tie ? "differs within the error margin" : "DIFFERS");
+    if (r > worst_logits || r != r) worst_logits = r != r ? INFINITY : r;
+    verdict(r <= TOL && (a == b || tie), label, what, d);
+}
+
+/* the KV cache of the first n positions of every layer, K then V, from a GPU runner */
+static float *gpu_kv(const hm_runner *r, int n) {
+    const hm_config *c = &r->m->cfg;
+    size_t per = (size_t)n * c->kv_dim, L = c->n_layer;
+    float *h = (float *)malloc(2 * L * per * sizeof(float));
+    cudaDeviceSynchronize();
+    for (size_t l = 0; l < L; l++) {
+        size_t off = l * r->gpu->n_ctx * c->kv_dim;
+        cudaMemcpy(h + l * per, r->gpu->kc + off, per * sizeof(float), cudaMemcpyDeviceToHost);
+        cudaMemcpy(h + (L + l) * per, r->gpu->vc + off, per * sizeof(float), cudaMemcpyDeviceToHost);
+    }
+    return h;
+}
+
+static float *cpu_kv(const hm_runner *r, int n) {
+    const hm_config *c = &r->m->cfg;
+    size_t per = (size_t)n * c->kv_dim, L = c->n_layer;
+    float *h = (float *)malloc(2 * L * per * sizeof(float));
+    for (size_t l = 0; l < L; l++) {
+        size_t off = l * r->cpu.n_ctx * c->kv_dim;
+        memcpy(h + l * per, r->cpu.k_cache + off, per * sizeof(float));
+        memcpy(h + (L + l) * per, r->cpu.v_cache + off, per * sizeof(float));
+    }
+    return h;
+}
+
+/* per layer and per K/V, every element: worst relative error over the layers */
+static void check_kv(const char *label, const char *what, const float *got, const float *ref, const hm_config *c, int n) {
+    size_t per = (size_t)n * c->kv_dim;
+    double w = 0;
+    for (int i = 0; i < 2 * c->n_layer; i++) {
+        double r = rel(got + i * per, ref + i * per, per);
+        if (!(r <= w)) w = r != r ? INFINITY : r;
+    }
+    if (w > worst_kv) worst_kv = w;
+    char d[256];
+    snprintf(d, sizeof d, "%d layers x %d positions x %d (K and V), max rel err per layer %.3g (<= %g)", c->n_layer, n, c->kv_dim, w, TOL);
+    verdict(w <= TOL, label, what, d);
+}
+
+static void run_model(const char *label, const hm_model *m) {
+    const hm_config *c = &m->cfg;
+    int V = c->n_vocab, N = N_PROMPT;
+    hm_error e;
+    int32_t tok[N_PROMPT + N_DEC];
+    uint64_t x = 4242;
+    for (int i = 0; i < N + N_DEC; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; tok[i] = (int32_t)(x % (uint64_t)V); }
+    float *ref = (float *)malloc(sizeof(float) * V * (N_DEC + 1)), *lg = (float *)malloc(sizeof(float) * V);
+    hm_runner cr, gp, gd;
+    memset(&gp, 0, sizeof gp); memset(&gd, 0, sizeof gd);
+    /* CPU reference: token by token, logits of the last prompt token and of each decoded one */
+    if (runner_init(&cr, m, HM_DEVICE_CPU, N_CTX, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; free(ref); free(lg); return; }
+    for (int i = 0; i < N + N_DEC; i++) {
+        int slot = i - (N - 1);
+        if (runner_forward(&cr, tok[i], i, slot >= 0 ? ref + (size_t)slot * V : NULL, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; goto out; }
+    }
+    {
+        float *kv_cpu = cpu_kv(&cr, N);
+        /* 1. prefill in one call (one chunk), then decode */
+        if (runner_init(&gp, m, HM_DEVICE_CUDA, N_CTX, &e) || runner_init(&gd, m, HM_DEVICE_CUDA, N_CTX, &e)) {
+            printf("FAIL %s: %s\n", label, e.msg); n_fail++; free(kv_cpu); goto out;
+        }
+        for (int v = 0; v < V; v++) lg[v] = NAN;
+        if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: prefill: %s\n", label, e.msg); n_fail++; free(kv_cpu); goto out; }
+        check_logits(label, "prefill 150 tokens, last logits vs CPU", lg, ref, V);
+        float *kv_pf = gpu_kv(&gp, N);
+        check_kv(label, "KV cache after prefill vs CPU", kv_pf, kv_cpu, c, N);
+        for (int i = 0; i < N_DEC; i++) {
+            if (runner_forward(&gp, tok[N + i], N + i, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; break; }
+            char w[64]; snprintf(w, sizeof w, "decode step %d after prefill vs CPU", i + 1);
+            check_logits(label, w, lg, ref + (size_t)(i + 1) * V, V);
+        }
+        /* 2. the GPU's own token-by-token path: KV after prefill vs after decode */
+        for (int i = 0; i < N; i++)
+            if (runner_forward(&gd, tok[i], i, i + 1 == N ? lg : NULL, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; break; }
+        float *kv_dec = gpu_kv(&gd, N);
+        check_kv(label, "KV cache after prefill vs GPU token-by-token decode", kv_pf, kv_dec, c, N);
+        /* 3. chunks of 7 (the first call 10 tokens, the second at pos0 10), then chunks of 100 */
+        setenv("HOTMOE_PREFILL_CHUNK", "7", 1);
+        if (runner_prefill(&gp, tok, 10, 0, NULL, &e) || runner_prefill(&gp, tok + 10, N - 10, 10, lg, &e)) {
+            printf("FAIL %s: chunked prefill: %s\n", label, e.msg); n_fail++;
+        } else {
+            check_logits(label, "prefill in chunks of 7 (10 + 140 tokens, pos0 10), last logits vs CPU", lg, ref, V);
+            float *kv = gpu_kv(&gp, N);
+            check_kv(label, "KV cache after chunked prefill vs one-chunk prefill", kv, kv_pf, c, N);
+            free(kv);
+            if (runner_forward(&gp, tok[N], N, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
+            else check_logits(label, "decode after chunked prefill vs CPU", lg, ref + V, V);
+        }
+        setenv("HOTMOE_PREFILL_CHUNK", "100", 1);
+        if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
+        else check_logits(label, "prefill in chunks of 100 (100 + 50), last logits vs CPU", lg, ref, V);
+        unsetenv("HOTMOE_PREFILL_CHUNK");
+        /* 4. the plain attention kernel */
+        setenv("HOTMOE_PREFILL_ATTN", "simple", 1);
+        if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
+        else check_logits(label, "prefill with the plain attention kernel, last logits vs CPU", lg, ref, V);
+        unsetenv("HOTMOE_PREFILL_ATTN");
+        /* 5. error paths: each refused with a message, and the executor still works afterwards */
+        {
+            int32_t bad[2] = { 0, V };
+            char msg[1024];
+            struct { const char *what; int rc; } cases[] = {
+                { "n = 0", gpu_exec_prefill(gp.gpu, tok, 0, 0, lg, msg, sizeof msg) },
+                { "n = -3", gpu_exec_prefill(gp.gpu, tok, -3, 0, lg, msg, sizeof msg) },
+                { "pos0 + n past n_ctx", gpu_exec_prefill(gp.gpu, tok, 20, N_CTX - 10, lg, msg, sizeof msg) },
+                { "pos0 = -1", gpu_exec_prefill(gp.gpu, tok, 5, -1, lg, msg, sizeof msg) },
+                { "token = n_vocab", gpu_exec_prefill(gp.gpu, bad, 2, 0, lg, msg, sizeof msg) },
+            };
+            int ok = 1;
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) ok &= cases[i].rc == -1;
+            ok &= runner_prefill(&gp, tok, N, 0, lg, &e) == 0;
+            verdict(ok, label, "error paths (n <= 0, past n_ctx, pos0 < 0, bad token) refused, then a prefill works", ok ? msg : "an error path was accepted");
+        }
+        free(kv_cpu); free(kv_pf); free(kv_dec);
+    }
+out:
+    runner_free(&cr);
+    if (gp.gpu) runner_free(&gp);
+    if (gd.gpu) runner_free(&gd);
+    free(ref); free(lg);
+}
+
+int main(int argc, char **argv) {
+    if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_prefill needs a GPU)\n"); return 77; }
+    hm_kernels_set(HM_KERNELS_REF); /* the CPU side: exact dequantization, F32 activations */
+    static const char *fixtures[] = { "qwen3moe", "qwen3moe-bf16", "glm4moe", "glm4moe-f16" };
+    for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/fixtures/%s", HM_TESTS_DIR, fixtures[f]);
+        hm_model m; hm_error e;
+        if (model_load(&m, dir, &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
+        run_model(fixtures[f], &m);
+        model_free(&m);
+    }
+    for (int i = 1; i < argc; i++) {
+        hm_model m; hm_error e;
+        if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
+        run_model(argv[i], &m);
+        model_free(&m);
+    }
+    printf("worst logits rel err %.3g, worst KV rel err %.3g (tolerance %g)\n", worst_logits, worst_kv, TOL);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail != 0;
+}
