@@ -8,6 +8,7 @@
  * weights) and the KV cache stay F32. Routing repeats op_router's selection rule exactly. */
 #include "exec_impl.cuh"
 #include "gpu_gemv.h"
+#include "prefill.cuh"
 #include "qdev.cuh"
 #include "qdev_k.cuh"
 extern "C" {
@@ -47,6 +48,7 @@ struct gpu_prefill {
     int *ids, *rowidx, *perm; /* (chunk * top-k) */
     int *cnt;                 /* (2 * n_expert + 2): counts, offsets (n_expert + 1), n_used */
     int *used;                /* (n_expert): the used experts in order */
+    int4 *tiles, *h_tiles;    /* (n_tiles): grouped-GEMM row tiles {slot, row0, rows, -}; device, pinned */
     void *wbuf;               /* dequantized weights */
     size_t bytes;
     std::vector<void *> allocs;
@@ -64,7 +66,7 @@ static int fail(char *err, size_t n, const char *fmt, ...) {
 /* ------------------------------------------------------------------ sizes */
 
 typedef struct {
-    size_t emb, x, xh, qkv, atth, gu, act, xg, ye, rlog, nk, wbuf, cnt;
+    size_t emb, x, xh, qkv, atth, gu, act, xg, ye, rlog, nk, wbuf, cnt, tiles;
     int grp;
 } pf_layout;
 
@@ -91,6 +93,7 @@ static pf_layout layout(const hm_model *m, int chunk) {
     l.rlog = C * E;
     l.nk = rows_e;
     l.cnt = 2 * E + 2;
+    l.tiles = rows_e / 128 + E + 2;
     size_t per = 3 * fe * D * 2; /* one expert's F16 weights */
     l.grp = 1;
     if (K && per) {
@@ -108,7 +111,7 @@ static pf_layout layout(const hm_model *m, int chunk) {
 
 static size_t layout_bytes(const pf_layout *l) {
     return 4 * (l->x * 2 + l->qkv + l->x + l->gu + l->ye + l->rlog + l->nk * 4 + l->cnt + l->cnt) +
-           2 * (l->xh + l->atth + l->act + l->xg) + l->wbuf + 16 * 256;
+           2 * (l->xh + l->atth + l->act + l->xg) + 16 * l->tiles + l->wbuf + 16 * 256;
 }
 
 extern "C" size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk) {
@@ -122,6 +125,7 @@ static void pf_release(gpu_prefill *p) {
     for (void *a : p->allocs) cudaFree(a);
     if (p->h_emb) cudaFreeHost(p->h_emb);
     if (p->h_cnt) cudaFreeHost(p->h_cnt);
+    if (p->h_tiles) cudaFreeHost(p->h_tiles);
     if (p->blas) cublasDestroy(p->blas);
     delete p;
 }
@@ -153,10 +157,11 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
                   pf_alloc(p, &p->gu, l.gu) || pf_alloc(p, &p->act, l.act) || pf_alloc(p, &p->xg, l.xg) ||
                   pf_alloc(p, &p->ye, l.ye) || pf_alloc(p, &p->rlog, l.rlog) || pf_alloc(p, &p->wts, l.nk) ||
                   pf_alloc(p, &p->ids, l.nk) || pf_alloc(p, &p->rowidx, l.nk) || pf_alloc(p, &p->perm, l.nk) ||
-                  pf_alloc(p, &p->cnt, l.cnt) || pf_alloc(p, &p->used, l.cnt) ||
+                  pf_alloc(p, &p->cnt, l.cnt) || pf_alloc(p, &p->used, l.cnt) || pf_alloc(p, &p->tiles, l.tiles) ||
                   pf_alloc(p, (uint8_t **)&p->wbuf, l.wbuf);
         if (!bad && (cudaMallocHost(&p->h_emb, l.emb * sizeof(float)) != cudaSuccess ||
-                     cudaMallocHost(&p->h_cnt, l.cnt * sizeof(int)) != cudaSuccess)) { cudaGetLastError(); bad = 1; }
+                     cudaMallocHost(&p->h_cnt, l.cnt * sizeof(int)) != cudaSuccess ||
+                     cudaMallocHost(&p->h_tiles, l.tiles * sizeof(int4)) != cudaSuccess)) { cudaGetLastError(); bad = 1; }
         if (!bad && cublasCreate(&p->blas) != CUBLAS_STATUS_SUCCESS) { p->blas = NULL; bad = 1; }
         if (!bad && cublasSetStream(p->blas, g->s) != CUBLAS_STATUS_SUCCESS) bad = 1;
         if (!bad) {
@@ -746,13 +751,43 @@ static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, char *er
     const dexperts *x = &l->exps;
     size_t per_gu = (size_t)2 * F * D, per_d = (size_t)D * F;
     __half *wgu = (__half *)p->wbuf, *wd = wgu + (size_t)p->grp * per_gu;
-    for (int g0 = 0; g0 < nu; g0 += p->grp) {
+    /* grouped GEMM (default): row tiles of <= 128 rows of every used expert, all groups, one upload */
+    const char *me = getenv("HOTMOE_PREFILL_MOE"); /* grouped (default), cublas: one cuBLAS call per expert */
+    int grouped = !(me && !strcmp(me, "cublas")) && D % 8 == 0 && F % 8 == 0;
+    std::vector<int> tile0; /* first tile of each group, and the end */
+    if (grouped) {
+        int nt = 0;
+        for (int g0 = 0; g0 < nu; g0 += p->grp) {
+            tile0.push_back(nt);
+            for (int j = 0; j < p->grp && g0 + j < nu; j++) {
+                int e = used[g0 + j];
+                for (int r = 0; r < cnt[e]; r += 128) p->h_tiles[nt++] = make_int4(j, off[e] + r, cnt[e] - r < 128 ? cnt[e] - r : 128, 0);
+            }
+        }
+        tile0.push_back(nt);
+        PCK(cudaMemcpyAsync(p->tiles, p->h_tiles, sizeof(int4) * nt, cudaMemcpyHostToDevice, s));
+    }
+    for (int g0 = 0, gi = 0; g0 < nu; g0 += p->grp, gi++) {
         int gn = nu - g0 < p->grp ? nu - g0 : p->grp;
         if (deq_tab(x->type_gu, x->gate, p->used + g0, gn, (int64_t)F * D, wgu, per_gu, s, err, errlen) ||
             deq_tab(x->type_gu, x->up, p->used + g0, gn, (int64_t)F * D, wgu + (size_t)F * D, per_gu, s, err, errlen) ||
             deq_tab(x->type_down, x->down, p->used + g0, gn, (int64_t)F * D, wd, per_d, s, err, errlen))
             return -1;
         qmark(pr, s, Q_EXP_DEQ);
+        if (grouped) {
+            int t0 = tile0[gi], ntl = tile0[gi + 1] - t0;
+            if (pf_ggemm(wgu, (int64_t)per_gu, p->xg, p->gu, p->tiles + t0, ntl, 2 * F, D, s)) return fail(err, errlen, "gpu prefill: grouped GEMM refused");
+            PLAUNCH();
+            int r0 = off[used[g0]], r1 = off[used[g0 + gn - 1]] + cnt[used[g0 + gn - 1]];
+            int64_t tot = (int64_t)(r1 - r0) * F;
+            k_pf_swiglu<<<(unsigned)((tot + 255) / 256 < 65536 ? (tot + 255) / 256 : 65536), 256, 0, s>>>(
+                p->gu + (size_t)r0 * 2 * F, p->act + (size_t)r0 * F, r1 - r0, F);
+            PLAUNCH();
+            if (pf_ggemm(wd, (int64_t)per_d, p->act, p->ye, p->tiles + t0, ntl, D, F, s)) return fail(err, errlen, "gpu prefill: grouped GEMM refused");
+            PLAUNCH();
+            qmark(pr, s, Q_EXP_GEMM);
+            continue;
+        }
         for (int j = 0; j < gn; j++) {
             int e = used[g0 + j];
             if (gemm_h(p, wgu + j * per_gu, p->xg + (size_t)off[e] * D, p->gu + (size_t)off[e] * 2 * F, 2 * F, cnt[e], D, err, errlen)) return -1;
@@ -776,9 +811,11 @@ static int attention(gpu_exec *g, float *kc, float *vc, int n, int pos0, char *e
     const hm_config *c = &g->m->cfg;
     int hd = c->head_dim, ld = c->q_dim + 2 * c->kv_dim;
     float scale = 1.0f / sqrtf((float)hd);
-    const char *ae = getenv("HOTMOE_PREFILL_ATTN");
-    int simple = ae && !strcmp(ae, "simple");
-    if (!simple && (hd == 64 || hd == 128 || hd == 256 || hd == 16 || hd == 32)) {
+    const char *ae = getenv("HOTMOE_PREFILL_ATTN"); /* mma (default), wmma, simple */
+    int simple = ae && !strcmp(ae, "simple"), wmma = ae && !strcmp(ae, "wmma");
+    if (!simple && !wmma && pf_flash_mma(p->qkv, ld, kc, vc, p->atth, n, pos0, c->n_head, c->n_head_kv, hd, scale, g->s) == 0) {
+        /* the register-resident kernel took it */
+    } else if (!simple && (hd == 64 || hd == 128 || hd == 256 || hd == 16 || hd == 32)) {
         size_t sm = flash_smem(hd);
         dim3 gr((n + FA_BR - 1) / FA_BR, c->n_head);
 #define FLASH(HD) do { static int set = 0; \

@@ -87,18 +87,42 @@ static float *cpu_kv(const hm_runner *r, int n) {
     return h;
 }
 
-/* per layer and per K/V, every element: worst relative error over the layers */
+/* Every element, by rows (layer, K|V, position) of kv_dim values, each relative to its layer's
+ * max |ref|. Layer 0 (before any routing) must be within TOL everywhere. Deeper layers inherit
+ * the routing: where a token's top-k choice sits on a near-tie, F16 rounding may pick another
+ * expert and that token's rows differ from then on (the decode path's F32 GEMVs and the CPU
+ * agree with each other on those ties); so at most KV_BAD_FRAC of the deeper rows may exceed TOL,
+ * and how many did is printed. */
+#define KV_BAD_FRAC 0.03
 static void check_kv(const char *label, const char *what, const float *got, const float *ref, const hm_config *c, int n) {
     size_t per = (size_t)n * c->kv_dim;
-    double w = 0;
+    double w = 0, w0 = 0;
+    long bad = 0, rows = 0;
+    int first_bad_layer = -1;
     for (int i = 0; i < 2 * c->n_layer; i++) {
-        double r = rel(got + i * per, ref + i * per, per);
-        if (!(r <= w)) w = r != r ? INFINITY : r;
+        int layer = i % c->n_layer;
+        const float *gl = got + i * per, *rl = ref + i * per;
+        double mr = 1e-30;
+        for (size_t j = 0; j < per; j++) mr = fmax(mr, fabs(rl[j]));
+        for (int p = 0; p < n; p++) {
+            double md = 0;
+            for (int j = 0; j < c->kv_dim; j++) {
+                double d = fabs((double)gl[(size_t)p * c->kv_dim + j] - rl[(size_t)p * c->kv_dim + j]);
+                if (!(d <= md)) md = d != d ? INFINITY : d;
+            }
+            double r = md / mr;
+            if (r > w) w = r;
+            if (layer == 0 && r > w0) w0 = r;
+            if (layer > 0) rows++;
+            if (r > TOL) { bad++; if (first_bad_layer < 0 || layer < first_bad_layer) first_bad_layer = layer; }
+        }
     }
     if (w > worst_kv) worst_kv = w;
-    char d[256];
-    snprintf(d, sizeof d, "%d layers x %d positions x %d (K and V), max rel err per layer %.3g (<= %g)", c->n_layer, n, c->kv_dim, w, TOL);
-    verdict(w <= TOL, label, what, d);
+    char d[320];
+    snprintf(d, sizeof d, "%d layers x %d positions x %d (K and V): layer 0 max rel err %.3g (<= %g); all layers %.3g; "
+             "rows over %g: %ld of %ld deeper rows (first in layer %d; <= %.0f%% allowed)",
+             c->n_layer, n, c->kv_dim, w0, TOL, w, TOL, bad, rows, first_bad_layer, 100 * KV_BAD_FRAC);
+    verdict(w0 <= TOL && bad <= KV_BAD_FRAC * rows, label, what, d);
 }
 
 static void run_model(const char *label, const hm_model *m) {
@@ -154,11 +178,23 @@ static void run_model(const char *label, const hm_model *m) {
         if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
         else check_logits(label, "prefill in chunks of 100 (100 + 50), last logits vs CPU", lg, ref, V);
         unsetenv("HOTMOE_PREFILL_CHUNK");
-        /* 4. the plain attention kernel */
-        setenv("HOTMOE_PREFILL_ATTN", "simple", 1);
-        if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
-        else check_logits(label, "prefill with the plain attention kernel, last logits vs CPU", lg, ref, V);
-        unsetenv("HOTMOE_PREFILL_ATTN");
+        /* 4. the other kernels: WMMA and plain attention, one cuBLAS GEMM per expert */
+        {
+            static const char *var[][3] = { { "HOTMOE_PREFILL_ATTN", "wmma", "prefill with the WMMA attention kernel" },
+                                            { "HOTMOE_PREFILL_ATTN", "simple", "prefill with the plain attention kernel" },
+                                            { "HOTMOE_PREFILL_MOE", "cublas", "prefill with one cuBLAS GEMM per expert" } };
+            for (int k = 0; k < 3; k++) {
+                setenv(var[k][0], var[k][1], 1);
+                char w[160]; snprintf(w, sizeof w, "%s, last logits vs CPU", var[k][2]);
+                if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
+                else check_logits(label, w, lg, ref, V);
+                float *kv = gpu_kv(&gp, N);
+                snprintf(w, sizeof w, "%s, KV cache vs the default kernels", var[k][2]);
+                check_kv(label, w, kv, kv_pf, c, N);
+                free(kv);
+                unsetenv(var[k][0]);
+            }
+        }
         /* 5. error paths: each refused with a message, and the executor still works afterwards */
         {
             int32_t bad[2] = { 0, V };

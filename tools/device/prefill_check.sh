@@ -49,6 +49,12 @@ for shape in $SHAPES; do
     HOTMOE_PREFILL_PROFILE=1 timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 1 >"$OUT/profile-$shape.log" 2>&1
     grep -A14 "profile: 8192" "$OUT/profile-$shape.log" | head -16
   fi
+  # the other MoE path (one cuBLAS GEMM per expert), for the ratio (VARIANTS=1)
+  lim=$(( $(left) - 5 ))
+  if [ -n "${VARIANTS:-}" ] && [ $lim -gt 25 ]; then
+    HOTMOE_PREFILL_MOE=cublas timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 3 >"$OUT/prefill-$shape-cublas.log" 2>&1
+    echo "== cublas-per-expert variant:"; grep -E "^\| /" "$OUT/prefill-$shape-cublas.log"
+  fi
 done
 echo "== all done in $(( $(date +%s) - t0 )) s"
 for shape in $SHAPES; do grep -E "^\|" "$OUT/prefill-$shape.log"; tail -3 "$OUT/prefill-$shape.log" | grep -v "^|"; done
