@@ -49,6 +49,7 @@ struct gpu_prefill {
     int *cnt;                 /* (2 * n_expert + 2): counts, offsets (n_expert + 1), n_used */
     int *used;                /* (n_expert): the used experts in order */
     int4 *tiles, *h_tiles;    /* (n_tiles): grouped-GEMM row tiles {slot, row0, rows, -}; device, pinned */
+    __half *k16, *vt16;       /* (n_ctx rounded up to 64) x kv_dim each: one layer's K and V^T in F16 */
     void *wbuf;               /* dequantized weights */
     size_t bytes;
     std::vector<void *> allocs;
@@ -152,20 +153,22 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
         gpu_prefill *p = new gpu_prefill();
         pf_layout l = layout(g->m, chunk);
         p->chunk = chunk; p->grp = l.grp;
+        size_t kv16 = (size_t)(g->n_ctx + 63) / 64 * 64 * g->m->cfg.kv_dim;
         int bad = pf_alloc(p, &p->x, l.x) || pf_alloc(p, &p->xn, l.x) || pf_alloc(p, &p->xh, l.xh) ||
                   pf_alloc(p, &p->qkv, l.qkv) || pf_alloc(p, &p->atth, l.atth) || pf_alloc(p, &p->tmp, l.x) ||
                   pf_alloc(p, &p->gu, l.gu) || pf_alloc(p, &p->act, l.act) || pf_alloc(p, &p->xg, l.xg) ||
                   pf_alloc(p, &p->ye, l.ye) || pf_alloc(p, &p->rlog, l.rlog) || pf_alloc(p, &p->wts, l.nk) ||
                   pf_alloc(p, &p->ids, l.nk) || pf_alloc(p, &p->rowidx, l.nk) || pf_alloc(p, &p->perm, l.nk) ||
                   pf_alloc(p, &p->cnt, l.cnt) || pf_alloc(p, &p->used, l.cnt) || pf_alloc(p, &p->tiles, l.tiles) ||
-                  pf_alloc(p, (uint8_t **)&p->wbuf, l.wbuf);
+                  pf_alloc(p, (uint8_t **)&p->wbuf, l.wbuf) ||
+                  pf_alloc(p, &p->k16, kv16) || pf_alloc(p, &p->vt16, kv16);
         if (!bad && (cudaMallocHost(&p->h_emb, l.emb * sizeof(float)) != cudaSuccess ||
                      cudaMallocHost(&p->h_cnt, l.cnt * sizeof(int)) != cudaSuccess ||
                      cudaMallocHost(&p->h_tiles, l.tiles * sizeof(int4)) != cudaSuccess)) { cudaGetLastError(); bad = 1; }
         if (!bad && cublasCreate(&p->blas) != CUBLAS_STATUS_SUCCESS) { p->blas = NULL; bad = 1; }
         if (!bad && cublasSetStream(p->blas, g->s) != CUBLAS_STATUS_SUCCESS) bad = 1;
         if (!bad) {
-            p->bytes = layout_bytes(&l);
+            p->bytes = layout_bytes(&l) + 4 * kv16;
             g->pf = p;
             return 0;
         }
@@ -811,9 +814,12 @@ static int attention(gpu_exec *g, float *kc, float *vc, int n, int pos0, char *e
     const hm_config *c = &g->m->cfg;
     int hd = c->head_dim, ld = c->q_dim + 2 * c->kv_dim;
     float scale = 1.0f / sqrtf((float)hd);
-    const char *ae = getenv("HOTMOE_PREFILL_ATTN"); /* mma (default), wmma, simple */
-    int simple = ae && !strcmp(ae, "simple"), wmma = ae && !strcmp(ae, "wmma");
-    if (!simple && !wmma && pf_flash_mma(p->qkv, ld, kc, vc, p->atth, n, pos0, c->n_head, c->n_head_kv, hd, scale, g->s) == 0) {
+    const char *ae = getenv("HOTMOE_PREFILL_ATTN"); /* mma2 (default), mma, wmma, simple */
+    int simple = ae && !strcmp(ae, "simple"), wmma = ae && !strcmp(ae, "wmma"), mma1 = ae && !strcmp(ae, "mma");
+    if (!simple && !wmma && !mma1 &&
+        pf_flash_mma2(p->qkv, ld, kc, vc, p->k16, p->vt16, p->atth, n, pos0, c->n_head, c->n_head_kv, hd, scale, g->s) == 0) {
+        /* F16 K/V^T scratch, double-buffered register-resident kernel */
+    } else if (!simple && !wmma && pf_flash_mma(p->qkv, ld, kc, vc, p->atth, n, pos0, c->n_head, c->n_head_kv, hd, scale, g->s) == 0) {
         /* the register-resident kernel took it */
     } else if (!simple && (hd == 64 || hd == 128 || hd == 256 || hd == 16 || hd == 32)) {
         size_t sm = flash_smem(hd);

@@ -7,10 +7,14 @@
  * of 7 and 100, a second call at pos0 > 0), the plain attention kernel, and the error paths.
  * Exits 77 (skipped) without a CUDA device. */
 #include "exec_impl.cuh"
+#include "prefill.cuh"
+#include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <algorithm>
+#include <vector>
 extern "C" {
 #include "gemv.h"
 #include "gpu.h"
@@ -178,12 +182,13 @@ static void run_model(const char *label, const hm_model *m) {
         if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
         else check_logits(label, "prefill in chunks of 100 (100 + 50), last logits vs CPU", lg, ref, V);
         unsetenv("HOTMOE_PREFILL_CHUNK");
-        /* 4. the other kernels: WMMA and plain attention, one cuBLAS GEMM per expert */
+        /* 4. the other kernels: mma on F32 tiles, WMMA and plain attention, one cuBLAS GEMM per expert */
         {
-            static const char *var[][3] = { { "HOTMOE_PREFILL_ATTN", "wmma", "prefill with the WMMA attention kernel" },
+            static const char *var[][3] = { { "HOTMOE_PREFILL_ATTN", "mma", "prefill with the mma attention kernel on F32 tiles" },
+                                            { "HOTMOE_PREFILL_ATTN", "wmma", "prefill with the WMMA attention kernel" },
                                             { "HOTMOE_PREFILL_ATTN", "simple", "prefill with the plain attention kernel" },
                                             { "HOTMOE_PREFILL_MOE", "cublas", "prefill with one cuBLAS GEMM per expert" } };
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 4; k++) {
                 setenv(var[k][0], var[k][1], 1);
                 char w[160]; snprintf(w, sizeof w, "%s, last logits vs CPU", var[k][2]);
                 if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
@@ -220,8 +225,62 @@ out:
     free(ref); free(lg);
 }
 
+/* The grouped expert GEMM against one cuBLAS call per expert on an a3b-sized group (54 experts,
+ * skewed row counts, gate|up: M 1536, K 2048; down: M 2048, K 768): every output checked, and both
+ * timed (median of 5) in TFLOP/s. */
+static void gemm_check(void) {
+    const int NE = 54, M0 = 1536, K0 = 2048;
+    int cnt[NE], off[NE + 1], rows = 0;
+    for (int e = 0; e < NE; e++) { cnt[e] = e == 0 ? 1500 : e % 7 == 0 ? 3 : 40 + (e * 37) % 400; off[e] = rows; rows += cnt[e]; }
+    off[NE] = rows;
+    for (int pass = 0; pass < 2; pass++) {
+        int M = pass ? 2048 : M0, K = pass ? 768 : K0;
+        size_t nw = (size_t)NE * M * K, nx = (size_t)rows * K, ny = (size_t)rows * M;
+        __half *hw = (__half *)malloc(nw * 2), *hx = (__half *)malloc(nx * 2);
+        uint64_t x = 7;
+        for (size_t i = 0; i < nw; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; hw[i] = __float2half((float)((x >> 40) % 2001) / 1000.0f - 1.0f); }
+        for (size_t i = 0; i < nx; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; hx[i] = __float2half((float)((x >> 40) % 2001) / 1000.0f - 1.0f); }
+        __half *dw, *dx; float *dy, *dr; int4 *dt;
+        std::vector<int4> tl;
+        for (int e = 0; e < NE; e++) for (int r = 0; r < cnt[e]; r += 128) tl.push_back(make_int4(e, off[e] + r, cnt[e] - r < 128 ? cnt[e] - r : 128, 0));
+        cudaMalloc(&dw, nw * 2); cudaMalloc(&dx, nx * 2); cudaMalloc(&dy, ny * 4); cudaMalloc(&dr, ny * 4); cudaMalloc(&dt, tl.size() * sizeof(int4));
+        cudaMemcpy(dw, hw, nw * 2, cudaMemcpyHostToDevice); cudaMemcpy(dx, hx, nx * 2, cudaMemcpyHostToDevice);
+        cudaMemcpy(dt, tl.data(), tl.size() * sizeof(int4), cudaMemcpyHostToDevice);
+        cudaMemset(dy, 0xFF, ny * 4);
+        cublasHandle_t hb; cublasCreate(&hb);
+        const float one = 1, zero = 0;
+        auto ref = [&]() {
+            for (int e = 0; e < NE; e++)
+                cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, M, cnt[e], K, &one, dw + (size_t)e * M * K, CUDA_R_16F, K, dx + (size_t)off[e] * K,
+                             CUDA_R_16F, K, &zero, dr + (size_t)off[e] * M, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        };
+        auto mine = [&]() { pf_ggemm(dw, (int64_t)M * K, dx, dy, dt, (int)tl.size(), M, K, 0); };
+        ref(); mine();
+        cudaDeviceSynchronize();
+        float *a = (float *)malloc(ny * 4), *b = (float *)malloc(ny * 4);
+        cudaMemcpy(a, dy, ny * 4, cudaMemcpyDeviceToHost); cudaMemcpy(b, dr, ny * 4, cudaMemcpyDeviceToHost);
+        double r = rel(a, b, ny);
+        double tm[2][5];
+        cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+        for (int it = 0; it < 5; it++)
+            for (int v = 0; v < 2; v++) {
+                cudaEventRecord(e0); v ? ref() : mine(); cudaEventRecord(e1); cudaEventSynchronize(e1);
+                float ms; cudaEventElapsedTime(&ms, e0, e1); tm[v][it] = ms;
+            }
+        for (int v = 0; v < 2; v++) std::sort(tm[v], tm[v] + 5);
+        double fl = 2.0 * rows * M * K;
+        char d[256];
+        snprintf(d, sizeof d, "%d experts, %d rows, M %d K %d: max rel err vs cuBLAS %.3g (<= 1e-4); grouped %.3f ms (%.0f TFLOP/s), "
+                 "cuBLAS per expert %.3f ms (%.0f TFLOP/s)", NE, rows, M, K, r, tm[0][2], fl / tm[0][2] / 1e9, tm[1][2], fl / tm[1][2] / 1e9);
+        verdict(r <= 1e-4, "grouped GEMM", pass ? "down-sized group" : "gate|up-sized group", d);
+        cublasDestroy(hb); cudaFree(dw); cudaFree(dx); cudaFree(dy); cudaFree(dr); cudaFree(dt);
+        free(hw); free(hx); free(a); free(b);
+    }
+}
+
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_prefill needs a GPU)\n"); return 77; }
+    gemm_check();
     hm_kernels_set(HM_KERNELS_REF); /* the CPU side: exact dequantization, F32 activations */
     static const char *fixtures[] = { "qwen3moe", "qwen3moe-bf16", "glm4moe", "glm4moe-f16" };
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
