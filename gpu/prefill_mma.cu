@@ -316,19 +316,23 @@ int pf_flash_mma2(const float *qkv, int ld, const float *kc, const float *vc, __
 
 /* Y[row0 + r][0..M) = X[row0 + r][0..K) . W_slot[0..M)[0..K)^T for the r < nrows of each tile
  * {slot, row0, nrows}: grid (ceil(M / 128), tiles), 8 warps as 2 (rows) x 4 (cols), each warp 64 rows
- * x 32 cols; K in steps of 32, two shared-memory stages filled by cp.async (rows padded to 40
- * halves: conflict-free fragment loads). Out-of-range rows and columns are zero-filled and not
+ * x 32 cols; K in steps of 32, GG_ST shared-memory stages filled by cp.async (rows padded to 40
+ * halves: conflict-free fragment loads). With two stages the kernel waited on HBM latency every
+ * step (each expert's weights are read by ~2 row tiles only). Out-of-range rows and columns are zero-filled and not
  * stored. K % 8 == 0. */
 #define GG_BM 128 /* rows (tokens) */
 #define GG_BN 128 /* output columns */
 #define GG_BK 32
 #define GG_LD 40
+#define GG_ST 4   /* pipeline stages: three tiles in flight while one computes (the weights come from HBM) */
 
 
 __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstride, const __half *X, float *Y,
                                                   const int4 *tiles, int M, int K) {
-    __shared__ __align__(16) __half sA[2][GG_BM * GG_LD];
-    __shared__ __align__(16) __half sB[2][GG_BN * GG_LD];
+    extern __shared__ __align__(16) unsigned char gg_smem[];
+    __half *const sm = (__half *)gg_smem; /* stage st: A (GG_BM x GG_LD) then B (GG_BN x GG_LD) */
+#define SA(st) (sm + (st) * (GG_BM + GG_BN) * GG_LD)
+#define SB(st) (SA(st) + GG_BM * GG_LD)
     const int4 tl = tiles[blockIdx.y];
     const __half *Wt = W + (size_t)tl.x * wstride;
     const int row0 = tl.y, nr = tl.z, m0 = blockIdx.x * GG_BN;
@@ -345,27 +349,28 @@ __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstri
         for (int u = 0; u < 2; u++) {
             int i = threadIdx.x + u * 256, r = i >> 2, cc = (i & 3) * 8, k = kb * GG_BK + cc;
             bool va = r < nr && k < K, vb = m0 + r < M && k < K;
-            cp_async16(&sA[st][r * GG_LD + cc], va ? (const void *)(X + (size_t)(row0 + r) * K + k) : (const void *)X, va);
-            cp_async16(&sB[st][r * GG_LD + cc], vb ? (const void *)(Wt + (size_t)(m0 + r) * K + k) : (const void *)Wt, vb);
+            cp_async16(SA(st) + r * GG_LD + cc, va ? (const void *)(X + (size_t)(row0 + r) * K + k) : (const void *)X, va);
+            cp_async16(SB(st) + r * GG_LD + cc, vb ? (const void *)(Wt + (size_t)(m0 + r) * K + k) : (const void *)Wt, vb);
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-    load(0, 0);
+    /* tiles 0 .. GG_ST-2 in flight (empty groups past the end keep the group count uniform) */
+    for (int st = 0; st < GG_ST - 1; st++) {
+        if (st < nk) load(st, st);
+        else asm volatile("cp.async.commit_group;\n" ::);
+    }
     for (int kb = 0; kb < nk; kb++) {
-        const int st = kb & 1;
-        if (kb + 1 < nk) {
-            load(st ^ 1, kb + 1);
-            asm volatile("cp.async.wait_group 1;\n" ::);
-        } else {
-            asm volatile("cp.async.wait_group 0;\n" ::);
-        }
-        __syncthreads();
+        const int st = kb % GG_ST;
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(GG_ST - 2)); /* tile kb has landed */
+        __syncthreads(); /* ... for every thread; and stage (kb - 1) % GG_ST is consumed */
+        if (kb + GG_ST - 1 < nk) load((kb + GG_ST - 1) % GG_ST, kb + GG_ST - 1);
+        else asm volatile("cp.async.commit_group;\n" ::);
 #pragma unroll
         for (int ks = 0; ks < GG_BK / 16; ks++) {
             uint32_t af[4][4], bf[4][2];
 #pragma unroll
             for (int mt = 0; mt < 4; mt++) {
-                const __half *a = &sA[st][(wm * 64 + mt * 16 + g) * GG_LD + ks * 16 + 2 * t];
+                const __half *a = SA(st) + (wm * 64 + mt * 16 + g) * GG_LD + ks * 16 + 2 * t;
                 af[mt][0] = lds32(a);
                 af[mt][1] = lds32(a + 8 * GG_LD);
                 af[mt][2] = lds32(a + 8);
@@ -373,7 +378,7 @@ __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstri
             }
 #pragma unroll
             for (int nt = 0; nt < 4; nt++) {
-                const __half *b = &sB[st][(wn * 32 + nt * 8 + g) * GG_LD + ks * 16 + 2 * t];
+                const __half *b = SB(st) + (wn * 32 + nt * 8 + g) * GG_LD + ks * 16 + 2 * t;
                 bf[nt][0] = lds32(b);
                 bf[nt][1] = lds32(b + 8);
             }
@@ -382,8 +387,9 @@ __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstri
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) mma16816(acc[mt][nt], af[mt], bf[nt]);
         }
-        __syncthreads(); /* the stage is refilled next iteration */
     }
+#undef SA
+#undef SB
 #pragma unroll
     for (int mt = 0; mt < 4; mt++) {
         int ra = wm * 64 + mt * 16 + g, rb = ra + 8;
@@ -407,6 +413,12 @@ __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstri
 int pf_ggemm(const __half *W, int64_t wstride, const __half *X, float *Y, const int4 *tiles, int n_tiles, int M, int K,
              cudaStream_t s) {
     if (K % 8 || n_tiles <= 0) return -1;
-    k_pf_ggemm<<<dim3((M + GG_BN - 1) / GG_BN, n_tiles), 256, 0, s>>>(W, wstride, X, Y, tiles, M, K);
+    const int smem = GG_ST * (GG_BM + GG_BN) * GG_LD * 2;
+    static bool set = false;
+    if (!set) {
+        if (cudaFuncSetAttribute(k_pf_ggemm, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return -1;
+        set = true;
+    }
+    k_pf_ggemm<<<dim3((M + GG_BN - 1) / GG_BN, n_tiles), 256, smem, s>>>(W, wstride, X, Y, tiles, M, K);
     return 0;
 }

@@ -32,6 +32,7 @@ grep -E "grouped GEMM" "$OUT/test_gpu_prefill.log"
 tail -2 "$OUT/test_gpu_prefill.log"
 # a failing default attention kernel: benchmark the one validated before it (mma on F32 tiles)
 if grep -E "^FAIL" "$OUT/test_gpu_prefill.log" | grep -qv "grouped GEMM"; then export HOTMOE_PREFILL_ATTN=mma; echo "== FAILURES: benchmarks run with HOTMOE_PREFILL_ATTN=mma"; fi
+if grep -E "^FAIL grouped GEMM" "$OUT/test_gpu_prefill.log" >/dev/null; then export HOTMOE_PREFILL_MOE=cublas; echo "== grouped GEMM FAILED: benchmarks run with HOTMOE_PREFILL_MOE=cublas"; fi
 if [ -n "${CTEST:-}" ] && [ "$(left)" -gt 120 ]; then
   (cd "$B" && timeout 60 ctest -j8 -R "test_gpu_model|test_gpu_ops" --output-on-failure >"$OUT/ctest_gpu.log" 2>&1); grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_gpu.log"
 fi
