@@ -31,8 +31,8 @@ size_t gpu_exec_vram_used(const gpu_exec *g);
  * allocated on the first call and kept until gpu_exec_free. Returns 0, or -1 with err set (n <= 0,
  * positions past n_ctx, a token outside the vocabulary, out of memory, a CUDA error). */
 int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen);
-/* Bytes of VRAM the prefill workspace takes for chunks of chunk tokens (<= 0: the default), not
- * counting the F16 copies of one layer's K and V (4 * n_ctx * kv_dim bytes, n_ctx rounded up to 64). */
+/* Bytes of VRAM the prefill workspace takes for chunks of chunk tokens (<= 0: the default). The
+ * opt-in HOTMOE_PREFILL_ATTN=mma2 kernel adds 4 * n_ctx * kv_dim bytes (F16 copies of one layer's K, V). */
 size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk);
 /* Bytes the prefill workspace of g holds now (0 before the first prefill). */
 size_t gpu_exec_prefill_bytes(const gpu_exec *g);

@@ -1,7 +1,11 @@
 /* prefill.cu - batched prefill on the GPU executor: the prompt runs in chunks of tokens, each layer
  * as GEMMs (weights dequantized to F16 tiles, cuBLAS with F32 accumulation, F32 outputs), a
- * tensor-core flash attention over the F32 KV cache, and MoE with tokens grouped by expert on the
- * device (stable counting sort), one GEMM per used expert on its gathered rows.
+ * tensor-core flash attention over the F32 KV cache (prefill_mma.cu), and MoE with tokens grouped
+ * by expert on the device (stable counting sort), the used experts' weights dequantized through
+ * the device pointer table, one grouped GEMM launch per projection per group of experts.
+ * Kernel choices (environment, for tests and benchmarks): HOTMOE_PREFILL_ATTN = mma (default) |
+ * mma2 | wmma | simple; HOTMOE_PREFILL_MOE = grouped (default) | cublas; HOTMOE_PREFILL_GEMM_STAGES
+ * = 2 (default) | 4; HOTMOE_PREFILL_CHUNK (tokens, default 4096); HOTMOE_PREFILL_PROFILE=1.
  *
  * Precision: activations entering a GEMM are rounded to F16 (as are the dequantized weights);
  * the residual stream, norms, RoPE, softmax statistics, router logits (an F32 GEMM on F32 router
@@ -49,7 +53,8 @@ struct gpu_prefill {
     int *cnt;                 /* (2 * n_expert + 2): counts, offsets (n_expert + 1), n_used */
     int *used;                /* (n_expert): the used experts in order */
     int4 *tiles, *h_tiles;    /* (n_tiles): grouped-GEMM row tiles {slot, row0, rows, -}; device, pinned */
-    __half *k16, *vt16;       /* (n_ctx rounded up to 64) x kv_dim each: one layer's K and V^T in F16 */
+    __half *k16, *vt16;       /* (n_ctx rounded up to 64) x kv_dim each: one layer's K and V^T in F16
+                               * (mma2 attention only, allocated on its first use) */
     void *wbuf;               /* dequantized weights */
     size_t bytes;
     std::vector<void *> allocs;
@@ -153,22 +158,20 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
         gpu_prefill *p = new gpu_prefill();
         pf_layout l = layout(g->m, chunk);
         p->chunk = chunk; p->grp = l.grp;
-        size_t kv16 = (size_t)(g->n_ctx + 63) / 64 * 64 * g->m->cfg.kv_dim;
         int bad = pf_alloc(p, &p->x, l.x) || pf_alloc(p, &p->xn, l.x) || pf_alloc(p, &p->xh, l.xh) ||
                   pf_alloc(p, &p->qkv, l.qkv) || pf_alloc(p, &p->atth, l.atth) || pf_alloc(p, &p->tmp, l.x) ||
                   pf_alloc(p, &p->gu, l.gu) || pf_alloc(p, &p->act, l.act) || pf_alloc(p, &p->xg, l.xg) ||
                   pf_alloc(p, &p->ye, l.ye) || pf_alloc(p, &p->rlog, l.rlog) || pf_alloc(p, &p->wts, l.nk) ||
                   pf_alloc(p, &p->ids, l.nk) || pf_alloc(p, &p->rowidx, l.nk) || pf_alloc(p, &p->perm, l.nk) ||
                   pf_alloc(p, &p->cnt, l.cnt) || pf_alloc(p, &p->used, l.cnt) || pf_alloc(p, &p->tiles, l.tiles) ||
-                  pf_alloc(p, (uint8_t **)&p->wbuf, l.wbuf) ||
-                  pf_alloc(p, &p->k16, kv16) || pf_alloc(p, &p->vt16, kv16);
+                  pf_alloc(p, (uint8_t **)&p->wbuf, l.wbuf);
         if (!bad && (cudaMallocHost(&p->h_emb, l.emb * sizeof(float)) != cudaSuccess ||
                      cudaMallocHost(&p->h_cnt, l.cnt * sizeof(int)) != cudaSuccess ||
                      cudaMallocHost(&p->h_tiles, l.tiles * sizeof(int4)) != cudaSuccess)) { cudaGetLastError(); bad = 1; }
         if (!bad && cublasCreate(&p->blas) != CUBLAS_STATUS_SUCCESS) { p->blas = NULL; bad = 1; }
         if (!bad && cublasSetStream(p->blas, g->s) != CUBLAS_STATUS_SUCCESS) bad = 1;
         if (!bad) {
-            p->bytes = layout_bytes(&l) + 4 * kv16;
+            p->bytes = layout_bytes(&l);
             g->pf = p;
             return 0;
         }
@@ -757,6 +760,8 @@ static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, char *er
     /* grouped GEMM (default): row tiles of <= 128 rows of every used expert, all groups, one upload */
     const char *me = getenv("HOTMOE_PREFILL_MOE"); /* grouped (default), cublas: one cuBLAS call per expert */
     int grouped = !(me && !strcmp(me, "cublas")) && D % 8 == 0 && F % 8 == 0;
+    const char *se = getenv("HOTMOE_PREFILL_GEMM_STAGES"); /* 2 (default, validated) or 4 (not yet run on a GPU) */
+    int stages = se && atoi(se) == 4 ? 4 : 2;
     std::vector<int> tile0; /* first tile of each group, and the end */
     if (grouped) {
         int nt = 0;
@@ -779,14 +784,14 @@ static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, char *er
         qmark(pr, s, Q_EXP_DEQ);
         if (grouped) {
             int t0 = tile0[gi], ntl = tile0[gi + 1] - t0;
-            if (pf_ggemm(wgu, (int64_t)per_gu, p->xg, p->gu, p->tiles + t0, ntl, 2 * F, D, s)) return fail(err, errlen, "gpu prefill: grouped GEMM refused");
+            if (pf_ggemm(wgu, (int64_t)per_gu, p->xg, p->gu, p->tiles + t0, ntl, 2 * F, D, stages, s)) return fail(err, errlen, "gpu prefill: grouped GEMM refused");
             PLAUNCH();
             int r0 = off[used[g0]], r1 = off[used[g0 + gn - 1]] + cnt[used[g0 + gn - 1]];
             int64_t tot = (int64_t)(r1 - r0) * F;
             k_pf_swiglu<<<(unsigned)((tot + 255) / 256 < 65536 ? (tot + 255) / 256 : 65536), 256, 0, s>>>(
                 p->gu + (size_t)r0 * 2 * F, p->act + (size_t)r0 * F, r1 - r0, F);
             PLAUNCH();
-            if (pf_ggemm(wd, (int64_t)per_d, p->act, p->ye, p->tiles + t0, ntl, D, F, s)) return fail(err, errlen, "gpu prefill: grouped GEMM refused");
+            if (pf_ggemm(wd, (int64_t)per_d, p->act, p->ye, p->tiles + t0, ntl, D, F, stages, s)) return fail(err, errlen, "gpu prefill: grouped GEMM refused");
             PLAUNCH();
             qmark(pr, s, Q_EXP_GEMM);
             continue;
@@ -814,9 +819,17 @@ static int attention(gpu_exec *g, float *kc, float *vc, int n, int pos0, char *e
     const hm_config *c = &g->m->cfg;
     int hd = c->head_dim, ld = c->q_dim + 2 * c->kv_dim;
     float scale = 1.0f / sqrtf((float)hd);
-    const char *ae = getenv("HOTMOE_PREFILL_ATTN"); /* mma2 (default), mma, wmma, simple */
-    int simple = ae && !strcmp(ae, "simple"), wmma = ae && !strcmp(ae, "wmma"), mma1 = ae && !strcmp(ae, "mma");
-    if (!simple && !wmma && !mma1 &&
+    /* mma (default, validated on the device), mma2 (F16 K/V scratch + cp.async; not yet run on a
+     * GPU), wmma, simple */
+    const char *ae = getenv("HOTMOE_PREFILL_ATTN");
+    int simple = ae && !strcmp(ae, "simple"), wmma = ae && !strcmp(ae, "wmma"), mma2 = ae && !strcmp(ae, "mma2");
+    if (mma2 && !p->k16) {
+        size_t kv16 = (size_t)(g->n_ctx + 63) / 64 * 64 * c->kv_dim;
+        if (pf_alloc(p, &p->k16, kv16) || pf_alloc(p, &p->vt16, kv16))
+            return fail(err, errlen, "gpu prefill: out of device memory for the F16 K/V scratch (%.1f MiB)", 4.0 * kv16 / 1048576.0);
+        p->bytes += 4 * kv16;
+    }
+    if (mma2 &&
         pf_flash_mma2(p->qkv, ld, kc, vc, p->k16, p->vt16, p->atth, n, pos0, c->n_head, c->n_head_kv, hd, scale, g->s) == 0) {
         /* F16 K/V^T scratch, double-buffered register-resident kernel */
     } else if (!simple && !wmma && pf_flash_mma(p->qkv, ld, kc, vc, p->atth, n, pos0, c->n_head, c->n_head_kv, hd, scale, g->s) == 0) {

@@ -317,16 +317,17 @@ int pf_flash_mma2(const float *qkv, int ld, const float *kc, const float *vc, __
 /* Y[row0 + r][0..M) = X[row0 + r][0..K) . W_slot[0..M)[0..K)^T for the r < nrows of each tile
  * {slot, row0, nrows}: grid (ceil(M / 128), tiles), 8 warps as 2 (rows) x 4 (cols), each warp 64 rows
  * x 32 cols; K in steps of 32, GG_ST shared-memory stages filled by cp.async (rows padded to 40
- * halves: conflict-free fragment loads). With two stages the kernel waited on HBM latency every
- * step (each expert's weights are read by ~2 row tiles only). Out-of-range rows and columns are zero-filled and not
+ * halves: conflict-free fragment loads). GG_ST 2 is what ran on the device (and looked latency
+ * bound there: each expert's weights are read by ~2 row tiles only, straight from HBM); GG_ST 4
+ * keeps three tiles in flight (not yet run on a GPU). Out-of-range rows and columns are zero-filled and not
  * stored. K % 8 == 0. */
 #define GG_BM 128 /* rows (tokens) */
 #define GG_BN 128 /* output columns */
 #define GG_BK 32
 #define GG_LD 40
-#define GG_ST 4   /* pipeline stages: three tiles in flight while one computes (the weights come from HBM) */
 
 
+template <int GG_ST>
 __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstride, const __half *X, float *Y,
                                                   const int4 *tiles, int M, int K) {
     extern __shared__ __align__(16) unsigned char gg_smem[];
@@ -354,17 +355,28 @@ __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstri
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-    /* tiles 0 .. GG_ST-2 in flight (empty groups past the end keep the group count uniform) */
-    for (int st = 0; st < GG_ST - 1; st++) {
-        if (st < nk) load(st, st);
-        else asm volatile("cp.async.commit_group;\n" ::);
-    }
+    if (GG_ST == 2) load(0, 0); /* the schedule validated on the device */
+    else /* tiles 0 .. GG_ST-2 in flight (empty groups past the end keep the group count uniform) */
+        for (int st = 0; st < GG_ST - 1; st++) {
+            if (st < nk) load(st, st);
+            else asm volatile("cp.async.commit_group;\n" ::);
+        }
     for (int kb = 0; kb < nk; kb++) {
         const int st = kb % GG_ST;
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(GG_ST - 2)); /* tile kb has landed */
-        __syncthreads(); /* ... for every thread; and stage (kb - 1) % GG_ST is consumed */
-        if (kb + GG_ST - 1 < nk) load((kb + GG_ST - 1) % GG_ST, kb + GG_ST - 1);
-        else asm volatile("cp.async.commit_group;\n" ::);
+        if (GG_ST == 2) {
+            if (kb + 1 < nk) {
+                load(st ^ 1, kb + 1);
+                asm volatile("cp.async.wait_group 1;\n" ::);
+            } else {
+                asm volatile("cp.async.wait_group 0;\n" ::);
+            }
+            __syncthreads();
+        } else {
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(GG_ST - 2)); /* tile kb has landed */
+            __syncthreads(); /* ... for every thread; and stage (kb - 1) % GG_ST is consumed */
+            if (kb + GG_ST - 1 < nk) load((kb + GG_ST - 1) % GG_ST, kb + GG_ST - 1);
+            else asm volatile("cp.async.commit_group;\n" ::);
+        }
 #pragma unroll
         for (int ks = 0; ks < GG_BK / 16; ks++) {
             uint32_t af[4][4], bf[4][2];
@@ -387,6 +399,7 @@ __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstri
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) mma16816(acc[mt][nt], af[mt], bf[nt]);
         }
+        if (GG_ST == 2) __syncthreads(); /* the stage is refilled next iteration */
     }
 #undef SA
 #undef SB
@@ -410,15 +423,22 @@ __global__ void __launch_bounds__(256) k_pf_ggemm(const __half *W, int64_t wstri
     }
 }
 
-int pf_ggemm(const __half *W, int64_t wstride, const __half *X, float *Y, const int4 *tiles, int n_tiles, int M, int K,
-             cudaStream_t s) {
-    if (K % 8 || n_tiles <= 0) return -1;
-    const int smem = GG_ST * (GG_BM + GG_BN) * GG_LD * 2;
+template <int ST>
+static int ggemm_launch(const __half *W, int64_t wstride, const __half *X, float *Y, const int4 *tiles, int n_tiles, int M,
+                        int K, cudaStream_t s) {
+    const int smem = ST * (GG_BM + GG_BN) * GG_LD * 2;
     static bool set = false;
     if (!set) {
-        if (cudaFuncSetAttribute(k_pf_ggemm, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return -1;
+        if (cudaFuncSetAttribute(k_pf_ggemm<ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return -1;
         set = true;
     }
-    k_pf_ggemm<<<dim3((M + GG_BN - 1) / GG_BN, n_tiles), 256, smem, s>>>(W, wstride, X, Y, tiles, M, K);
+    k_pf_ggemm<ST><<<dim3((M + GG_BN - 1) / GG_BN, n_tiles), 256, smem, s>>>(W, wstride, X, Y, tiles, M, K);
     return 0;
+}
+
+int pf_ggemm(const __half *W, int64_t wstride, const __half *X, float *Y, const int4 *tiles, int n_tiles, int M, int K,
+             int stages, cudaStream_t s) {
+    if (K % 8 || n_tiles <= 0) return -1;
+    return stages == 4 ? ggemm_launch<4>(W, wstride, X, Y, tiles, n_tiles, M, K, s)
+                       : ggemm_launch<2>(W, wstride, X, Y, tiles, n_tiles, M, K, s);
 }

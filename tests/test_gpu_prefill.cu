@@ -4,8 +4,9 @@
  * the CPU reference (max |diff| / max |ref| <= 1e-2: F16 GEMM inputs), argmax identical unless the
  * reference's own margin is inside the measured error; the KV cache after prefill (every element of
  * every layer) against the GPU's token-by-token decode and against the CPU; chunk boundaries (chunks
- * of 7 and 100, a second call at pos0 > 0), the plain attention kernel, and the error paths.
- * Exits 77 (skipped) without a CUDA device. */
+ * of 7 and 100, a second call at pos0 > 0), every other kernel variant (HOTMOE_PREFILL_ATTN,
+ * HOTMOE_PREFILL_GEMM_STAGES, HOTMOE_PREFILL_MOE), the error paths; and the grouped expert GEMM
+ * against cuBLAS on a3b-sized groups (checked and timed). Exits 77 (skipped) without a CUDA device. */
 #include "exec_impl.cuh"
 #include "prefill.cuh"
 #include <cublas_v2.h>
@@ -182,13 +183,14 @@ static void run_model(const char *label, const hm_model *m) {
         if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
         else check_logits(label, "prefill in chunks of 100 (100 + 50), last logits vs CPU", lg, ref, V);
         unsetenv("HOTMOE_PREFILL_CHUNK");
-        /* 4. the other kernels: mma on F32 tiles, WMMA and plain attention, one cuBLAS GEMM per expert */
+        /* 4. the other kernels: mma2 attention, the 4-stage grouped GEMM, WMMA and plain attention, one cuBLAS GEMM per expert */
         {
-            static const char *var[][3] = { { "HOTMOE_PREFILL_ATTN", "mma", "prefill with the mma attention kernel on F32 tiles" },
+            static const char *var[][3] = { { "HOTMOE_PREFILL_ATTN", "mma2", "prefill with the mma attention kernel on F16 K/V scratch" },
+                                            { "HOTMOE_PREFILL_GEMM_STAGES", "4", "prefill with the 4-stage grouped GEMM" },
                                             { "HOTMOE_PREFILL_ATTN", "wmma", "prefill with the WMMA attention kernel" },
                                             { "HOTMOE_PREFILL_ATTN", "simple", "prefill with the plain attention kernel" },
                                             { "HOTMOE_PREFILL_MOE", "cublas", "prefill with one cuBLAS GEMM per expert" } };
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 5; k++) {
                 setenv(var[k][0], var[k][1], 1);
                 char w[160]; snprintf(w, sizeof w, "%s, last logits vs CPU", var[k][2]);
                 if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
@@ -228,7 +230,7 @@ out:
 /* The grouped expert GEMM against one cuBLAS call per expert on an a3b-sized group (54 experts,
  * skewed row counts, gate|up: M 1536, K 2048; down: M 2048, K 768): every output checked, and both
  * timed (median of 5) in TFLOP/s. */
-static void gemm_check(void) {
+static void gemm_check(int stages) {
     const int NE = 54, M0 = 1536, K0 = 2048;
     int cnt[NE], off[NE + 1], rows = 0;
     for (int e = 0; e < NE; e++) { cnt[e] = e == 0 ? 1500 : e % 7 == 0 ? 3 : 40 + (e * 37) % 400; off[e] = rows; rows += cnt[e]; }
@@ -254,7 +256,7 @@ static void gemm_check(void) {
                 cublasGemmEx(hb, CUBLAS_OP_T, CUBLAS_OP_N, M, cnt[e], K, &one, dw + (size_t)e * M * K, CUDA_R_16F, K, dx + (size_t)off[e] * K,
                              CUDA_R_16F, K, &zero, dr + (size_t)off[e] * M, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         };
-        auto mine = [&]() { pf_ggemm(dw, (int64_t)M * K, dx, dy, dt, (int)tl.size(), M, K, 0); };
+        auto mine = [&]() { pf_ggemm(dw, (int64_t)M * K, dx, dy, dt, (int)tl.size(), M, K, stages, 0); };
         ref(); mine();
         cudaDeviceSynchronize();
         float *a = (float *)malloc(ny * 4), *b = (float *)malloc(ny * 4);
@@ -270,8 +272,8 @@ static void gemm_check(void) {
         for (int v = 0; v < 2; v++) std::sort(tm[v], tm[v] + 5);
         double fl = 2.0 * rows * M * K;
         char d[256];
-        snprintf(d, sizeof d, "%d experts, %d rows, M %d K %d: max rel err vs cuBLAS %.3g (<= 1e-4); grouped %.3f ms (%.0f TFLOP/s), "
-                 "cuBLAS per expert %.3f ms (%.0f TFLOP/s)", NE, rows, M, K, r, tm[0][2], fl / tm[0][2] / 1e9, tm[1][2], fl / tm[1][2] / 1e9);
+        snprintf(d, sizeof d, "%d stages, %d experts, %d rows, M %d K %d: max rel err vs cuBLAS %.3g (<= 1e-4); grouped %.3f ms (%.0f TFLOP/s), "
+                 "cuBLAS per expert %.3f ms (%.0f TFLOP/s)", stages, NE, rows, M, K, r, tm[0][2], fl / tm[0][2] / 1e9, tm[1][2], fl / tm[1][2] / 1e9);
         verdict(r <= 1e-4, "grouped GEMM", pass ? "down-sized group" : "gate|up-sized group", d);
         cublasDestroy(hb); cudaFree(dw); cudaFree(dx); cudaFree(dy); cudaFree(dr); cudaFree(dt);
         free(hw); free(hx); free(a); free(b);
@@ -280,7 +282,8 @@ static void gemm_check(void) {
 
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_prefill needs a GPU)\n"); return 77; }
-    gemm_check();
+    gemm_check(2);
+    gemm_check(4);
     hm_kernels_set(HM_KERNELS_REF); /* the CPU side: exact dequantization, F32 activations */
     static const char *fixtures[] = { "qwen3moe", "qwen3moe-bf16", "glm4moe", "glm4moe-f16" };
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {

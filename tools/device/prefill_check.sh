@@ -30,9 +30,7 @@ echo "== test_gpu_prefill rc=$? at $(( $(date +%s) - t0 )) s"
 grep -E "^FAIL" "$OUT/test_gpu_prefill.log" | head -20
 grep -E "grouped GEMM" "$OUT/test_gpu_prefill.log"
 tail -2 "$OUT/test_gpu_prefill.log"
-# a failing default attention kernel: benchmark the one validated before it (mma on F32 tiles)
-if grep -E "^FAIL" "$OUT/test_gpu_prefill.log" | grep -qv "grouped GEMM"; then export HOTMOE_PREFILL_ATTN=mma; echo "== FAILURES: benchmarks run with HOTMOE_PREFILL_ATTN=mma"; fi
-if grep -E "^FAIL grouped GEMM" "$OUT/test_gpu_prefill.log" >/dev/null; then export HOTMOE_PREFILL_MOE=cublas; echo "== grouped GEMM FAILED: benchmarks run with HOTMOE_PREFILL_MOE=cublas"; fi
+if grep -E "^FAIL grouped GEMM.*: 2 stages" "$OUT/test_gpu_prefill.log" >/dev/null; then export HOTMOE_PREFILL_MOE=cublas; echo "== grouped GEMM FAILED: benchmarks run with HOTMOE_PREFILL_MOE=cublas"; fi
 if [ -n "${CTEST:-}" ] && [ "$(left)" -gt 120 ]; then
   (cd "$B" && timeout 60 ctest -j8 -R "test_gpu_model|test_gpu_ops" --output-on-failure >"$OUT/ctest_gpu.log" 2>&1); grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest_gpu.log"
 fi
@@ -53,12 +51,14 @@ for shape in $SHAPES; do
     HOTMOE_PREFILL_PROFILE=1 timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 1 >"$OUT/profile-$shape.log" 2>&1
     grep -A14 "profile: 8192" "$OUT/profile-$shape.log" | head -16
   fi
-  # the other MoE path (one cuBLAS GEMM per expert), for the ratio (VARIANTS=1)
-  lim=$(( $(left) - 5 ))
-  if [ -n "${VARIANTS:-}" ] && [ $lim -gt 25 ]; then
-    HOTMOE_PREFILL_MOE=cublas timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 3 >"$OUT/prefill-$shape-cublas.log" 2>&1
-    echo "== cublas-per-expert variant:"; grep -E "^\| /" "$OUT/prefill-$shape-cublas.log"
-  fi
+  # the other paths at 8K, for the ratios (VARIANTS=1): one cuBLAS GEMM per expert; the opt-in
+  # kernels (mma2 attention on F16 K/V scratch, 4-stage grouped GEMM)
+  for v in "HOTMOE_PREFILL_MOE=cublas" "HOTMOE_PREFILL_ATTN=mma2 HOTMOE_PREFILL_GEMM_STAGES=4"; do
+    lim=$(( $(left) - 5 ))
+    [ -n "${VARIANTS:-}" ] && [ $lim -gt 25 ] || continue
+    env $v timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 3 >"$OUT/prefill-$shape-variant.log" 2>&1
+    echo "== variant $v:"; grep -E "^\| /" "$OUT/prefill-$shape-variant.log"
+  done
 done
 echo "== all done in $(( $(date +%s) - t0 )) s"
 for shape in $SHAPES; do grep -E "^\|" "$OUT/prefill-$shape.log"; tail -3 "$OUT/prefill-$shape.log" | grep -v "^|"; done
