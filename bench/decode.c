@@ -1,12 +1,17 @@
 /* decode.c - the decode and prefill benchmark of ../shared/design/BENCH.md on one target:
- * 128-token prompt, 512 greedy tokens (EOS ignored), median of >= 3 runs; bytes read per token
- * (weights actually touched + KV cache) over time per token, as a fraction of the measured ceiling.
+ * 128-token prompt (one runner_prefill), 512 greedy tokens (EOS ignored), median of >= 3 runs;
+ * bytes read per token (weights actually touched + KV cache) over time per token, as a fraction of
+ * the measured ceiling. With --prefill N,M,...: prefill only, prompts of N, M, ... random tokens,
+ * prefill tok/s and time to first token (the prompt's pass up to the last token's logits), median
+ * of --runs after one uncounted warm-up pass.
  * usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt 128] [--gen 512] [--runs 3] [--json FILE]
- *        [--gpu-mem GiB --cold stream [--static-experts N] [--cache-slots N] [--routing TRACE]]
- *        [--replay-routing TRACE] [--record-routing OUT]   (replay: each run replays the trace from token 0)
- * With --cold stream it also reports the expert cache over the decode phase: hit rate, misses and
- * PCIe bytes per token, and the rate the cache's copy kernel reaches from pinned host RAM beside
- * cudaMemcpyAsync's (the 55 GB/s of DEVICE.md). */
+ *        [--prefill 8192,32768] [--chunk 4096]
+ *        [--gpu-mem GiB --cold auto|stream|cpu [--static-experts N] [--cache-slots N] [--routing TRACE] ...]
+ *        [--replay-routing TRACE] [--record-routing OUT]   (replay: each run replays the trace from token 0;
+ *        the prompt then runs token by token, as the routing side channels need)
+ * With an expert cache it also reports it over the decode phase: hit rate, misses and PCIe bytes
+ * per token, CPU experts per token, and the rate the cache's copy kernel reaches from pinned host
+ * RAM beside cudaMemcpyAsync's (the 55 GB/s of DEVICE.md). */
 #include "exec.h"
 #include "gpu.h"
 #include "loader.h"
@@ -16,6 +21,61 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void random_tokens(int32_t *t, int n, int n_vocab, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < n; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; t[i] = (int32_t)(x % (uint64_t)n_vocab); }
+}
+
+/* --prefill: prompts of each size, median of runs; one table line and one JSON object per size. */
+static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, const int *sizes, int n_sizes, int runs,
+                         const char *json, double tl) {
+    const hm_config *c = &m->cfg;
+    int nmax = 0;
+    for (int i = 0; i < n_sizes; i++) if (sizes[i] > nmax) nmax = sizes[i];
+    int32_t *tok = hm_malloc(sizeof(int32_t) * (size_t)nmax);
+    float *logits = hm_malloc(sizeof(float) * c->n_vocab);
+    hm_error e;
+    /* warm-up: allocates the workspace, loads cuBLAS kernels */
+    int nw = nmax < 4096 ? nmax : 4096;
+    random_tokens(tok, nw, c->n_vocab, 777);
+    double tw = hm_now();
+    if (runner_prefill(r, tok, nw, 0, logits, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
+    tw = hm_now() - tw;
+    size_t vram = r->device == HM_DEVICE_CUDA ? gpu_mem_used(0) : 0, ws = r->device == HM_DEVICE_CUDA ? gpu_exec_prefill_bytes(r->gpu) : 0;
+    const char *ce = getenv("HOTMOE_PREFILL_CHUNK");
+    int chunk = ce && atoi(ce) > 0 ? atoi(ce) : 4096;
+    FILE *f = json ? fopen(json, "w") : NULL;
+    if (f) fprintf(f, "[");
+    printf("\n| model | device | prompt tokens | chunk | prefill tok/s | TTFT s | runs (tok/s) | VRAM | workspace | load s | warm-up %d tok s |\n", nw);
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int si = 0; si < n_sizes; si++) {
+        int n = sizes[si];
+        double rate[32], ttft[32];
+        for (int run = 0; run < runs; run++) {
+            random_tokens(tok, n, c->n_vocab, 12345 + 1000 * si + run);
+            double t0 = hm_now();
+            if (runner_prefill(r, tok, n, 0, logits, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
+            ttft[run] = hm_now() - t0;
+            rate[run] = n / ttft[run];
+        }
+        double med = hm_median(rate, runs), mt = hm_median(ttft, runs);
+        printf("| %s | %s | %d | %d | %.0f | %.3f | ", model, runner_device_name(r), n, chunk, med, mt);
+        for (int i = 0; i < runs; i++) printf("%s%.0f", i ? ", " : "", rate[i]);
+        printf(" | %.2f GiB | %.2f GiB | %.1f | %.2f |\n", vram / 1073741824.0, ws / 1073741824.0, tl, tw);
+        if (f) {
+            fprintf(f, "%s{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"chunk\":%d,\"runs\":%d,\"prefill_tok_s\":%.3f,"
+                       "\"ttft_s\":%.4f,\"vram_bytes\":%zu,\"workspace_bytes\":%zu,\"prefill_runs_tok_s\":[",
+                    si ? "," : "", model, runner_device_name(r), n, chunk, runs, med, mt, vram, ws);
+            for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", rate[i]);
+            fprintf(f, "]}");
+        }
+        fflush(stdout);
+    }
+    if (f) { fprintf(f, "]\n"); fclose(f); }
+    free(tok); free(logits);
+    return 0;
+}
 
 static size_t tb(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
 static size_t fb(const hm_ffn_w *f) { return tb(&f->gate) + tb(&f->up) + tb(&f->down); }
@@ -36,7 +96,7 @@ static double bytes_per_token(const hm_model *m) {
 
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
-    int n_prompt = 128, n_gen = 512, runs = 3;
+    int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0;
     runner_opts ro; runner_opts_init(&ro);
     hm_error e;
     for (int i = 1; i < argc; i++) {
@@ -51,7 +111,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
         else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
-        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE]\n"); return 2; }
+        else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) {
+            for (char *t = strtok(argv[++i], ","); t && n_sizes < 8; t = strtok(NULL, ",")) sizes[n_sizes++] = atoi(t);
+            for (int k = 0; k < n_sizes; k++) if (sizes[k] < 1) { fprintf(stderr, "bench_decode: bad --prefill size\n"); return 2; }
+        } else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) setenv("HOTMOE_PREFILL_CHUNK", argv[++i], 1);
+        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] (and runner flags)\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
     hm_model m;
@@ -63,13 +127,20 @@ int main(int argc, char **argv) {
     if (ro.routing && routeio_counts(ro.routing, &m, &counts, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     ro.counts = counts;
     ro.route_io = record || replay;
-    if (autoplan_apply(&ro, &m, device, n_prompt + n_gen, 0, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
+    int n_ctx = n_prompt + n_gen;
+    if (n_sizes) { n_ctx = 0; for (int k = 0; k < n_sizes; k++) if (sizes[k] > n_ctx) n_ctx = sizes[k]; }
+    if (autoplan_apply(&ro, &m, device, n_ctx, 0, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     size_t used0 = gpu_mem_used(0);
     routeio io;
-    if (device < 0 || runner_init_opts(&r, &m, device, n_prompt + n_gen, &ro, &e) || routeio_open(&io, &m, record, replay, &e) ||
+    if (device < 0 || runner_init_opts(&r, &m, device, n_ctx, &ro, &e) || routeio_open(&io, &m, record, replay, &e) ||
         routeio_attach(&io, &r, &e)) { fprintf(stderr, "bench_decode: %s\n", device < 0 ? "bad --device" : e.msg); return 1; }
     free(counts);
     tl = hm_now() - tl;
+    if (n_sizes) {
+        int rc = bench_prefill(&r, &m, model, sizes, n_sizes, runs, json, tl);
+        routeio_close(&io, NULL); runner_free(&r); model_free(&m);
+        return rc;
+    }
     double ceiling = r.device == HM_DEVICE_CUDA ? gpu_measure_d2d(0) : 94.0; /* CPU: DEVICE.md's DRAM read */
     size_t vram = r.device == HM_DEVICE_CUDA ? gpu_mem_used(0) - used0 : 0;
     gpu_exec_layout lay = { 0 };
@@ -80,14 +151,20 @@ int main(int argc, char **argv) {
     double dec[32], pre[32];
     for (int run = 0; run < runs; run++) {
         /* position 0 restarts the sequence: the KV cache is overwritten in order */
-        uint64_t x = 12345 + run;
+        int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt);
+        random_tokens(ptok, n_prompt, c->n_vocab, 12345 + run);
         double t0 = hm_now();
-        for (int i = 0; i < n_prompt; i++) {
-            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-            routeio_before(&io, i);
-            if (runner_forward(&r, (int32_t)(x % (uint64_t)c->n_vocab), i, i + 1 == n_prompt ? logits : NULL, &e) ||
-                routeio_after(&io, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
-        }
+        if (!record && !replay) {
+            if (runner_prefill(&r, ptok, n_prompt, 0, logits, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+        } else   /* the routing side channels see every token: the prompt goes token by token */
+            for (int i = 0; i < n_prompt; i++) {
+                routeio_before(&io, i);
+                if (runner_forward(&r, ptok[i], i, i + 1 == n_prompt ? logits : NULL, &e) || routeio_after(&io, &e)) {
+                    fprintf(stderr, "%s\n", e.msg);
+                    return 1;
+                }
+            }
+        free(ptok);
         if (lay.n_streamed && gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         double t1 = hm_now();
         for (int i = 0; i < n_gen; i++) {

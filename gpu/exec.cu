@@ -382,6 +382,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaMemGetInfo(&fr, &tot));
         const double GiB = 1073741824.0;
         const size_t budget = o->gpu_mem_gib > 0 ? (size_t)(o->gpu_mem_gib * GiB) : 0, limit = budget ? budget : fr;
+        g->budget = budget;
         if (o->cold != GPU_COLD_STREAM && o->cold != GPU_COLD_CPU) {
             if (need > limit) {
                 fail(err, errlen, "gpu %d: the model needs %.2f GiB of VRAM (weights + KV cache for %d tokens), %s %.2f GiB%s",
@@ -405,7 +406,10 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             size_t max_stride = 0;
             for (int il = 0; il < c->n_layer; il++)
                 if (m->layers[il].is_moe) { size_t st = rec_layout(&m->layers[il].experts[0].host, &ou, &od); if (st > max_stride) max_stride = st; }
-            const size_t fixed = need - experts + meta + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
+            /* the prefill workspace of a chunk is reserved in the budget, so prompts run batched */
+            g->pf_cap = budget ? (o->prefill_chunk > 0 ? o->prefill_chunk : 1024) : 0;
+            const size_t pfw = g->pf_cap ? gpu_exec_prefill_workspace(m, g->pf_cap) : 0;
+            const size_t fixed = need - experts + meta + pfw + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
                                  (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0) +
                                  (o->cold == GPU_COLD_CPU ? max_stride + sizeof(float) * (c->n_embd + 1) + sizeof(int) : 0);
             if (fixed > limit) {
@@ -704,6 +708,7 @@ bad:
 
 extern "C" void gpu_exec_free(gpu_exec *g) {
     if (!g) return;
+    gpu_prefill_free(g);
     if (prof.on && prof.steps) {
         double tot = 0;
         for (int i = 0; i < P_COUNT; i++) tot += prof.ms[i];

@@ -31,6 +31,8 @@ typedef struct {
     double swap_floor, swap_hyst;   /* exchange: incoming count >= floor (0: 4) and > hyst x outgoing (0: 2.0) */
     int swap_per_layer;     /* exchange: swap_max per layer instead of over all layers */
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
+    int prefill_chunk;      /* with a budget and a cold path: prefill tokens per chunk whose workspace is
+                               reserved in the budget (0: 1024) */
     int n_seq;              /* sequences with their own KV cache of n_ctx positions (serve's slots); 0: 1 */
     int swap_async;         /* GPU_COLD_CPU: 0 (default): a swap-in is copied before the experts run and served
                                from VRAM, beside the CPU's experts (PCIe and CPU at once); 1: the CPU computes it
@@ -78,6 +80,20 @@ int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *e
 /* The same for sequence seq (0 <= seq < n_seq); each sequence has its own positions. */
 int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *logits, char *err, size_t errlen);
 size_t gpu_exec_vram_used(const gpu_exec *g);
+
+/* Batched prefill (gpu/prefill.cu): runs tokens[0..n) at positions pos0..pos0+n-1 in chunks
+ * (4096 tokens, or HOTMOE_PREFILL_CHUNK; smaller when VRAM is short), fills the KV cache so that
+ * decode continues at pos0 + n, and writes the last token's logits (n_vocab floats) when
+ * logits_last is not NULL. Weights are dequantized to F16 and multiplied with F16 activations
+ * (F32 accumulation), so logits differ from gpu_exec_forward's by that rounding. The workspace is
+ * allocated on the first call and kept until gpu_exec_free. Returns 0, or -1 with err set (n <= 0,
+ * positions past n_ctx, a token outside the vocabulary, out of memory, a CUDA error). */
+int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen);
+/* Bytes of VRAM the prefill workspace takes for chunks of chunk tokens (<= 0: the default). The
+ * opt-in HOTMOE_PREFILL_ATTN=mma2 kernel adds 4 * n_ctx * kv_dim bytes (F16 copies of one layer's K, V). */
+size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk);
+/* Bytes the prefill workspace of g holds now (0 before the first prefill). */
+size_t gpu_exec_prefill_bytes(const gpu_exec *g);
 
 #ifdef __cplusplus
 }

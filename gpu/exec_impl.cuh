@@ -88,6 +88,8 @@ struct gpu_exec {
     size_t vram;
     size_t vram_by[4];                    /* bytes by category (enum below) */
     int cat;                              /* the category dalloc is counting now */
+    size_t budget;                        /* --gpu-mem in bytes (0: none): the prefill workspace stays within it too */
+    int pf_cap;                           /* largest prefill chunk reserved under the budget (0: no reservation) */
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */
     float decay;                          /* LFU score decay per token */
@@ -112,6 +114,7 @@ struct gpu_exec {
     void *pinned;                         /* host records of all streamed layers (cudaHostAlloc) */
     size_t pinned_bytes;
     void **allocs; int n_allocs, cap_allocs;
+    struct gpu_prefill *pf;               /* prefill workspace (prefill.cu), NULL until used */
 };
 
 enum { VRAM_WEIGHTS, VRAM_EXPERTS, VRAM_KV, VRAM_WORKSPACE };
@@ -128,5 +131,6 @@ void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStrea
 int hybrid_start(struct gpu_exec *g, int n_threads, char *err, size_t errlen);
 int hybrid_exchange(struct gpu_exec *g, char *err, size_t errlen);
 void hybrid_stop(struct gpu_exec *g);
+void gpu_prefill_free(gpu_exec *g);       /* prefill.cu: releases g->pf */
 
 #endif

@@ -32,3 +32,10 @@ int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *lo
     (void)seq;
     return gpu_exec_forward(g, token, pos, logits, err, errlen);
 }
+int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen) {
+    (void)g; (void)tokens; (void)n; (void)pos0; (void)logits_last;
+    snprintf(err, errlen, "gpu: this binary was built without CUDA");
+    return -1;
+}
+size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk) { (void)m; (void)chunk; return 0; }
+size_t gpu_exec_prefill_bytes(const gpu_exec *g) { (void)g; return 0; }

@@ -10,6 +10,7 @@
 #include "quantize.h"
 #include "routeio.h"
 #include "autoplan.h"
+#include "config.h"
 #include "runner.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -101,6 +102,17 @@ static void parse_opts(opts *o, int argc, char **argv) {
 }
 
 
+/* parse_opts after a --config FILE's keys for cmd (placed before the command line, which wins).
+ * *cfg holds the strings o points to: config_free it after the command. */
+static void parse_opts_config(opts *o, const char *cmd, int argc, char **argv, config_set *cfg) {
+    char **args = NULL;
+    hm_error e;
+    int n = config_apply(cfg, cmd, argc, argv, &args, &e);
+    if (n < 0) { fprintf(stderr, "hotmoe: %s\n", e.msg); config_free(cfg); free(args); exit(2); }
+    parse_opts(o, n, args);
+    free(args);
+}
+
 static void load_or_die(hm_model *m, const opts *o) {
     hm_error e;
     const char *path = o->model ? o->model : model_demo_path();
@@ -151,7 +163,7 @@ static int32_t *parse_tokens(const char *s, size_t *n, int n_vocab) {
 }
 
 static int cmd_logits(int argc, char **argv) {
-    opts o; parse_opts(&o, argc, argv);
+    opts o; config_set cfg; parse_opts_config(&o, "generate", argc, argv, &cfg);   /* generate's keys */
     if (!o.tokens || !o.out) die("%s", "logits: usage: hotmoe logits -m PATH --tokens 1,2,3 -o FILE");
     hm_model m; load_or_die(&m, &o);
     size_t n; int32_t *toks = parse_tokens(o.tokens, &n, m.cfg.n_vocab);
@@ -168,12 +180,12 @@ static int cmd_logits(int argc, char **argv) {
     }
     if (fclose(f)) die("logits: write to '%s' failed", o.out);
     if (routeio_close(&io, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
-    free(logits); free(toks); runner_free(&r); model_free(&m);
+    free(logits); free(toks); runner_free(&r); model_free(&m); config_free(&cfg);
     return 0;
 }
 
 static int cmd_generate(int argc, char **argv) {
-    opts o; parse_opts(&o, argc, argv);
+    opts o; config_set cfg; parse_opts_config(&o, "generate", argc, argv, &cfg);
     if (!o.prompt && o.n_pos) o.prompt = o.positional[0];
     if (!o.prompt) die("%s", "generate: usage: hotmoe generate -m PATH -p TEXT [-n N] [--temp T] [--seed S]");
     hm_model m; load_or_die(&m, &o);
@@ -190,7 +202,10 @@ static int cmd_generate(int argc, char **argv) {
     sampler sm; sampler_init(&sm, &o.sp, m.cfg.n_vocab);
     float *logits = hm_malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
     double t0 = hm_now();
-    for (size_t i = 0; i < n; i++) {
+    if (!io.rec && !io.has_replay) { /* the prompt in one batched pass */
+        if (runner_prefill(&r, ids, (int)n, 0, logits, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+        for (size_t i = 0; i < n; i++) sampler_accept(&sm, ids[i]);
+    } else for (size_t i = 0; i < n; i++) { /* routing side channels need each token's choice */
         routeio_before(&io, (int64_t)i);
         if (runner_forward(&r, ids[i], (int)i, i + 1 == n ? logits : NULL, &e) || routeio_after(&io, &e)) {
             fprintf(stderr, "hotmoe: %s\n", e.msg);
@@ -222,7 +237,7 @@ static int cmd_generate(int argc, char **argv) {
         fprintf(stderr, "hotmoe: %s: prompt %zu tokens %.1f tok/s, generated %d tokens %.1f tok/s\n", runner_device_name(&r), n,
                 n / (t1 - t0 + 1e-9), gen, gen / (t2 - t1 + 1e-9));
     if (routeio_close(&io, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
-    free(logits); free(ids); sampler_free(&sm); runner_free(&r); model_free(&m);
+    free(logits); free(ids); sampler_free(&sm); runner_free(&r); model_free(&m); config_free(&cfg);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include "gpu.h"
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +30,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     go->counts = o->counts; go->decay = o->decay; go->route_io = o->route_io;
     go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
-    go->swap_per_layer = o->swap_per_layer;
+    go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk;
     /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
     go->cold = o->cold == RUNNER_COLD_AUTO ? (o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE) : o->cold;
 }
@@ -38,7 +39,22 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     double x;
     if (!strcmp(flag, "--no-swap")) { o->swap_max = 0; return 2; }
     if (!strcmp(flag, "--swap-async")) { o->swap_async = 1; return 2; }
-    if (!strcmp(flag, "--gpu-mem")) { if (parse_num(flag, val, 0, 1 << 20, &x, e)) return -1; o->gpu_mem_gib = x; return 1; }
+    if (!strcmp(flag, "--gpu-mem")) {
+        if (val && strchr(val, ','))
+            return hm_fail(e, "--gpu-mem: expected one GPU's budget (the two-GPU layer split is not implemented yet), found '%s'", val), -1;
+        if (parse_num(flag, val, 0, 1 << 20, &x, e)) return -1;
+        o->gpu_mem_gib = x;
+        return 1;
+    }
+    if (!strcmp(flag, "--prefill-chunk")) {
+        if (parse_num(flag, val, 1, 1 << 20, &x, e)) return -1;
+        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
+        o->prefill_chunk = (int)x;
+        char buf[32];   /* the GPU prefill reads its chunk from the environment (also bench_decode --chunk) */
+        snprintf(buf, sizeof buf, "%d", (int)x);
+        setenv("HOTMOE_PREFILL_CHUNK", buf, 1);
+        return 1;
+    }
     if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
     if (!strcmp(flag, "--static-experts") || !strcmp(flag, "--cache-slots")) {
         if (parse_num(flag, val, 0, 65535, &x, e)) return -1;
@@ -108,8 +124,9 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     memset(r, 0, sizeof *r);
     r->m = m;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
-    if (o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM) && (o->cpu_threads > 0 || o->swap_max >= 0))
-        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu");
+    if (o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM || (o->cold == GPU_COLD_CPU && device == HM_DEVICE_CPU)) &&
+        (o->cpu_threads > 0 || o->swap_max >= 0))
+        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu on the GPU target");
     if (device == HM_DEVICE_CUDA) {
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
@@ -121,7 +138,9 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
         r->device = HM_DEVICE_CUDA;
         return 0;
     }
-    if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO) || o->gpu_mem_gib > 0 || o->n_static >= 0 || o->n_slots >= 0))
+    /* the CPU target: every expert is on the CPU, so --cold cpu (configs/cpu-only.json) is what it does */
+    if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO && o->cold != GPU_COLD_CPU) || o->gpu_mem_gib > 0 ||
+              o->n_static >= 0 || o->n_slots >= 0))
         return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots: expected --device cuda, found the CPU target");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);
     r->device = HM_DEVICE_CPU;
@@ -137,6 +156,20 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
     if (pos < 0 || pos >= r->cpu.n_ctx) return hm_fail(e, "position %d outside the context of %d", pos, r->cpu.n_ctx);
     if (token < 0 || token >= r->m->cfg.n_vocab) return hm_fail(e, "token %d outside the vocabulary of %d", token, r->m->cfg.n_vocab);
     cpu_forward(r->m, &r->cpu, token, pos, logits);
+    return 0;
+}
+
+int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e) {
+    if (n <= 0) return hm_fail(e, "prefill of %d tokens (at least 1 expected)", n);
+    if (r->device == HM_DEVICE_CUDA) {
+        char msg[1024];
+        if (gpu_exec_prefill(r->gpu, tokens, n, pos0, logits_last, msg, sizeof msg)) return hm_fail(e, "%s", msg);
+        return 0;
+    }
+    if (pos0 < 0 || (long long)pos0 + n > r->cpu.n_ctx)
+        return hm_fail(e, "positions %d..%lld outside the context of %d", pos0, (long long)pos0 + n - 1, r->cpu.n_ctx);
+    for (int i = 0; i < n; i++)
+        if (runner_forward(r, tokens[i], pos0 + i, i + 1 == n ? logits_last : NULL, e)) return -1;
     return 0;
 }
 

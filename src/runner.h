@@ -35,6 +35,7 @@ typedef struct {
     int swap_interval;       /* --swap-interval N: the histogram exchange every N tokens (0: LFU swap-ins per step) */
     double swap_floor, swap_hyst;   /* --swap-floor 4, --swap-hyst 2.0 */
     int swap_per_layer;      /* --swap-scope layer (1) | global (0) */
+    int prefill_chunk;       /* --prefill-chunk N: prompt tokens per batched prefill chunk (GPU); 0: the default */
 } runner_opts;
 
 void runner_opts_init(runner_opts *o);
@@ -53,6 +54,9 @@ int runner_init(hm_runner *r, const hm_model *m, int device, int n_ctx, hm_error
 int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, const runner_opts *o, hm_error *e);
 /* Runs token at pos; logits (n_vocab) may be NULL. */
 int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error *e);
+/* Runs the n prompt tokens at positions pos0.. (batched on the GPU, token by token on the CPU);
+ * writes the last token's logits when logits_last is not NULL. Decode continues at pos0 + n. */
+int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e);
 void runner_free(hm_runner *r);
 const char *runner_device_name(const hm_runner *r);
 

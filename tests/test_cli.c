@@ -94,6 +94,21 @@ int main(void) {
         check(rc == bad[i].rc && strstr(out, bad[i].want), what, out);
     }
 
+    /* generate --config: the deployment files of configs/ (the CPU-only one runs here; the GPU ones
+     * name what they need) */
+    snprintf(cmd, sizeof cmd, "'%s' generate --config '%s/../configs/cpu-only.json' -m '%s' -p hi -n 4 --device cpu -q 2>&1", bin,
+             HM_TESTS_DIR, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 0 && !strncmp(out, "hi", 2), "generate --config configs/cpu-only.json", out);
+    snprintf(cmd, sizeof cmd, "'%s' generate --config '%s/../configs/single-gpu-stream.json' -m '%s' -p hi -n 4 --device cpu 2>&1",
+             bin, HM_TESTS_DIR, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 1 && strstr(out, "--device cuda"), "generate --config single-gpu-stream.json on the CPU target names --device cuda", out);
+    snprintf(cmd, sizeof cmd, "'%s' generate --config '%s/../configs/dual-gpu-cpu-workers.json' -m '%s' -p hi -n 4 2>&1",
+             bin, HM_TESTS_DIR, fx);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 2 && strstr(out, "two-GPU"), "generate --config dual-gpu-cpu-workers.json: the two-GPU split is named as missing", out);
+
     /* routing record -> replay: the replayed choices are the model's own, so logits are identical */
     const char *g4 = HM_TESTS_DIR "/fixtures/glm4moe";
     snprintf(cmd, sizeof cmd, "'%s' logits -m '%s' --tokens 5,6,7,8,9 -o '%s/cli_a.f32' --device cpu --record-routing '%s/cli.hmrt' && "
