@@ -132,20 +132,27 @@ out:
 
 static void cpu_relax(void) { __builtin_ia32_pause(); }
 
-/* The dispatcher: jobs in layer order, one step after another (steps are numbered from 1 by
- * gpu_exec_forward). */
+/* The dispatcher: jobs in layer order, each handled at its newest request. A step whose jobs were
+ * all empty does not make the GPU wait, so the GPU may be a step ahead: a job's request is taken
+ * as whatever step number it carries now (never an exact expected one, which could be skipped).
+ * When a job's fields changed under the read (an empty job overwritten by the next step), the
+ * result is tagged with the older step, which the GPU ignores, and the newer request is handled on
+ * the next pass. */
 static void *dispatch_main(void *arg) {
     gpu_exec *g = (gpu_exec *)arg;
     const hm_config *c = &g->m->cfg;
     char err[256];
-    for (uint32_t step = 1; !g->stop; step++) {
+    uint32_t *last = (uint32_t *)calloc(g->n_jobs, sizeof(uint32_t));
+    while (!g->stop) {
         for (int h = 0; h < g->n_jobs; h++) {
             hjob *j = &g->jobs[h];
-            while (j->req != step) {
-                if (g->stop) return NULL;
+            uint32_t v;
+            while ((v = j->req) == last[h]) {
+                if (g->stop) { free(last); return NULL; }
                 cpu_relax();
             }
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            last[h] = v;
             if (j->n <= 0) continue;   /* the GPU does not wait for an empty job */
             const int l = g->jobs_layer[h];
             workers_job wj;
@@ -153,14 +160,16 @@ static void *dispatch_main(void *arg) {
             wj.layer = l; wj.n_tok = 1; wj.n_embd = c->n_embd; wj.x = j->x; wj.k = HJOB_MAX_K;
             wj.n_cold = &j->n; wj.ids = j->ids; wj.w = j->w;
             wj.experts = g->cpu_experts + (size_t)l * c->n_expert; wj.n_expert = c->n_expert;
-            wj.out = j->out; wj.flag = (uint32_t *)&j->done; wj.flag_value = step;
+            wj.out = j->out; wj.flag = (uint32_t *)&j->done; wj.flag_value = v;
             if (workers_submit(g->pool, &wj, err, sizeof err) < 0) {
+                if (j->req != v) continue;   /* torn by the next step's request: handled on the next pass */
                 fprintf(stderr, "hotmoe: cpu workers: %s\n", err);
                 for (int i = 0; i < c->n_embd; i++) j->out[i] = __builtin_nanf("");
-                __atomic_store_n(&j->done, step, __ATOMIC_RELEASE);
+                __atomic_store_n(&j->done, v, __ATOMIC_RELEASE);
             }
         }
     }
+    free(last);
     return NULL;
 }
 
