@@ -15,6 +15,7 @@
 #include "exec.h"
 #include "gpu.h"
 #include "loader.h"
+#include "membw.h"
 #include "autoplan.h"
 #include "routeio.h"
 #include "runner.h"
@@ -145,7 +146,8 @@ int main(int argc, char **argv) {
     size_t vram = r.device == HM_DEVICE_CUDA ? gpu_mem_used(0) - used0 : 0;
     gpu_exec_layout lay = { 0 };
     if (r.device == HM_DEVICE_CUDA) gpu_exec_info(r.gpu, &lay);
-    uint64_t st[4] = { 0, 0, 0, 0 }, tmp[4];
+    uint64_t st[4] = { 0, 0, 0, 0 }, tmp[4], cpu_bytes = 0;
+    double cpu_busy = 0;
     const hm_config *c = &m.cfg;
     float *logits = hm_malloc(sizeof(float) * c->n_vocab);
     double dec[32], pre[32];
@@ -166,6 +168,7 @@ int main(int argc, char **argv) {
             }
         free(ptok);
         if (lay.n_streamed && gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+        if (lay.cpu_threads) { uint64_t b; double bs; gpu_exec_cpu_stats(r.gpu, &b, &bs, 1); }
         double t1 = hm_now();
         for (int i = 0; i < n_gen; i++) {
             int best = 0;
@@ -178,6 +181,7 @@ int main(int argc, char **argv) {
         if (lay.n_streamed) {
             if (gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
             for (int j = 0; j < 4; j++) st[j] += tmp[j];
+            if (lay.cpu_threads) { uint64_t b; double bs; gpu_exec_cpu_stats(r.gpu, &b, &bs, 1); cpu_bytes += b; cpu_busy += bs; }
         }
     }
     double tok_s = hm_median(dec, runs), pre_s = hm_median(pre, runs), w = bytes_per_token(&m);
@@ -208,6 +212,22 @@ int main(int argc, char **argv) {
                cpu_tok * tok_s / 1e9, copy_gbs, h2d > 0 ? 100 * copy_gbs / h2d : 0, lay.pinned_host / 1073741824.0,
                lay.vram_total / 1073741824.0, vram / 1073741824.0, lay.swaps);
     }
+    double cpu_gbs = 0, dram = 0;
+    if (cpu_busy > 0) {   /* the CPU workers' read rate while they compute, beside the DRAM ceiling now */
+        const size_t nb = (size_t)2 << 30;
+        uint8_t *buf = malloc(nb);
+        if (buf) {
+            const int t = lay.cpu_threads;
+#pragma omp parallel for num_threads(t) schedule(static)
+            for (long i = 0; i < (long)(nb >> 12); i++) memset(buf + ((size_t)i << 12), 1, 4096);
+            dram = cpu_dram_read_gbs(buf, nb, t, 3);
+            free(buf);
+        }
+        cpu_gbs = cpu_bytes / cpu_busy / 1e9;
+        printf("\nCPU workers (%d threads): %.2f GB of expert weights in %.3f s of jobs: %.1f GB/s while computing, %.0f%% of the "
+               "DRAM read ceiling measured now (%.1f GB/s, %d threads)\n", lay.cpu_threads, cpu_bytes / 1e9, cpu_busy, cpu_gbs,
+               dram > 0 ? 100 * cpu_gbs / dram : 0, dram, lay.cpu_threads);
+    }
     if (json) {
         FILE *f = fopen(json, "w");
         if (f) {
@@ -218,9 +238,10 @@ int main(int argc, char **argv) {
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", dec[i]);
             fprintf(f, "],\"gpu_mem_gib\":%.2f,\"engine_vram_bytes\":%zu,\"streamed_layers\":%d,\"static_experts\":%d,"
                        "\"cache_slots\":%d,\"pinned_host_bytes\":%zu,\"hit_rate\":%.5f,\"misses_per_token\":%.4f,"
-                       "\"pcie_bytes_per_token\":%.0f,\"cpu_expert_bytes_per_token\":%.0f,\"cpu_threads\":%d,\"copy_kernel_gb_s\":%.2f,\"h2d_gb_s\":%.2f}\n",
+                       "\"pcie_bytes_per_token\":%.0f,\"cpu_expert_bytes_per_token\":%.0f,\"cpu_threads\":%d,\"copy_kernel_gb_s\":%.2f,\"h2d_gb_s\":%.2f,"
+                       "\"cpu_gb_s_busy\":%.2f,\"dram_ceiling_gb_s\":%.2f,\"swaps\":%lld}\n",
                     ro.gpu_mem_gib, lay.vram_total, lay.n_streamed, lay.n_static, lay.n_slots, lay.pinned_host, hit, mpt, pcie_tok,
-                    cpu_tok, lay.cpu_threads, copy_gbs, h2d);
+                    cpu_tok, lay.cpu_threads, copy_gbs, h2d, cpu_gbs, dram, lay.swaps);
             fclose(f);
         }
     }

@@ -75,6 +75,10 @@ struct workers {
     _Atomic int next[N_PHASES], done[N_PHASES];
     int n_items[N_PHASES];
     int64_t seq;                /* last submitted job */
+    /* counters (workers_stats): written by job_finish, once per job, read when idle */
+    double t_submit, busy_us;   /* submit time of the job in flight; sum of submit-to-finish times */
+    uint64_t cur_bytes, bytes;  /* expert weight bytes of the job in flight; summed over finished jobs */
+    int64_t jobs;
     /* the job in flight and its plan, written by workers_submit while every worker is out */
     workers_job job;
     int ref;                    /* HM_KERNELS_REF at submit */
@@ -280,6 +284,9 @@ static void item_down(struct workers *w, worker *me, int i) {
 /* Publishes the end of the job: the caller's flag, then done_seq (waking workers_wait). Called
  * once, by the thread that completed the last DOWN item, after every write to out. */
 static void job_finish(struct workers *w) {
+    w->busy_us += now_us() - w->t_submit;
+    w->bytes += w->cur_bytes;
+    w->jobs++;
     if (w->job.flag) __atomic_store_n(w->job.flag, w->job.flag_value, __ATOMIC_RELEASE);
     atomic_store(&w->done_seq, (uint32_t)w->seq); /* seq_cst: then the waiters count is read */
     if (atomic_load(&w->waiters) > 0) futex_wake(&w->done_seq);
@@ -435,6 +442,12 @@ void workers_free(workers *w) {
 }
 
 int workers_threads(const workers *w) { return w->n; }
+
+void workers_stats(workers *w, workers_counters *out, int reset) {
+    workers_wait(w);   /* the counters are written by the job in flight */
+    out->jobs = w->jobs; out->bytes = w->bytes; out->busy_s = w->busy_us * 1e-6;
+    if (reset) { w->jobs = 0; w->bytes = 0; w->busy_us = 0; }
+}
 const char *workers_describe(const workers *w) { return w->desc; }
 
 int workers_poll(const workers *w) {
@@ -621,6 +634,12 @@ int64_t workers_submit(workers *w, const workers_job *job, char *err, size_t err
     w->ref = hm_kernels_get() == HM_KERNELS_REF;
     w->job = *job;
     if (plan(w, job, err, errlen)) return -1;
+    w->cur_bytes = 0;   /* each distinct expert's weights are read once per job */
+    for (int g = 0; g < w->n_groups; g++) {
+        const hm_ffn_w *f = &job->experts[w->grp_e[g]].host;
+        w->cur_bytes += f->gate.nbytes + f->up.nbytes + f->down.nbytes;
+    }
+    w->t_submit = now_us();
     for (int ph = 0; ph < N_PHASES; ph++) {
         atomic_store_explicit(&w->next[ph], 0, memory_order_relaxed);
         atomic_store_explicit(&w->done[ph], 0, memory_order_relaxed);

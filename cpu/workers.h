@@ -68,6 +68,12 @@ int workers_poll(const workers *w);
  * Returns at once when there is none. */
 void workers_wait(workers *w);
 
+/* Counters since start or the last reset: jobs finished, expert weight bytes they read (each
+ * distinct expert once per job) and the time from submit to finish summed over jobs, so that
+ * bytes / busy_s is the DRAM rate while the workers compute. Waits for the job in flight. */
+typedef struct { int64_t jobs; uint64_t bytes; double busy_s; } workers_counters;
+void workers_stats(workers *w, workers_counters *out, int reset);
+
 /* The pool's threads and a one-line description of where they run (cores, binding notes). */
 int workers_threads(const workers *w);
 const char *workers_describe(const workers *w);

@@ -72,6 +72,9 @@ int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, siz
  * the router's logits as cpu/router.c's router_weights does). NULL without route_io. */
 const int *gpu_exec_route_ids(const gpu_exec *g);
 int *gpu_exec_replay_ids(gpu_exec *g);
+/* --cold cpu: expert weight bytes the CPU workers read and their busy time (submit to finish,
+ * summed over jobs) since creation or the last reset; zeros without workers. */
+void gpu_exec_cpu_stats(gpu_exec *g, uint64_t *bytes, double *busy_s, int reset);
 /* GB/s of the cache's copy kernel moving n records of bytes (multiple of 256) from pinned host RAM. */
 double gpu_cache_copy_rate(int n, size_t bytes, int reps);
 /* Runs token at position pos (positions in order from 0). logits (n_vocab floats, host) may be

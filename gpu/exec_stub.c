@@ -25,6 +25,9 @@ int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, siz
     snprintf(err, errlen, "gpu: this binary was built without CUDA");
     return -1;
 }
+void gpu_exec_cpu_stats(gpu_exec *g, uint64_t *bytes, double *busy_s, int reset) {
+    (void)g; (void)reset; *bytes = 0; *busy_s = 0;
+}
 double gpu_cache_copy_rate(int n, size_t bytes, int reps) { (void)n; (void)bytes; (void)reps; return -1; }
 const int *gpu_exec_route_ids(const gpu_exec *g) { (void)g; return NULL; }
 int *gpu_exec_replay_ids(gpu_exec *g) { (void)g; return NULL; }

@@ -173,6 +173,14 @@ static void *dispatch_main(void *arg) {
     return NULL;
 }
 
+extern "C" void gpu_exec_cpu_stats(gpu_exec *g, uint64_t *bytes, double *busy_s, int reset) {
+    *bytes = 0; *busy_s = 0;
+    if (!g->pool) return;
+    workers_counters c;
+    workers_stats(g->pool, &c, reset);
+    *bytes = c.bytes; *busy_s = c.busy_s;
+}
+
 int hybrid_start(gpu_exec *g, int n_threads, char *err, size_t errlen) {
     workers_config wc = { n_threads, -1, 1, 5000 };   /* workers spin 5 ms between layers before sleeping */
     g->pool = workers_init(&wc, err, errlen);

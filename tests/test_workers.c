@@ -363,6 +363,39 @@ static void check_shutdown(const fixture *f) {
     free(out);
 }
 
+/* workers_stats: jobs, the bytes of each job's distinct experts (tokens sharing an expert read it
+ * once), a positive busy time, and reset. */
+static void check_counters(const fixture *f) {
+    workers_config cfg = { .n_threads = 2, .numa_node = -1, .bind = 0, .spin_us = 20 };
+    char err[256];
+    workers *wk = workers_init(&cfg, err, sizeof err);
+    if (!wk) { report(0, "counters: workers_init: %s", err); return; }
+    float *out = malloc(sizeof(float) * ((size_t)N_TOK * f->s->n_embd + GUARD));
+    uint64_t want = 0;
+    int ok = 1;
+    for (int job = 0; job < 3; job++) {
+        routing r;
+        routing_make(&r, job + 2, COLD_SOME);
+        unsigned char seen[N_EXPERT] = { 0 };
+        for (int t = 0; t < r.n_tok; t++)
+            for (int j = 0; j < r.n_cold[t]; j++) {
+                const int e = r.ids[t * r.k + j];
+                if (seen[e]++) continue;
+                const hm_ffn_w *w = &f->experts[e].host;
+                want += w->gate.nbytes + w->up.nbytes + w->down.nbytes;
+            }
+        ok &= run_job(wk, f, f->experts, &r, out, NULL, 0, 0) == 0;
+    }
+    workers_counters c, z;
+    workers_stats(wk, &c, 1);
+    workers_stats(wk, &z, 0);
+    report(ok && c.jobs == 3 && c.bytes == want && c.busy_s > 0 && z.jobs == 0 && z.bytes == 0 && z.busy_s == 0,
+           "workers_stats: %lld jobs, %llu bytes (expected 3, %llu: distinct experts once per job), busy %.6f s > 0; "
+           "then reset to zero", (long long)c.jobs, (unsigned long long)c.bytes, (unsigned long long)want, c.busy_s);
+    free(out);
+    workers_free(wk);
+}
+
 int main(void) {
     rng_seed(0x243F6A8885A308D3ull);
     omp_set_num_threads(1); /* the references; an idle OpenMP team would only spin beside the workers */
@@ -377,6 +410,7 @@ int main(void) {
     check_errors(&fx[3], &fx[4]);
     check_arena(&fx[3]);
     check_shutdown(&fx[5]);
+    check_counters(&fx[3]);
     for (int s = 0; s < N_SHAPES; s++) fixture_free(&fx[s]);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
