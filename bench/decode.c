@@ -78,23 +78,6 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, con
     return 0;
 }
 
-static size_t tb(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
-static size_t fb(const hm_ffn_w *f) { return tb(&f->gate) + tb(&f->up) + tb(&f->down); }
-
-/* Weight bytes one decode token reads: everything but the embedding table and the unchosen experts. */
-static double bytes_per_token(const hm_model *m) {
-    const hm_config *c = &m->cfg;
-    double n = tb(&m->output) + tb(&m->output_norm) + (double)c->n_embd * 4;
-    for (int il = 0; il < c->n_layer; il++) {
-        const hm_layer *l = &m->layers[il];
-        n += tb(&l->attn_norm) + tb(&l->ffn_norm) + tb(&l->wq) + tb(&l->wk) + tb(&l->wv) + tb(&l->wo) + tb(&l->bq) +
-             tb(&l->bk) + tb(&l->bv) + tb(&l->q_norm) + tb(&l->k_norm) + fb(&l->dense) + fb(&l->shexp) + tb(&l->router) +
-             tb(&l->router_bias);
-        if (l->is_moe) n += (double)c->n_expert_used * fb(&l->experts[0].host);
-    }
-    return n;
-}
-
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
     int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0;
@@ -184,7 +167,7 @@ int main(int argc, char **argv) {
             if (lay.cpu_threads) { uint64_t b; double bs; gpu_exec_cpu_stats(r.gpu, &b, &bs, 1); cpu_bytes += b; cpu_busy += bs; }
         }
     }
-    double tok_s = hm_median(dec, runs), pre_s = hm_median(pre, runs), w = bytes_per_token(&m);
+    double tok_s = hm_median(dec, runs), pre_s = hm_median(pre, runs), w = model_decode_bytes(&m);
     double kv = 2.0 * c->n_layer * c->kv_dim * 4 * (n_prompt + n_gen / 2.0); /* average KV bytes read per token */
     double gbs = (w + kv) * tok_s / 1e9;
     printf("\n| model | device | weights/token | KV/token | decode tok/s | GB/s | of ceiling (%.0f GB/s) | prompt tok/s | VRAM | load s |\n",

@@ -199,15 +199,20 @@ static void price_decode(plan *p, const plan_inputs *in, double *const *prob) {
             pl->decode_us = tl * 1e6; pl->decode_limit = COST_CPU;
             continue;
         }
+        /* as the executor runs it: a streamed miss is copied, then computed from VRAM (PCIe and HBM
+         * one after the other on the GPU's side); the CPU's experts run beside the GPU's side */
         double part[COST_LINK_COUNT] = { 0 };
-        part[COST_HBM] = (b[PLAN_STATIC] + b[PLAN_SLOT]) / hbm;
+        part[COST_HBM] = (b[PLAN_STATIC] + b[PLAN_SLOT] + b[PLAN_STREAM]) / hbm;
         part[COST_PCIE] = b[PLAN_STREAM] / pcie;
-        part[COST_CPU] = pl->n_cpu ? b[PLAN_CPU] / cost_cpu_bps(r, li->cpu_class) + r->cpu_sync_us * 1e-6 : 0;
-        cost_link w = cost_argmax(part);
-        t[COST_HBM] += fixed / hbm; t[COST_COMPUTE] += lat; t[w] += part[w];
-        by[COST_HBM] += fixed + b[PLAN_STATIC] + b[PLAN_SLOT]; by[COST_PCIE] += b[PLAN_STREAM]; by[COST_CPU] += b[PLAN_CPU];
-        pl->decode_us = (fixed / hbm + lat + part[w]) * 1e6;
+        const double gpu_side = part[COST_HBM] + part[COST_PCIE];
+        const double cpu_side = pl->n_cpu ? b[PLAN_CPU] / cost_cpu_bps(r, li->cpu_class) + r->cpu_sync_us * 1e-6 : 0;
+        t[COST_HBM] += fixed / hbm; t[COST_COMPUTE] += lat;
+        if (cpu_side > gpu_side) t[COST_CPU] += cpu_side;
+        else { t[COST_HBM] += part[COST_HBM]; t[COST_PCIE] += part[COST_PCIE]; }
+        by[COST_HBM] += fixed + b[PLAN_STATIC] + b[PLAN_SLOT] + b[PLAN_STREAM]; by[COST_PCIE] += b[PLAN_STREAM]; by[COST_CPU] += b[PLAN_CPU];
+        pl->decode_us = (fixed / hbm + lat + fmax(gpu_side, cpu_side)) * 1e6;
         part[COST_HBM] += fixed / hbm; part[COST_COMPUTE] = lat;
+        if (cpu_side > gpu_side) { part[COST_CPU] = cpu_side; part[COST_HBM] = part[COST_PCIE] = 0; }
         pl->decode_limit = cost_argmax(part);
     }
     if (in->n_gpu > 0) { t[COST_HBM] += (double)in->output_bytes / hbm; t[COST_COMPUTE] += lat; by[COST_HBM] += (double)in->output_bytes; }

@@ -38,7 +38,7 @@ typedef struct {
     int json;
     double gpu_mem[PLAN_MAX_GPU], gpu_split[PLAN_MAX_GPU], ram, workspace_mib;
     int n_gpu_mem, n_gpu_split, n_cpu_experts;
-    double pcie, dram, hbm;
+    double pcie, dram, hbm, hbm_eff, gpu_layer_us;
     plan_inputs in;
 } plan_opts;
 
@@ -47,6 +47,7 @@ static const char plan_usage[] =
     "                   [--cold auto|stream|cpu] [--static-experts N] [--cache-slots N] [--cpu-experts N|N0,N1]\n"
     "                   [--gpu-split W0,W1] [--staging N] [--workspace-mib X] [--prompt N] [--prefill-chunk N]\n"
     "                   [--decode-pos N] [--calibration FILE] [--pcie-gbs X] [--dram-gbs X] [--hbm-gbs X]\n"
+    "                   [--hbm-eff F] [--gpu-layer-us U]   (the share of --hbm-gbs the decode kernels reach; latency per layer)\n"
     "                   [--config FILE] [--json]\n"
     "  --gpu-mem 0 (or no GPU and no --gpu-mem): CPU only. Rates: --calibration FILE, else the file of\n"
     "  `hotmoe calibrate` when present, else ../shared/design/DEVICE.md's; --*-gbs override either.\n";
@@ -91,6 +92,7 @@ static int num_list(const char *flag, const char *v, double lo, double hi, doubl
 static int parse_plan(plan_opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     plan_inputs_init(&o->in);
+    o->gpu_layer_us = -1;
     o->n_gpu_mem = -1; o->ram = -1; o->workspace_mib = -1;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -109,6 +111,8 @@ static int parse_plan(plan_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--pcie-gbs")) rc = num(a, v, 0.001, 1e6, &o->pcie);
         else if (!strcmp(a, "--dram-gbs")) rc = num(a, v, 0.001, 1e6, &o->dram);
         else if (!strcmp(a, "--hbm-gbs")) rc = num(a, v, 0.001, 1e6, &o->hbm);
+        else if (!strcmp(a, "--hbm-eff")) rc = num(a, v, 0.001, 1, &o->hbm_eff);
+        else if (!strcmp(a, "--gpu-layer-us")) rc = num(a, v, 0, 1e6, &o->gpu_layer_us);
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) rc = inum(a, v, 1, 1 << 24, &o->in.ctx);
         else if (!strcmp(a, "--streams")) rc = inum(a, v, 1, 4096, &o->in.streams);
         else if (!strcmp(a, "--decode-pos")) rc = inum(a, v, 0, 1 << 24, &o->in.decode_pos);
@@ -294,6 +298,9 @@ static int calibration_read(const char *path, cost_rates *r, hm_error *e) {
     if ((v = jnum(o, "hbm_gbs"))) r->hbm = v;
     if ((v = jnum(o, "pcie_gbs"))) r->pcie = v;
     if ((v = jnum(o, "dram_gbs"))) r->dram = v;
+    if ((v = jnum(o, "hbm_eff"))) r->eff_hbm = v;
+    const cJSON *lu = cJSON_GetObjectItemCaseSensitive(o, "gpu_layer_us");
+    if (cJSON_IsNumber(lu) && lu->valuedouble >= 0) r->gpu_layer_us = lu->valuedouble;
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(o, "cpu_gemv_gbs");
     for (int c = 0; c < COST_CLASS_COUNT && cJSON_IsObject(g); c++)
         if ((v = jnum(g, cost_class_name(c)))) r->cpu_gemv[c] = v;
@@ -467,6 +474,8 @@ int cmd_plan(int argc, char **argv) {
     if (o.pcie > 0) in->rates.pcie = o.pcie;
     if (o.dram > 0) in->rates.dram = o.dram;
     if (o.hbm > 0) in->rates.hbm = o.hbm;
+    if (o.hbm_eff > 0) in->rates.eff_hbm = o.hbm_eff;
+    if (o.gpu_layer_us >= 0) in->rates.gpu_layer_us = o.gpu_layer_us;
     if (o.n_gpu_mem < 0) {
         if (gpu_device_count() > 0) {
             fprintf(stderr, "hotmoe plan: expected --gpu-mem GiB[,GiB] (the VRAM budget of each GPU)\n");
@@ -624,11 +633,14 @@ int cmd_calibrate(int argc, char **argv) {
     char out[4096];
     default_calibration(out, sizeof out);
     double mib = 1024;
+    const char *model = NULL;
     for (int i = 0; i < argc; i++) {
         if ((!strcmp(argv[i], "--out") || !strcmp(argv[i], "-o")) && i + 1 < argc) snprintf(out, sizeof out, "%s", argv[++i]);
+        else if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) model = argv[++i];
         else if (!strcmp(argv[i], "--mib") && i + 1 < argc) { if (num("--mib", argv[++i], 16, 1 << 20, &mib)) return 2; }
         else {
-            fprintf(stderr, "usage: hotmoe calibrate [--out FILE] [--mib BUFFER_MIB]\n  default FILE: %s\n", out);
+            fprintf(stderr, "usage: hotmoe calibrate [--out FILE] [--mib BUFFER_MIB] [-m MODEL]\n  default FILE: %s\n"
+                    "  -m: a model that fits in VRAM, decoded on the GPU: the share of the HBM rate the decode kernels reach\n", out);
             return strcmp(argv[i], "-h") && strcmp(argv[i], "--help") ? 2 : 0;
         }
     }
@@ -671,7 +683,34 @@ int cmd_calibrate(int argc, char **argv) {
         cJSON_AddStringToObject(j, "gpu", desc);
         if (hbm > 0) cJSON_AddNumberToObject(j, "hbm_gbs", hbm);
         if (h2d > 0) cJSON_AddNumberToObject(j, "pcie_gbs", h2d);
-    } else printf("GPU              none: plan keeps DEVICE.md's PCIe and HBM rates\n");
+        if (model && hbm > 0) {   /* the decode kernels' effective rate: weights + KV read per token x tok/s */
+            hm_model m; hm_runner r; hm_error e;
+            const int n = 64;
+            if (model_load(&m, model, &e) || runner_init(&r, &m, HM_DEVICE_CUDA, n + 1, &e)) {
+                fprintf(stderr, "hotmoe calibrate: -m %s: %s\n", model, e.msg);
+                cJSON_Delete(j);
+                return 1;
+            }
+            float *lg = malloc(sizeof(float) * (size_t)m.cfg.n_vocab);
+            int rc = 0;
+            double t0 = 0;
+            for (int i = 0; i <= n && !rc; i++) {   /* token 0 warms up, then n timed steps */
+                if (i == 1) t0 = hm_now();
+                rc = runner_forward(&r, (int32_t)((i * 7919) % m.cfg.n_vocab), i, lg, &e);
+            }
+            const double dt = hm_now() - t0, bytes = model_decode_bytes(&m) + 2.0 * m.cfg.n_layer * m.cfg.kv_dim * 4 * (n / 2.0);
+            free(lg); runner_free(&r); model_free(&m);
+            if (rc) { fprintf(stderr, "hotmoe calibrate: -m %s: %s\n", model, e.msg); cJSON_Delete(j); return 1; }
+            const double eff = bytes * n / dt / 1e9 / hbm;
+            printf("GPU decode       %7.1f tok/s on %s: %.1f GB/s, %.3f of the HBM copy rate\n", n / dt, model,
+                   bytes * n / dt / 1e9, eff);
+            cJSON_AddNumberToObject(j, "hbm_eff", eff < 1 ? eff : 1);
+            cJSON_AddNumberToObject(j, "gpu_layer_us", 0);   /* in the effective rate already */
+        }
+    } else {
+        printf("GPU              none: plan keeps DEVICE.md's PCIe and HBM rates\n");
+        if (model) printf("-m %s: not measured (it is decoded on a GPU)\n", model);
+    }
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     FILE *f = mkdirs(out) ? NULL : fopen(out, "w");

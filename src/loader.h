@@ -22,4 +22,8 @@ const char *model_demo_path(void);
 /* Total bytes of all weights (experts included). */
 size_t model_weight_bytes(const hm_model *m);
 
+/* Weight bytes one decode token reads: everything but the token embeddings and the experts a
+ * token does not choose (k experts per MoE layer). */
+double model_decode_bytes(const hm_model *m);
+
 #endif

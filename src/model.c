@@ -534,3 +534,19 @@ size_t model_weight_bytes(const hm_model *m) {
     }
     return n;
 }
+
+static size_t tb_(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
+static size_t fb_(const hm_ffn_w *f) { return tb_(&f->gate) + tb_(&f->up) + tb_(&f->down); }
+
+double model_decode_bytes(const hm_model *m) {
+    const hm_config *c = &m->cfg;
+    double n = tb_(&m->output) + tb_(&m->output_norm) + (double)c->n_embd * 4;
+    for (int il = 0; il < c->n_layer; il++) {
+        const hm_layer *l = &m->layers[il];
+        n += tb_(&l->attn_norm) + tb_(&l->ffn_norm) + tb_(&l->wq) + tb_(&l->wk) + tb_(&l->wv) + tb_(&l->wo) + tb_(&l->bq) +
+             tb_(&l->bk) + tb_(&l->bv) + tb_(&l->q_norm) + tb_(&l->k_norm) + fb_(&l->dense) + fb_(&l->shexp) +
+             tb_(&l->router) + tb_(&l->router_bias);
+        if (l->is_moe && l->experts) n += (double)c->n_expert_used * fb_(&l->experts[0].host);
+    }
+    return n;
+}
