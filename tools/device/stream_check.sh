@@ -28,7 +28,7 @@ for spec in $MODELS; do
   plans() {   # the planner's prediction, with DEVICE.md's HBM rate and with this build's measured decode GB/s
     local hbm; hbm=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['gb_s'])" "$OUT/decode-$shape-resident.json" 2>/dev/null || echo 0)
     for cold in stream cpu auto; do for rate in default $hbm; do
-      local extra=""; [ "$rate" = default ] || extra="--hbm-gbs $rate"
+      local extra=""; [ "$rate" = default ] || extra="--hbm-gbs $rate --hbm-eff 1 --gpu-layer-us 0"
       $H plan -m "$f" --gpu-mem $gib --cold $cold --ctx $((128 + GEN)) --decode-pos $((128 + GEN / 2)) $extra --json >"$OUT/plan-$shape-$cold-$rate.json" 2>"$OUT/plan-$shape-$cold.err"
       python3 - "$OUT/plan-$shape-$cold-$rate.json" "$cold (HBM $rate)" <<'PY' 2>&1 | tail -1
 import json, sys
