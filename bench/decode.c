@@ -114,7 +114,8 @@ int main(int argc, char **argv) {
     int n_ctx = n_prompt + n_gen;
     if (n_sizes) { n_ctx = 0; for (int k = 0; k < n_sizes; k++) if (sizes[k] > n_ctx) n_ctx = sizes[k]; }
     if (autoplan_apply(&ro, &m, device, n_ctx, 0, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
-    size_t used0 = gpu_mem_used(0);
+    size_t used0 = 0;   /* device memory in use on every GPU, before: the pipeline uses two */
+    for (int d = 0; d < gpu_device_count(); d++) used0 += gpu_mem_used(d);
     routeio io;
     if (device < 0 || runner_init_opts(&r, &m, device, n_ctx, &ro, &e) || routeio_open(&io, &m, record, replay, &e) ||
         routeio_attach(&io, &r, &e)) { fprintf(stderr, "bench_decode: %s\n", device < 0 ? "bad --device" : e.msg); return 1; }
@@ -126,9 +127,11 @@ int main(int argc, char **argv) {
         return rc;
     }
     double ceiling = r.device == HM_DEVICE_CUDA ? gpu_measure_d2d(0) : 94.0; /* CPU: DEVICE.md's DRAM read */
-    size_t vram = r.device == HM_DEVICE_CUDA ? gpu_mem_used(0) - used0 : 0;
+    size_t vram = 0;
+    for (int d = 0; r.device == HM_DEVICE_CUDA && d < gpu_device_count(); d++) vram += gpu_mem_used(d);
+    vram = vram > used0 ? vram - used0 : 0;
     gpu_exec_layout lay = { 0 };
-    if (r.device == HM_DEVICE_CUDA) gpu_exec_info(r.gpu, &lay);
+    runner_layout(&r, &lay);
     uint64_t st[4] = { 0, 0, 0, 0 }, tmp[4], cpu_bytes = 0;
     double cpu_busy = 0;
     const hm_config *c = &m.cfg;
@@ -150,8 +153,8 @@ int main(int argc, char **argv) {
                 }
             }
         free(ptok);
-        if (lay.n_streamed && gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
-        if (lay.cpu_threads) { uint64_t b; double bs; gpu_exec_cpu_stats(r.gpu, &b, &bs, 1); }
+        if (lay.n_streamed && runner_cache_stats(&r, tmp, 1, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+        if (lay.cpu_threads) { uint64_t b; double bs; runner_cpu_stats(&r, &b, &bs, 1); }
         double t1 = hm_now();
         for (int i = 0; i < n_gen; i++) {
             int best = 0;
@@ -162,9 +165,9 @@ int main(int argc, char **argv) {
         double t2 = hm_now();
         pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
         if (lay.n_streamed) {
-            if (gpu_exec_cache_stats(r.gpu, tmp, 1, e.msg, sizeof e.msg)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+            if (runner_cache_stats(&r, tmp, 1, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
             for (int j = 0; j < 4; j++) st[j] += tmp[j];
-            if (lay.cpu_threads) { uint64_t b; double bs; gpu_exec_cpu_stats(r.gpu, &b, &bs, 1); cpu_bytes += b; cpu_busy += bs; }
+            if (lay.cpu_threads) { uint64_t b; double bs; runner_cpu_stats(&r, &b, &bs, 1); cpu_bytes += b; cpu_busy += bs; }
         }
     }
     double tok_s = hm_median(dec, runs), pre_s = hm_median(pre, runs), w = model_decode_bytes(&m);
@@ -176,7 +179,7 @@ int main(int argc, char **argv) {
     printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
     double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
-    if (r.device == HM_DEVICE_CUDA) gpu_exec_info(r.gpu, &lay);   /* the exchange's swaps so far */
+    runner_layout(&r, &lay);   /* the exchange's swaps so far */
     if (lay.n_streamed) {
         /* --swap-async: a swap-in is computed by the CPU in its step (counted there) and copied beside it */
         const double miss = (double)(st[2] + st[3] + (lay.swap_async ? 0 : st[1])), sel = st[0] + miss, toks = (double)n_gen * runs;

@@ -363,7 +363,8 @@ static void bind_workers(struct workers *w, const workers_config *cfg) {
     off += snprintf(w->desc + off, sizeof w->desc - off, " on %s", type == HWLOC_OBJ_CORE ? "cores" : "PUs");
     int failed = 0;
     for (int i = 0; i < w->n; i++) {
-        hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(topo, scope, type, (unsigned)((i + skip) % n_cores));
+        hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(topo, scope, type,
+                                                               (unsigned)((i + skip + (cfg->first_core > 0 ? cfg->first_core : 0)) % n_cores));
         hwloc_bitmap_t set = hwloc_bitmap_dup(core->cpuset);
         hwloc_bitmap_singlify(set); /* one PU of the core: the thread never migrates */
         if (hwloc_set_thread_cpubind(topo, w->t[i].th, set, HWLOC_CPUBIND_THREAD) == 0)

@@ -15,6 +15,7 @@ typedef struct {
     int numa_node;   /* take cores of this NUMA node only; -1: any core */
     int bind;        /* 1: bind each worker to one core with hwloc; 0: the OS places them */
     int spin_us;     /* how long an idle worker (or workers_wait) spins before sleeping; < 0: 50 */
+    int first_core;  /* bind from this core on (after the one left for the main thread): pools side by side */
 } workers_config;
 
 #define HM_WORKERS_MAX 256

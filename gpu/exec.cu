@@ -89,16 +89,20 @@ static size_t vsz(const hm_tensor *t) { return t->data ? (size_t)t->ne[0] * 4 : 
 static size_t fsz(const hm_ffn_w *f) { return tsz(&f->gate) + tsz(&f->up) + tsz(&f->down); }
 
 extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
+    return gpu_exec_vram_needed_range(m, n_ctx, 0, m->cfg.n_layer, 1);
+}
+
+extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, int n_seq) {
     const hm_config *c = &m->cfg;
-    size_t n = vsz(&m->output_norm) + tsz(&m->output);
-    for (int il = 0; il < c->n_layer; il++) {
+    size_t n = l1 == c->n_layer ? vsz(&m->output_norm) + tsz(&m->output) : 0;
+    for (int il = l0; il < l1; il++) {
         const hm_layer *l = &m->layers[il];
         n += vsz(&l->attn_norm) + vsz(&l->ffn_norm) + vsz(&l->bq) + vsz(&l->bk) + vsz(&l->bv) + vsz(&l->q_norm) +
              vsz(&l->k_norm) + vsz(&l->router_bias) + tsz(&l->wq) + tsz(&l->wk) + tsz(&l->wv) + tsz(&l->wo) +
              tsz(&l->router) + fsz(&l->dense) + fsz(&l->shexp);
         if (l->is_moe) for (int e = 0; e < c->n_expert; e++) n += fsz(&l->experts[e].host) + 3 * sizeof(void *);
     }
-    n += 2 * (size_t)c->n_layer * n_ctx * c->kv_dim * sizeof(float);
+    n += 2 * (size_t)n_seq * (l1 - l0) * n_ctx * c->kv_dim * sizeof(float);
     int ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
@@ -133,13 +137,15 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     if (g->d_replay) cudaMemcpyAsync(g->d_replay, g->h_replay, sizeof(int) * nk, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
     mark(g, -1);
-    op_rmsnorm(g->x, g->L[0].attn_norm, g->xn, D, c->rms_eps, s);
+    op_rmsnorm(g->x, g->L[g->l0].attn_norm, g->xn, D, c->rms_eps, s);
     mark(g, P_NORM);
-    for (int il = 0; il < c->n_layer; il++) {
+    const int nl = g->l1 - g->l0;
+    for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
-        size_t kvoff = ((size_t)seq * c->n_layer + il) * g->n_ctx * c->kv_dim;
-        /* the norm that follows this layer: the next layer's, or the output's */
-        const float *next_norm = il + 1 < c->n_layer ? g->L[il + 1].attn_norm : with_logits ? g->out_norm : NULL;
+        size_t kvoff = ((size_t)seq * nl + (il - g->l0)) * g->n_ctx * c->kv_dim;
+        /* the norm that follows this layer: the next layer's, or the output's (a stage without the
+         * head hands on the raw residual stream: the next stage starts with its first layer's norm) */
+        const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : with_logits && g->head ? g->out_norm : NULL;
         if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
@@ -212,6 +218,10 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     if (g->async_copies) {   /* the step ends when this step's swap-ins are in */
         cudaEventRecord(g->side_join, g->side);
         cudaStreamWaitEvent(s, g->side_join, 0);
+    }
+    if (!g->head) {   /* a pipeline stage: x goes on to the next one */
+        cudaMemcpyAsync(g->h_xout, g->x, sizeof(float) * D, cudaMemcpyDeviceToHost, s);
+        return;
     }
     if (!with_logits) return;
     gpu_gemv(g->output.type, g->output.d, g->xn, g->logits, D, c->n_vocab, s);
@@ -368,16 +378,22 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     g->n_seq = o->n_seq > 0 ? o->n_seq : 1;
     prof.on = getenv("HOTMOE_GPU_PROFILE") && *getenv("HOTMOE_GPU_PROFILE") == '1';
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
+    g->l0 = o->layer_last > 0 ? o->layer_first : 0;
+    g->l1 = o->layer_last > 0 ? o->layer_last : c->n_layer;
+    g->head = g->l1 == c->n_layer;
     int D = c->n_embd, ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
+    if (g->l0 < 0 || g->l0 >= g->l1 || g->l1 > c->n_layer) {
+        fail(err, errlen, "gpu: layers [%d, %d) outside the model's %d", g->l0, g->l1, c->n_layer);
+        goto bad;
+    }
     if (c->head_dim > 256 || c->head_dim % 4 || c->n_expert > 4096 || c->n_expert_used > 64) {
         fail(err, errlen, "gpu: unsupported shape (head_dim %d <= 256 and a multiple of 4, n_expert %d <= 4096, top-k %d <= 64 expected)",
              c->head_dim, c->n_expert, c->n_expert_used);
         goto bad;
     }
     {
-        size_t need = gpu_exec_vram_needed(m, n_ctx) + (size_t)(g->n_seq - 1) * 2 * c->n_layer * n_ctx * c->kv_dim * sizeof(float),
-               fr = 0, tot = 0;
+        size_t need = gpu_exec_vram_needed_range(m, n_ctx, g->l0, g->l1, g->n_seq), fr = 0, tot = 0;
         CK(cudaSetDevice(dev));
         CK(cudaMemGetInfo(&fr, &tot));
         const double GiB = 1073741824.0;
@@ -395,7 +411,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
              * then as many expert records per MoE layer as the rest of the budget holds */
             size_t experts = 0, strides = 0, meta = 0, ou, od;
             int n_moe = 0, E = c->n_expert, k = c->n_expert_used;
-            for (int il = 0; il < c->n_layer; il++) {
+            for (int il = g->l0; il < g->l1; il++) {
                 const hm_layer *ly = &m->layers[il];
                 if (!ly->is_moe) continue;
                 n_moe++;
@@ -404,7 +420,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 meta += cache_meta(E, k);
             }
             size_t max_stride = 0;
-            for (int il = 0; il < c->n_layer; il++)
+            for (int il = g->l0; il < g->l1; il++)
                 if (m->layers[il].is_moe) { size_t st = rec_layout(&m->layers[il].experts[0].host, &ou, &od); if (st > max_stride) max_stride = st; }
             /* the prefill workspace of a chunk is reserved in the budget, so prompts run batched */
             g->pf_cap = budget ? (o->prefill_chunk > 0 ? o->prefill_chunk : 1024) : 0;
@@ -437,7 +453,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             g->n_static = S; g->n_slots = C;
             if (S + C < E && n_moe) {
                 size_t pin = 0;
-                for (int il = 0; il < c->n_layer; il++)
+                for (int il = g->l0; il < g->l1; il++)
                     if (m->layers[il].is_moe) pin += (size_t)(E - S) * rec_layout(&m->layers[il].experts[0].host, &ou, &od);
                 const size_t avail = mem_available();
                 if (avail && pin > avail / 10 * 9) {
@@ -495,7 +511,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
-    for (int il = 0; il < c->n_layer; il++) {
+    for (int il = g->l0; il < g->l1; il++) {
         const hm_layer *ly = &m->layers[il];
         dlayer *l = &g->L[il];
         g->cat = VRAM_WEIGHTS;
@@ -558,10 +574,10 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         if (rc) goto bad;
     }
     g->cat = VRAM_WEIGHTS;
-    if (!(g->out_norm = upload_vec(g, &m->output_norm, err, errlen)) || upload_mat(g, &g->output, &m->output, err, errlen))
+    if (g->head && (!(g->out_norm = upload_vec(g, &m->output_norm, err, errlen)) || upload_mat(g, &g->output, &m->output, err, errlen)))
         goto bad;
     {
-        size_t kv = (size_t)g->n_seq * c->n_layer * n_ctx * c->kv_dim * sizeof(float);
+        size_t kv = (size_t)g->n_seq * (g->l1 - g->l0) * n_ctx * c->kv_dim * sizeof(float);
 #define A(ptr, n) if (!(ptr = (float *)dalloc(g, sizeof(float) * (size_t)(n), err, errlen))) goto bad
         g->cat = VRAM_KV;
         if (!(g->kc = (float *)dalloc(g, kv, err, errlen)) || !(g->vc = (float *)dalloc(g, kv, err, errlen))) goto bad;
@@ -579,6 +595,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaMallocHost(&g->h_x, sizeof(float) * D));
         CK(cudaMallocHost(&g->h_logits, sizeof(float) * c->n_vocab));
         CK(cudaMallocHost(&g->h_pos, sizeof(int)));
+        CK(cudaMallocHost(&g->h_xout, sizeof(float) * D));
         if (o->route_io) {
             const size_t nk = (size_t)c->n_layer * c->n_expert_used;
             if (!(g->d_rec = (int *)dalloc(g, sizeof(int) * nk, err, errlen)) || !(g->d_replay = (int *)dalloc(g, sizeof(int) * nk, err, errlen)))
@@ -592,7 +609,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     if (g->jobs) {   /* --cold cpu: each streamed layer's cache hands its misses to its job */
         hjob *dj = NULL;
         CK(cudaHostGetDevicePointer((void **)&dj, g->jobs, 0));
-        for (int il = 0, j = 0; il < c->n_layer; il++) {
+        for (int il = g->l0, j = 0; il < g->l1; il++) {
             dcache *ca = g->L[il].cache;
             if (!ca) continue;
             ca->cpu = 1;
@@ -606,7 +623,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         int nt = o->cpu_threads;
         if (nt <= 0) { long n = sysconf(_SC_NPROCESSORS_ONLN); nt = n > 2 ? (int)n - 2 : 1; }   /* a core each for the main and dispatcher threads */
         if (nt > HM_WORKERS_MAX) nt = HM_WORKERS_MAX;
-        if (hybrid_start(g, nt, err, errlen)) goto bad;
+        if (hybrid_start(g, nt, o->cpu_first_core, err, errlen)) goto bad;
         CK(cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking));
         CK(cudaEventCreateWithFlags(&g->side_fork, cudaEventDisableTiming));
         CK(cudaEventCreateWithFlags(&g->side_join, cudaEventDisableTiming));
@@ -647,12 +664,24 @@ extern "C" int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logi
 }
 
 extern "C" int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *logits, char *err, size_t errlen) {
+    if (!g->head || g->l0) return fail(err, errlen, "gpu: this executor is a pipeline stage (layers %d..%d): use gpu_exec_forward_stage",
+                                      g->l0, g->l1 - 1);
+    return gpu_exec_forward_stage(g, seq, token, NULL, pos, logits, NULL, err, errlen);
+}
+
+extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
+                                      char *err, size_t errlen) {
     const hm_config *c = &g->m->cfg;
     if (seq < 0 || seq >= g->n_seq) return fail(err, errlen, "gpu: sequence %d outside [0, %d)", seq, g->n_seq);
     if (pos < 0 || pos >= g->n_ctx) return fail(err, errlen, "gpu: position %d outside the context of %d", pos, g->n_ctx);
-    if (token < 0 || token >= c->n_vocab) return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", token, c->n_vocab);
-    const hm_tensor *te = &g->m->tok_embd;
-    hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)token * hm_row_size(te->type, te->ne[0]), g->h_x, te->ne[0]);
+    if (!g->head && !x_out) return fail(err, errlen, "gpu: stage of layers %d..%d: x_out expected", g->l0, g->l1 - 1);
+    if (x_in) memcpy(g->h_x, x_in, sizeof(float) * c->n_embd);
+    else {
+        if (token < 0 || token >= c->n_vocab) return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", token, c->n_vocab);
+        const hm_tensor *te = &g->m->tok_embd;
+        hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)token * hm_row_size(te->type, te->ne[0]), g->h_x, te->ne[0]);
+    }
+    CK(cudaSetDevice(g->dev));   /* stages of a pipeline live on different devices of one process */
     *g->h_pos = pos;
     if (g->xch_interval && g->tokens > 0 && g->tokens % g->xch_interval == 0 && hybrid_exchange(g, err, errlen)) return -1;
     g->tokens++;
@@ -671,7 +700,8 @@ extern "C" int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos
         CK(cudaGraphLaunch(g->graphs[2 * seq + (logits != NULL)], g->s));
         CK(cudaStreamSynchronize(g->s));
     }
-    if (logits) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
+    if (logits && g->head) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
+    if (!g->head) memcpy(x_out, g->h_xout, sizeof(float) * c->n_embd);
     return 0;
 bad:
     return -1;
@@ -693,6 +723,7 @@ extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
 
 extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen) {
     out[0] = out[1] = out[2] = out[3] = 0;
+    CK(cudaSetDevice(g->dev));
     for (int il = 0; il < g->m->cfg.n_layer; il++) {
         const dcache *c = g->L[il].cache;
         if (!c) continue;
@@ -708,6 +739,7 @@ bad:
 
 extern "C" void gpu_exec_free(gpu_exec *g) {
     if (!g) return;
+    cudaSetDevice(g->dev);
     gpu_prefill_free(g);
     if (prof.on && prof.steps) {
         double tot = 0;
@@ -724,6 +756,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->h_x) cudaFreeHost(g->h_x);
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_pos) cudaFreeHost(g->h_pos);
+    if (g->h_xout) cudaFreeHost(g->h_xout);
     if (g->pinned) cudaFreeHost(g->pinned);
     if (g->h_rec) cudaFreeHost(g->h_rec);
     if (g->h_replay) cudaFreeHost(g->h_replay);

@@ -25,6 +25,7 @@ typedef struct {
     int quiet;              /* 1: no layout line on stderr */
     int route_io;           /* 1: record each step's expert choices and accept replayed ones (below) */
     int cpu_threads;        /* GPU_COLD_CPU: worker threads; 0: one per core but two (main, dispatcher) */
+    int cpu_first_core;     /* GPU_COLD_CPU: bind the workers from this core on (pipeline stages side by side) */
     int swap_max;           /* GPU_COLD_CPU: misses copied into LFU slots per layer and step (-1: 1); with
                                swap_interval, swaps per exchange round (-1: 64) */
     int swap_interval;      /* GPU_COLD_CPU: > 0: the histogram exchange every N tokens instead of per-step swap-ins */
@@ -33,6 +34,8 @@ typedef struct {
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
     int prefill_chunk;      /* with a budget and a cold path: prefill tokens per chunk whose workspace is
                                reserved in the budget (0: 1024) */
+    int layer_first, layer_last;   /* run layers [first, last) only (a pipeline stage); 0, 0: all. The stage
+                               that ends at n_layer has the output head; the others hand on x */
     int n_seq;              /* sequences with their own KV cache of n_ctx positions (serve's slots); 0: 1 */
     int swap_async;         /* GPU_COLD_CPU: 0 (default): a swap-in is copied before the experts run and served
                                from VRAM, beside the CPU's experts (PCIe and CPU at once); 1: the CPU computes it
@@ -82,6 +85,13 @@ double gpu_cache_copy_rate(int n, size_t bytes, int reps);
 int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *err, size_t errlen);
 /* The same for sequence seq (0 <= seq < n_seq); each sequence has its own positions. */
 int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *logits, char *err, size_t errlen);
+/* A pipeline stage's step: x_in (n_embd floats, the residual stream entering layer_first; NULL:
+ * the token's embedding) through its layers; the last stage writes logits (may be NULL), the
+ * others x_out (n_embd floats). */
+int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
+                           char *err, size_t errlen);
+/* VRAM for layers [l0, l1) (with the output head when l1 == n_layer) and n_seq KV caches. */
+size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, int n_seq);
 size_t gpu_exec_vram_used(const gpu_exec *g);
 
 /* Batched prefill (gpu/prefill.cu): runs tokens[0..n) at positions pos0..pos0+n-1 in chunks

@@ -71,6 +71,8 @@ typedef struct {
 struct gpu_exec {
     const hm_model *m;
     int dev, n_ctx;
+    int l0, l1, head;                     /* the layers [l0, l1) this executor runs; head: the output head too */
+    float *h_xout;                        /* pinned: the residual stream after layer l1 - 1 (no head) */
     cudaStream_t s;
     cudaStream_t s2;                      /* v and the shared expert, forked from s and joined per layer */
     cudaEvent_t ev_fork, ev_join;
@@ -128,7 +130,7 @@ void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexp
                        cudaEvent_t fork);
 /* gpu/hybrid.cu: waits for the layer's CPU job and puts its result in y_row (weight 1 in w1). */
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s);
-int hybrid_start(struct gpu_exec *g, int n_threads, char *err, size_t errlen);
+int hybrid_start(struct gpu_exec *g, int n_threads, int first_core, char *err, size_t errlen);
 int hybrid_exchange(struct gpu_exec *g, char *err, size_t errlen);
 void hybrid_stop(struct gpu_exec *g);
 void gpu_prefill_free(gpu_exec *g);       /* prefill.cu: releases g->pf */

@@ -14,6 +14,16 @@ int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *e
     snprintf(err, errlen, "gpu: this binary was built without CUDA");
     return -1;
 }
+int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
+                           char *err, size_t errlen) {
+    (void)g; (void)seq; (void)token; (void)x_in; (void)pos; (void)logits; (void)x_out;
+    snprintf(err, errlen, "gpu: this binary was built without CUDA");
+    return -1;
+}
+size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, int n_seq) {
+    (void)m; (void)n_ctx; (void)l0; (void)l1; (void)n_seq;
+    return 0;
+}
 size_t gpu_exec_vram_used(const gpu_exec *g) { (void)g; return 0; }
 gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen) {
     (void)o;

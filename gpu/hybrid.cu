@@ -181,8 +181,8 @@ extern "C" void gpu_exec_cpu_stats(gpu_exec *g, uint64_t *bytes, double *busy_s,
     *bytes = c.bytes; *busy_s = c.busy_s;
 }
 
-int hybrid_start(gpu_exec *g, int n_threads, char *err, size_t errlen) {
-    workers_config wc = { n_threads, -1, 1, 5000 };   /* workers spin 5 ms between layers before sleeping */
+int hybrid_start(gpu_exec *g, int n_threads, int first_core, char *err, size_t errlen) {
+    workers_config wc = { n_threads, -1, 1, 5000, first_core };   /* workers spin 5 ms between layers before sleeping */
     g->pool = workers_init(&wc, err, errlen);
     if (!g->pool) return -1;
     pthread_t *t = (pthread_t *)malloc(sizeof(pthread_t));

@@ -462,6 +462,7 @@ static void embed_rows(const hm_tensor *te, const int32_t *tok, int n, float *ou
 
 extern "C" int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen) {
     const hm_config *c = &g->m->cfg;
+    if (g->l0 || !g->head) return fail(err, errlen, "gpu prefill: a pipeline stage (layers %d..%d) runs token by token", g->l0, g->l1 - 1);
     if (n <= 0) return fail(err, errlen, "gpu prefill: %d tokens (at least 1 expected)", n);
     if (pos0 < 0 || (int64_t)pos0 + n > g->n_ctx)
         return fail(err, errlen, "gpu prefill: positions %d..%lld outside the context of %d", pos0, (long long)pos0 + n - 1, g->n_ctx);

@@ -589,6 +589,11 @@ int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int
     if (o->cold != RUNNER_COLD_AUTO) return 0;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
     if (device != HM_DEVICE_CUDA || o->gpu_mem_gib <= 0) { o->cold = GPU_COLD_NONE; return 0; }
+    if (o->n_gpus == 2) {   /* two GPUs: the dual-GPU recipe's CPU workers (the planner here prices one GPU) */
+        o->cold = GPU_COLD_CPU;
+        if (!quiet) fprintf(stderr, "hotmoe: --cold auto on two GPUs: --cold cpu (CPU workers beside each stage)\n");
+        return 0;
+    }
     autoplan a;
     if (autoplan_choose(m, o->gpu_mem_gib, o->routing, n_ctx, &a, e)) return -1;
     o->cold = a.cold;

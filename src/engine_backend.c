@@ -82,10 +82,11 @@ static void gpu_free(void *ctx) {
 
 int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int n_ctx, const runner_opts *o, int32_t eos_id,
                        hm_error *e) {
+    if (o && o->n_gpus == 2) return hm_fail(e, "serve: the two-GPU pipeline is not wired into the server yet: one GPU expected");
     gpu_exec_opts go;
     runner_gpu_opts(o, n_slots, &go);
     char msg[1024];
-    gpu_exec *g = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
+    gpu_exec *g = gpu_exec_create_opts(m, o && o->n_gpus == 1 ? o->gpus[0] : 0, n_ctx, &go, msg, sizeof msg);
     if (!g) return hm_fail(e, "%s", msg);
     gpu_backend *b = hm_calloc(1, sizeof *b);
     b->g = g; b->n_slots = n_slots; b->n_vocab = m->cfg.n_vocab; b->eos = eos_id;

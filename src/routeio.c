@@ -44,6 +44,7 @@ int routeio_open(routeio *io, const hm_model *m, const char *record, const char 
 int routeio_attach(routeio *io, hm_runner *r, hm_error *e) {
     if (!io->rec && !io->has_replay) return 0;
     if (r->device == HM_DEVICE_CUDA) {
+        if (r->gpu2) return hm_fail(e, "--record-routing / --replay-routing: expected one GPU, found a two-GPU pipeline");
         if (!gpu_exec_route_ids(r->gpu))
             return hm_fail(e, "--record-routing / --replay-routing: the GPU target was created without route_io");
         io->gpu = r->gpu;

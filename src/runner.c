@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void runner_opts_init(runner_opts *o) {
     memset(o, 0, sizeof *o);
@@ -39,11 +40,30 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     double x;
     if (!strcmp(flag, "--no-swap")) { o->swap_max = 0; return 2; }
     if (!strcmp(flag, "--swap-async")) { o->swap_async = 1; return 2; }
-    if (!strcmp(flag, "--gpu-mem")) {
-        if (val && strchr(val, ','))
-            return hm_fail(e, "--gpu-mem: expected one GPU's budget (the two-GPU layer split is not implemented yet), found '%s'", val), -1;
-        if (parse_num(flag, val, 0, 1 << 20, &x, e)) return -1;
-        o->gpu_mem_gib = x;
+    if (!strcmp(flag, "--gpu-mem") || !strcmp(flag, "--gpu-split") || !strcmp(flag, "--gpus")) {
+        /* one value, or two: one per GPU of a two-stage pipeline */
+        double v[2] = { 0, 0 };
+        int n = 0;
+        char buf[128];
+        if (!val || strlen(val) >= sizeof buf) return hm_fail(e, "%s: expected a value, found '%s'", flag, val ? val : "(nothing)"), -1;
+        snprintf(buf, sizeof buf, "%s", val);
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+            if (n == 2) return hm_fail(e, "%s: expected at most 2 values (two GPUs), found '%s'", flag, val), -1;
+            if (parse_num(flag, t, 0, 1 << 20, &v[n], e)) return -1;
+            n++;
+        }
+        if (!n) return hm_fail(e, "%s: expected a value, found '%s'", flag, val), -1;
+        if (!strcmp(flag, "--gpus")) {
+            for (int i = 0; i < n; i++)
+                if (v[i] != (int)v[i]) return hm_fail(e, "--gpus: expected device numbers, found '%s'", val), -1;
+            o->n_gpus = n; o->gpus[0] = (int)v[0]; o->gpus[1] = (int)v[1];
+        } else if (!strcmp(flag, "--gpu-split")) {
+            if (n != 2 || v[0] <= 0 || v[1] <= 0) return hm_fail(e, "--gpu-split: expected two positive weights W0,W1, found '%s'", val), -1;
+            o->split[0] = v[0]; o->split[1] = v[1]; o->n_split = 2;
+        } else {
+            o->gpu_mem_gib = v[0]; o->gpu_mem2_gib = n == 2 ? v[1] : 0;
+            if (n == 2 && o->n_gpus < 2) { o->n_gpus = 2; o->gpus[0] = 0; o->gpus[1] = 1; }
+        }
         return 1;
     }
     if (!strcmp(flag, "--prefill-chunk")) {
@@ -116,6 +136,44 @@ int runner_parse_device(const char *s) {
     return -1;
 }
 
+/* --gpus A,B: layers [0, s) on A and [s, n_layer) on B, s from --gpu-split (or the budgets' ratio,
+ * or half); each stage its own budget, KV cache, expert cache and CPU workers (the cores split
+ * between the stages, side by side); the residual stream goes A -> host -> B each step. */
+static int pipeline_init(hm_runner *r, const hm_model *m, int n_ctx, const runner_opts *o, const gpu_exec_opts *base,
+                         hm_error *e) {
+    const int L = m->cfg.n_layer, ng = gpu_device_count();
+    for (int i = 0; i < 2; i++)
+        if (o->gpus[i] < 0 || o->gpus[i] >= ng) return hm_fail(e, "--gpus %d,%d: expected devices in [0, %d)", o->gpus[0], o->gpus[1], ng);
+    if (L < 2) return hm_fail(e, "--gpus: a model of %d layer(s) cannot be split across two GPUs", L);
+    double w0 = o->n_split == 2 ? o->split[0] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? o->gpu_mem_gib : 1;
+    double w1 = o->n_split == 2 ? o->split[1] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : 1;
+    int s = (int)lround(L * w0 / (w0 + w1));
+    if (s < 1) s = 1;
+    if (s > L - 1) s = L - 1;
+    gpu_exec_opts a = *base, b = *base;
+    a.layer_first = 0; a.layer_last = s;
+    b.layer_first = s; b.layer_last = L;
+    b.gpu_mem_gib = o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib;
+    if (base->cold == GPU_COLD_CPU) {   /* the cores split between the stages' workers */
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        int total = base->cpu_threads > 0 ? base->cpu_threads : nc > 3 ? (int)nc - 3 : 2;
+        a.cpu_threads = total / 2 > 0 ? total / 2 : 1;
+        b.cpu_threads = total - a.cpu_threads > 0 ? total - a.cpu_threads : 1;
+        b.cpu_first_core = a.cpu_threads;
+    }
+    char msg[1024];
+    if (!(r->gpu = gpu_exec_create_opts(m, o->gpus[0], n_ctx, &a, msg, sizeof msg)))
+        return hm_fail(e, "GPU %d (layers 0..%d): %s", o->gpus[0], s - 1, msg);
+    if (!(r->gpu2 = gpu_exec_create_opts(m, o->gpus[1], n_ctx, &b, msg, sizeof msg))) {
+        gpu_exec_free(r->gpu); r->gpu = NULL;
+        return hm_fail(e, "GPU %d (layers %d..%d): %s", o->gpus[1], s, L - 1, msg);
+    }
+    r->split_layer = s;
+    r->xbuf = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);
+    r->device = HM_DEVICE_CUDA;
+    return 0;
+}
+
 int runner_init(hm_runner *r, const hm_model *m, int device, int n_ctx, hm_error *e) {
     return runner_init_opts(r, m, device, n_ctx, NULL, e);
 }
@@ -124,24 +182,28 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     memset(r, 0, sizeof *r);
     r->m = m;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
-    if (o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM || (o->cold == GPU_COLD_CPU && device == HM_DEVICE_CPU)) &&
-        (o->cpu_threads > 0 || o->swap_max >= 0))
-        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu on the GPU target");
+    if (device == HM_DEVICE_CUDA && o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM) && (o->cpu_threads > 0 || o->swap_max >= 0))
+        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu");
     if (device == HM_DEVICE_CUDA) {
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
         char msg[1024];
         gpu_exec_opts go;
         runner_gpu_opts(o, 1, &go);
-        r->gpu = gpu_exec_create_opts(m, 0, n_ctx, &go, msg, sizeof msg);
+        if (o && o->n_gpus == 2) return pipeline_init(r, m, n_ctx, o, &go, e);
+        const int dev = o && o->n_gpus == 1 ? o->gpus[0] : 0;
+        if (dev < 0 || dev >= gpu_device_count()) return hm_fail(e, "--gpus %d: expected a device in [0, %d)", dev, gpu_device_count());
+        r->gpu = gpu_exec_create_opts(m, dev, n_ctx, &go, msg, sizeof msg);
         if (!r->gpu) return hm_fail(e, "%s", msg);
         r->device = HM_DEVICE_CUDA;
         return 0;
     }
     /* the CPU target: every expert is on the CPU, so --cold cpu (configs/cpu-only.json) is what it does */
     if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO && o->cold != GPU_COLD_CPU) || o->gpu_mem_gib > 0 ||
-              o->n_static >= 0 || o->n_slots >= 0))
-        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots: expected --device cuda, found the CPU target");
+              o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split))
+        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --gpus / --gpu-split: expected --device cuda, found the CPU target");
+    if (o && (o->cpu_threads > 0 || o->swap_max >= 0))
+        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu on the GPU target (--device cuda)");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);
     r->device = HM_DEVICE_CPU;
     return 0;
@@ -150,6 +212,12 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
 int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error *e) {
     if (r->device == HM_DEVICE_CUDA) {
         char msg[1024];
+        if (r->gpu2) {   /* the two stages of the pipeline, one after the other */
+            if (gpu_exec_forward_stage(r->gpu, 0, token, NULL, pos, NULL, r->xbuf, msg, sizeof msg) ||
+                gpu_exec_forward_stage(r->gpu2, 0, token, r->xbuf, pos, logits, NULL, msg, sizeof msg))
+                return hm_fail(e, "%s", msg);
+            return 0;
+        }
         if (gpu_exec_forward(r->gpu, token, pos, logits, msg, sizeof msg)) return hm_fail(e, "%s", msg);
         return 0;
     }
@@ -161,7 +229,7 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
 
 int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e) {
     if (n <= 0) return hm_fail(e, "prefill of %d tokens (at least 1 expected)", n);
-    if (r->device == HM_DEVICE_CUDA) {
+    if (r->device == HM_DEVICE_CUDA && !r->gpu2) {   /* a pipeline runs the prompt token by token (below) */
         char msg[1024];
         if (gpu_exec_prefill(r->gpu, tokens, n, pos0, logits_last, msg, sizeof msg)) return hm_fail(e, "%s", msg);
         return 0;
@@ -175,8 +243,47 @@ int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *
 
 void runner_free(hm_runner *r) {
     if (r->gpu) gpu_exec_free(r->gpu);
+    if (r->gpu2) gpu_exec_free(r->gpu2);
+    free(r->xbuf);
     if (r->device == HM_DEVICE_CPU) cpu_state_free(&r->cpu);
     memset(r, 0, sizeof *r);
 }
 
-const char *runner_device_name(const hm_runner *r) { return r->device == HM_DEVICE_CUDA ? "cuda" : "cpu"; }
+const char *runner_device_name(const hm_runner *r) { return r->device == HM_DEVICE_CUDA ? r->gpu2 ? "cuda x2" : "cuda" : "cpu"; }
+
+int runner_cache_stats(hm_runner *r, uint64_t out[4], int reset, hm_error *e) {
+    out[0] = out[1] = out[2] = out[3] = 0;
+    gpu_exec *st[2] = { r->gpu, r->gpu2 };
+    for (int i = 0; i < 2; i++) {
+        if (!st[i]) continue;
+        uint64_t v[4];
+        char msg[512];
+        if (gpu_exec_cache_stats(st[i], v, reset, msg, sizeof msg)) return hm_fail(e, "%s", msg);
+        for (int j = 0; j < 4; j++) out[j] += v[j];
+    }
+    return 0;
+}
+
+void runner_cpu_stats(hm_runner *r, uint64_t *bytes, double *busy_s, int reset) {
+    *bytes = 0; *busy_s = 0;
+    gpu_exec *st[2] = { r->gpu, r->gpu2 };
+    for (int i = 0; i < 2; i++) {
+        if (!st[i]) continue;
+        uint64_t b; double s;
+        gpu_exec_cpu_stats(st[i], &b, &s, reset);
+        *bytes += b; *busy_s += s;
+    }
+}
+
+void runner_layout(const hm_runner *r, gpu_exec_layout *out) {
+    memset(out, 0, sizeof *out);
+    if (!r->gpu) return;
+    gpu_exec_info(r->gpu, out);
+    if (!r->gpu2) return;
+    gpu_exec_layout b;
+    gpu_exec_info(r->gpu2, &b);
+    out->vram_weights += b.vram_weights; out->vram_experts += b.vram_experts; out->vram_kv += b.vram_kv;
+    out->vram_workspace += b.vram_workspace; out->vram_total += b.vram_total; out->pinned_host += b.pinned_host;
+    out->n_streamed += b.n_streamed; out->cpu_threads += b.cpu_threads; out->swaps += b.swaps;
+    if (b.expert_bytes > out->expert_bytes) out->expert_bytes = b.expert_bytes;
+}

@@ -16,6 +16,9 @@ typedef struct {
     const hm_model *m;
     cpu_state cpu;
     struct gpu_exec *gpu;
+    struct gpu_exec *gpu2;    /* --gpus 0,1: the second pipeline stage (layers split_layer..), or NULL */
+    int split_layer;
+    float *xbuf;              /* (n_embd) the residual stream handed from stage 1 to stage 2 */
 } hm_runner;
 
 /* Placement of the GPU target (flags of generate, logits and the benchmarks; `serve --config`
@@ -36,6 +39,9 @@ typedef struct {
     double swap_floor, swap_hyst;   /* --swap-floor 4, --swap-hyst 2.0 */
     int swap_per_layer;      /* --swap-scope layer (1) | global (0) */
     int prefill_chunk;       /* --prefill-chunk N: prompt tokens per batched prefill chunk (GPU); 0: the default */
+    int n_gpus, gpus[2];     /* --gpus 0[,1]: one device, or a two-stage layer pipeline */
+    double gpu_mem2_gib;     /* --gpu-mem A,B: the second GPU's budget */
+    double split[2]; int n_split;   /* --gpu-split W0,W1: layers split in this ratio (default: the budgets', else half) */
 } runner_opts;
 
 void runner_opts_init(runner_opts *o);
@@ -58,6 +64,10 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
  * writes the last token's logits when logits_last is not NULL. Decode continues at pos0 + n. */
 int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e);
 void runner_free(hm_runner *r);
+/* The GPU target's expert cache and CPU workers, summed over its stages (zeros on the CPU target). */
+int runner_cache_stats(hm_runner *r, uint64_t out[4], int reset, hm_error *e);
+void runner_cpu_stats(hm_runner *r, uint64_t *bytes, double *busy_s, int reset);
+void runner_layout(const hm_runner *r, gpu_exec_layout *out);
 const char *runner_device_name(const hm_runner *r);
 
 #endif

@@ -275,6 +275,59 @@ out:
     free(a); free(b); free(bs); free(forced); cpu_state_free(&cs); gpu_exec_free(g); gpu_exec_free(gs);
 }
 
+/* A two-stage pipeline (layers [0, s) then [s, L), both on device 0 here; on two GPUs in the
+ * device script) gives the whole executor's logits: the same kernels, the boundary norm run by the
+ * second stage's first op. Resident, and each stage with its own expert cache (stream, cpu). */
+static void pipeline_tests(const char *label, const hm_model *m) {
+    const hm_config *c = &m->cfg;
+    const int V = c->n_vocab, L = c->n_layer, s = L / 2 > 0 ? L / 2 : 1, n = 24;
+    if (L < 2) return;
+    float *ref = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * V), *x = malloc(sizeof(float) * c->n_embd);
+    char err[1024], what[1600];
+    struct { int cold, S, C; const char *name; } cfg[] = {
+        { GPU_COLD_NONE, -1, -1, "resident" }, { GPU_COLD_STREAM, 0, 1, "--cold stream, 1 slot per stage" },
+        { GPU_COLD_CPU, 1, 1, "--cold cpu, 1 static + 1 slot per stage" },
+    };
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        gpu_exec_opts full = mk(0, GPU_COLD_NONE, -1, -1, NULL, 0), a = mk(0, cfg[ci].cold, cfg[ci].S, cfg[ci].C, NULL, 0), b;
+        a.cpu_threads = 2; b = a;
+        a.layer_first = 0; a.layer_last = s; b.layer_first = s; b.layer_last = L; b.cpu_first_core = 2;
+        gpu_exec *g = gpu_exec_create_opts(m, 0, n, &full, err, sizeof err), *ga = g ? gpu_exec_create_opts(m, 0, n, &a, err, sizeof err) : NULL,
+                 *gb = ga ? gpu_exec_create_opts(m, 0, n, &b, err, sizeof err) : NULL;
+        double worst = 0;
+        int same = 1, rc = !gb;
+        for (int i = 0; i < n && !rc; i++) {
+            const int32_t t = (int32_t)((i * 131 + 7) % V);
+            rc = gpu_exec_forward(g, t, i, ref, err, sizeof err) || gpu_exec_forward_stage(ga, 0, t, NULL, i, NULL, x, err, sizeof err) ||
+                 gpu_exec_forward_stage(gb, 0, t, x, i, got, NULL, err, sizeof err);
+            if (rc) break;
+            double e = max_rel(got, ref, V);
+            if (!(e <= worst)) worst = e;
+            int ia = 0, ib = 0;
+            for (int v = 1; v < V; v++) { if (ref[v] > ref[ia]) ia = v; if (got[v] > got[ib]) ib = v; }
+            same &= ia == ib;
+        }
+        if (rc) snprintf(what, sizeof what, "pipeline %s: %s", cfg[ci].name, err);
+        else snprintf(what, sizeof what, "pipeline of layers [0, %d) + [%d, %d), %s: max rel err vs the whole executor %.3g "
+                      "(<= 1e-5) over %d positions, argmax %s", s, s, L, cfg[ci].name, worst, n, same ? "identical" : "DIFFERS");
+        check(!rc && worst <= 1e-5 && same, "%s", label, what);
+        gpu_exec_free(g); gpu_exec_free(ga); gpu_exec_free(gb);
+    }
+    /* a stage refuses what needs the whole model */
+    gpu_exec_opts a = mk(0, GPU_COLD_NONE, -1, -1, NULL, 0);
+    a.layer_first = 0; a.layer_last = s;
+    gpu_exec *ga = gpu_exec_create_opts(m, 0, n, &a, err, sizeof err);
+    int32_t tk = 1;
+    int r1 = ga ? gpu_exec_forward(ga, 1, 0, got, err, sizeof err) : -2;
+    int r2 = ga ? gpu_exec_prefill(ga, &tk, 1, 0, got, err, sizeof err) : -2;
+    a.layer_first = s; a.layer_last = L + 1;
+    gpu_exec *bad = gpu_exec_create_opts(m, 0, n, &a, err, sizeof err);
+    check(ga && r1 == -1 && r2 == -1 && !bad && strstr(err, "outside"), "a stage refuses forward/prefill of the whole model; "
+          "layers past the model are refused: %s", label, err);
+    gpu_exec_free(ga); gpu_exec_free(bad);
+    free(ref); free(got); free(x);
+}
+
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_stream needs a GPU)\n"); return 77; }
     gemv_mode(0);
@@ -287,6 +340,7 @@ int main(int argc, char **argv) {
         model_tests(fixtures[f], &m, 0, 0);
         model_tests(fixtures[f], &m, 0, 1);
         route_tests(fixtures[f], &m);
+        pipeline_tests(fixtures[f], &m);
         model_free(&m);
     }
     int quick = 0;
@@ -296,7 +350,7 @@ int main(int argc, char **argv) {
         if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         model_tests(argv[i], &m, quick, 0);
         model_tests(argv[i], &m, 1, 1);
-        if (!quick) route_tests(argv[i], &m);
+        if (!quick) { route_tests(argv[i], &m); pipeline_tests(argv[i], &m); }
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);

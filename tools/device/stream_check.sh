@@ -53,6 +53,8 @@ PY
       all-cpu-experts) run all-cpu-experts --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
       no-swap) run no-swap --gpu-mem $gib --cold cpu --no-swap ;;
       exchange) run exchange --gpu-mem $gib --cold cpu --swap-interval 64 ;;
+      s3) run s3 --gpus 0,1 --gpu-mem 16,16 --cold cpu ;;          # nvidia-h200-x2: BENCH.md S3
+      s3-one) run s3-one --gpu-mem 32 --cold cpu ;;                  # the same budget on one GPU
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
   done
