@@ -51,7 +51,8 @@ int engine_backend_cpu(engine_backend *out, const hm_model *m, int n_slots, int 
 /* ---------------------------------------------------------------- GPU */
 
 typedef struct {
-    gpu_exec *g;
+    gpu_exec *g, *g2;    /* g2: the second stage of a two-GPU pipeline, or NULL */
+    float *x;            /* (n_embd) the residual stream between the stages */
     int n_slots, n_vocab;
     int32_t eos;
 } gpu_backend;
@@ -66,7 +67,10 @@ static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, cons
     gpu_backend *b = ctx;
     char err[1024];
     for (int i = 0; i < n; i++) {
-        if (!gpu_exec_forward_seq(b->g, slot[i], tok[i], pos[i], logits[i], err, sizeof err)) continue;
+        if (b->g2 ? !gpu_exec_forward_stage(b->g, slot[i], tok[i], NULL, pos[i], NULL, b->x, err, sizeof err) &&
+                        !gpu_exec_forward_stage(b->g2, slot[i], tok[i], b->x, pos[i], logits[i], NULL, err, sizeof err)
+                  : !gpu_exec_forward_seq(b->g, slot[i], tok[i], pos[i], logits[i], err, sizeof err))
+            continue;
         fprintf(stderr, "hotmoe: gpu step failed (slot %d, position %d): %s; ending the sequence\n", slot[i], pos[i], err);
         if (!logits[i]) continue;   /* the sequence ends: the next sampled token is EOS */
         for (int v = 0; v < b->n_vocab; v++) logits[i][v] = -1e30f;
@@ -77,19 +81,19 @@ static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, cons
 static void gpu_free(void *ctx) {
     gpu_backend *b = ctx;
     gpu_exec_free(b->g);
+    gpu_exec_free(b->g2);
+    free(b->x);
     free(b);
 }
 
 int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int n_ctx, const runner_opts *o, int32_t eos_id,
                        hm_error *e) {
-    if (o && o->n_gpus == 2) return hm_fail(e, "serve: the two-GPU pipeline is not wired into the server yet: one GPU expected");
-    gpu_exec_opts go;
-    runner_gpu_opts(o, n_slots, &go);
-    char msg[1024];
-    gpu_exec *g = gpu_exec_create_opts(m, o && o->n_gpus == 1 ? o->gpus[0] : 0, n_ctx, &go, msg, sizeof msg);
-    if (!g) return hm_fail(e, "%s", msg);
+    gpu_exec *g, *g2;
+    int split;
+    if (runner_gpu_create(m, n_ctx, o, n_slots, &g, &g2, &split, e)) return -1;
     gpu_backend *b = hm_calloc(1, sizeof *b);
-    b->g = g; b->n_slots = n_slots; b->n_vocab = m->cfg.n_vocab; b->eos = eos_id;
+    b->g = g; b->g2 = g2; b->n_slots = n_slots; b->n_vocab = m->cfg.n_vocab; b->eos = eos_id;
+    if (g2) b->x = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);
     *out = (engine_backend){ .name = "cuda", .ctx = b, .slot_open = gpu_slot_open, .step = gpu_step, .free = gpu_free };
     return 0;
 }

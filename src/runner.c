@@ -139,8 +139,8 @@ int runner_parse_device(const char *s) {
 /* --gpus A,B: layers [0, s) on A and [s, n_layer) on B, s from --gpu-split (or the budgets' ratio,
  * or half); each stage its own budget, KV cache, expert cache and CPU workers (the cores split
  * between the stages, side by side); the residual stream goes A -> host -> B each step. */
-static int pipeline_init(hm_runner *r, const hm_model *m, int n_ctx, const runner_opts *o, const gpu_exec_opts *base,
-                         hm_error *e) {
+static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, const gpu_exec_opts *base, gpu_exec **g1,
+                           gpu_exec **g2, int *split, hm_error *e) {
     const int L = m->cfg.n_layer, ng = gpu_device_count();
     for (int i = 0; i < 2; i++)
         if (o->gpus[i] < 0 || o->gpus[i] >= ng) return hm_fail(e, "--gpus %d,%d: expected devices in [0, %d)", o->gpus[0], o->gpus[1], ng);
@@ -162,15 +162,26 @@ static int pipeline_init(hm_runner *r, const hm_model *m, int n_ctx, const runne
         b.cpu_first_core = a.cpu_threads;
     }
     char msg[1024];
-    if (!(r->gpu = gpu_exec_create_opts(m, o->gpus[0], n_ctx, &a, msg, sizeof msg)))
+    if (!(*g1 = gpu_exec_create_opts(m, o->gpus[0], n_ctx, &a, msg, sizeof msg)))
         return hm_fail(e, "GPU %d (layers 0..%d): %s", o->gpus[0], s - 1, msg);
-    if (!(r->gpu2 = gpu_exec_create_opts(m, o->gpus[1], n_ctx, &b, msg, sizeof msg))) {
-        gpu_exec_free(r->gpu); r->gpu = NULL;
+    if (!(*g2 = gpu_exec_create_opts(m, o->gpus[1], n_ctx, &b, msg, sizeof msg))) {
+        gpu_exec_free(*g1); *g1 = NULL;
         return hm_fail(e, "GPU %d (layers %d..%d): %s", o->gpus[1], s, L - 1, msg);
     }
-    r->split_layer = s;
-    r->xbuf = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);
-    r->device = HM_DEVICE_CUDA;
+    *split = s;
+    return 0;
+}
+
+int runner_gpu_create(const hm_model *m, int n_ctx, const runner_opts *o, int n_seq, gpu_exec **g1, gpu_exec **g2, int *split,
+                      hm_error *e) {
+    *g1 = *g2 = NULL; *split = m->cfg.n_layer;
+    gpu_exec_opts go;
+    runner_gpu_opts(o, n_seq, &go);
+    if (o && o->n_gpus == 2) return pipeline_create(m, n_ctx, o, &go, g1, g2, split, e);
+    const int dev = o && o->n_gpus == 1 ? o->gpus[0] : 0;
+    if (dev < 0 || dev >= gpu_device_count()) return hm_fail(e, "--gpus %d: expected a device in [0, %d)", dev, gpu_device_count());
+    char msg[1024];
+    if (!(*g1 = gpu_exec_create_opts(m, dev, n_ctx, &go, msg, sizeof msg))) return hm_fail(e, "%s", msg);
     return 0;
 }
 
@@ -187,14 +198,8 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     if (device == HM_DEVICE_CUDA) {
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
-        char msg[1024];
-        gpu_exec_opts go;
-        runner_gpu_opts(o, 1, &go);
-        if (o && o->n_gpus == 2) return pipeline_init(r, m, n_ctx, o, &go, e);
-        const int dev = o && o->n_gpus == 1 ? o->gpus[0] : 0;
-        if (dev < 0 || dev >= gpu_device_count()) return hm_fail(e, "--gpus %d: expected a device in [0, %d)", dev, gpu_device_count());
-        r->gpu = gpu_exec_create_opts(m, dev, n_ctx, &go, msg, sizeof msg);
-        if (!r->gpu) return hm_fail(e, "%s", msg);
+        if (runner_gpu_create(m, n_ctx, o, 1, &r->gpu, &r->gpu2, &r->split_layer, e)) return -1;
+        if (r->gpu2) r->xbuf = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);
         r->device = HM_DEVICE_CUDA;
         return 0;
     }
