@@ -374,6 +374,18 @@ static void print_text(const plan *p, const plan_inputs *in, const plan_opts *o,
     print_links("         time by bottleneck:", p->prefill_time, 1.0, "s", COST_LINK_COUNT);
     print_links("\n         per token:", p->prefill_bytes, 1e-9, "GB", COST_COMPUTE);
     printf("\n");
+    /* the run-time flags of this plan (the executor keeps one static/slot split for all MoE layers:
+     * the first MoE layer's; the slots fill what the budget leaves) */
+    const plan_layer *pl = NULL;
+    for (int l = 0; l < p->n_layer && !pl; l++) if (p->layer[l].is_moe && p->layer[l].gpu >= 0) pl = &p->layer[l];
+    if (pl && p->n_gpu > 0) {
+        printf("\nrun      --gpu-mem %.4g", in->gpu_mem[0] / GIB);
+        if (p->n_gpu > 1) printf(",%.4g --gpus 0,1", in->gpu_mem[1] / GIB);
+        const char *cold = in->cold == PLAN_COLD_CPU || (in->cold == PLAN_COLD_AUTO && pl->n_cpu > 0) ? "cpu" : "stream";
+        printf(" --cold %s --static-experts %d", cold, pl->n_static);
+        if (o->routing) printf(" --routing %s", o->routing);
+        printf("\n");
+    }
 }
 
 static cJSON *ids_of(const plan_layer *pl, int from, int to) {
