@@ -104,6 +104,9 @@ size_t gpu_exec_vram_used(const gpu_exec *g);
 int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen);
 /* Bytes of VRAM the prefill workspace takes for chunks of chunk tokens (<= 0: the default). The
  * opt-in HOTMOE_PREFILL_ATTN=mma2 kernel adds 4 * n_ctx * kv_dim bytes (F16 copies of one layer's K, V). */
+/* The same for sequence seq's KV cache (0 <= seq < n_seq). */
+int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens, int n, int pos0, float *logits_last, char *err,
+                         size_t errlen);
 size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk);
 /* Bytes the prefill workspace of g holds now (0 before the first prefill). */
 size_t gpu_exec_prefill_bytes(const gpu_exec *g);

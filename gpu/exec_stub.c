@@ -50,5 +50,10 @@ int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float 
     snprintf(err, errlen, "gpu: this binary was built without CUDA");
     return -1;
 }
+int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens, int n, int pos0, float *logits_last, char *err,
+                         size_t errlen) {
+    (void)seq;
+    return gpu_exec_prefill(g, tokens, n, pos0, logits_last, err, errlen);
+}
 size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk) { (void)m; (void)chunk; return 0; }
 size_t gpu_exec_prefill_bytes(const gpu_exec *g) { (void)g; return 0; }

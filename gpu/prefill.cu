@@ -381,7 +381,7 @@ static int attention(gpu_exec *g, float *kc, float *vc, int n, int pos0, char *e
 }
 
 /* One chunk: n tokens (embeddings already in p->x) at positions pos0.. */
-static int run_chunk(gpu_exec *g, int n, int pos0, int with_logits, pf_prof *pr, char *err, size_t errlen) {
+static int run_chunk(gpu_exec *g, int seq, int n, int pos0, int with_logits, pf_prof *pr, char *err, size_t errlen) {
     gpu_prefill *p = g->pf;
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
@@ -391,7 +391,7 @@ static int run_chunk(gpu_exec *g, int n, int pos0, int with_logits, pf_prof *pr,
     qmark(pr, s, Q_NORM);
     for (int il = 0; il < c->n_layer; il++) {
         const dlayer *l = &g->L[il];
-        size_t kvoff = (size_t)il * g->n_ctx * c->kv_dim;
+        size_t kvoff = ((size_t)seq * c->n_layer + il) * g->n_ctx * c->kv_dim;   /* sequence seq's cache (serve's slots) */
         const float *next_norm = il + 1 < c->n_layer ? g->L[il + 1].attn_norm : with_logits ? g->out_norm : NULL;
         /* q|k|v: one F16 matrix of QKV rows, one GEMM */
         __half *w = (__half *)p->wbuf;
@@ -461,7 +461,14 @@ static void embed_rows(const hm_tensor *te, const int32_t *tok, int n, float *ou
 }
 
 extern "C" int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen) {
+    return gpu_exec_prefill_seq(g, 0, tokens, n, pos0, logits_last, err, errlen);
+}
+
+extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens, int n, int pos0, float *logits_last, char *err,
+                                    size_t errlen) {
     const hm_config *c = &g->m->cfg;
+    if (seq < 0 || seq >= g->n_seq) return fail(err, errlen, "gpu prefill: sequence %d outside [0, %d)", seq, g->n_seq);
+    PCK(cudaSetDevice(g->dev));
     if (g->l0 || !g->head) return fail(err, errlen, "gpu prefill: a pipeline stage (layers %d..%d) runs token by token", g->l0, g->l1 - 1);
     if (n <= 0) return fail(err, errlen, "gpu prefill: %d tokens (at least 1 expected)", n);
     if (pos0 < 0 || (int64_t)pos0 + n > g->n_ctx)
@@ -487,7 +494,7 @@ extern "C" int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int p
         embed_rows(&g->m->tok_embd, tokens + c0, cn, p->h_emb);
         PCK(cudaMemcpyAsync(p->x, p->h_emb, sizeof(float) * cn * c->n_embd, cudaMemcpyHostToDevice, g->s));
         qmark(&pr, g->s, Q_EMBED);
-        if (run_chunk(g, cn, pos0 + c0, logits_last && c0 + cn == n, &pr, err, errlen)) {
+        if (run_chunk(g, seq, cn, pos0 + c0, logits_last && c0 + cn == n, &pr, err, errlen)) {
             cudaStreamSynchronize(g->s);
             return -1;
         }

@@ -75,7 +75,6 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--queue")) rc = parse_long(a, v, 0, 1 << 16, &o->queue);
         else if (!strcmp(a, "--body-limit")) rc = parse_long(a, v, 1024, 1L << 34, &o->body_limit);
         else if (!strcmp(a, "--keepalive")) rc = parse_long(a, v, 1, 3600, &o->keepalive);
-        else if (!strcmp(a, "--prefill-chunk")) rc = parse_long(a, v, 1, 1 << 16, &o->prefill_chunk);
         else if (!strcmp(a, "--timeout")) { long t; rc = parse_long(a, v, 0, 1 << 24, &t); o->timeout = (double)t; }
         else if (!strcmp(a, "--alias")) o->alias = v;
         else if (!strcmp(a, "--replay")) o->replay = v;
@@ -108,6 +107,7 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
             i++;
         }
     }
+    if (o->ro.prefill_chunk > 0) o->prefill_chunk = o->ro.prefill_chunk;   /* --prefill-chunk: the engine's chunk and the GPU's */
     return 0;
 }
 

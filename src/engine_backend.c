@@ -67,6 +67,13 @@ static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, cons
     gpu_backend *b = ctx;
     char err[1024];
     for (int i = 0; i < n; i++) {
+        /* a slot's prompt chunk (consecutive positions, logits only at its end): one batched prefill */
+        int j = i;
+        while (j + 1 < n && slot[j + 1] == slot[i] && pos[j + 1] == pos[j] + 1 && !logits[j]) j++;
+        if (j > i && !b->g2 && !gpu_exec_prefill_seq(b->g, slot[i], tok + i, j - i + 1, pos[i], logits[j], err, sizeof err)) {
+            i = j;
+            continue;
+        }   /* else (one token, a pipeline, or a prefill that could not run): token by token */
         if (b->g2 ? !gpu_exec_forward_stage(b->g, slot[i], tok[i], NULL, pos[i], NULL, b->x, err, sizeof err) &&
                         !gpu_exec_forward_stage(b->g2, slot[i], tok[i], b->x, pos[i], logits[i], NULL, err, sizeof err)
                   : !gpu_exec_forward_seq(b->g, slot[i], tok[i], pos[i], logits[i], err, sizeof err))

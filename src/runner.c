@@ -67,7 +67,7 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
         return 1;
     }
     if (!strcmp(flag, "--prefill-chunk")) {
-        if (parse_num(flag, val, 1, 1 << 20, &x, e)) return -1;
+        if (parse_num(flag, val, 1, 1 << 16, &x, e)) return -1;
         if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
         o->prefill_chunk = (int)x;
         char buf[32];   /* the GPU prefill reads its chunk from the environment (also bench_decode --chunk) */
