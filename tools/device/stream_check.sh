@@ -13,6 +13,8 @@ t0=$(date +%s)
 cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 cmake --build build-dev -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
+df -h /tmp | tail -1
+(cd build-dev && ctest --output-on-failure -j8 -E test_server >"$OUT/ctest.log" 2>&1); grep -E "tests passed|\*\*\*Failed" "$OUT/ctest.log"
 M=${HOTMOE_MODELS:-/tmp/hotmoe-models}; mkdir -p "$M"
 G=./build-dev/hotmoe-gen; H=./build-dev/hotmoe; B=./build-dev/bench_decode
 for mix in q4_k_m q8_0; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $mix --seed 1 -o "$M/tiny-$mix.gguf" >/dev/null 2>&1; done
