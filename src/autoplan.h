@@ -4,6 +4,7 @@
 #ifndef HM_AUTOPLAN_H
 #define HM_AUTOPLAN_H
 #include "model.h"
+#include "routing.h"
 #include "runner.h"
 #include "util.h"
 
@@ -13,6 +14,8 @@ typedef struct {
     int swap_max;          /* cpu: misses copied per layer and step beside the CPU's (mixed) */
     int mixed;             /* 1: the plan mixes PCIe copies that serve the step with the CPU's experts */
     double decode_tok_s;   /* the planner's prediction */
+    float lfu_decay;       /* with a trace: the LFU decay whose simulated hit rate is best (0: none chosen) */
+    double hit_default, hit_best;   /* simulated hit rates at 0.995 and at lfu_decay */
     char why[256];         /* one line: what the planner chose and its bottleneck */
 } autoplan;
 
@@ -20,6 +23,11 @@ typedef struct {
  * trace (NULL: uniform). Rates come from `hotmoe calibrate`'s file when present. Returns 0, or -1
  * with e (a budget too small names the minimum). */
 int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing, int ctx, autoplan *out, hm_error *e);
+
+/* The LFU decay (of 0.995, 0.98, 0.95, 0.9, 0.8) whose hit rate is best when trace r runs through
+ * placement/policy.c's LFU (what the cache kernel does) with n_static + n_slots per layer; the hit
+ * rates at 0.995 and at the pick. 0 when no simulation could run. */
+float autoplan_lfu_decay(const routing *r, int n_static, int n_slots, double *hit_default, double *hit_best);
 
 /* Resolves o->cold == RUNNER_COLD_AUTO for a run of model m on device with n_ctx positions: no GPU
  * budget (or a CPU target) -> everything resident (GPU_COLD_NONE); else the planner's choice, with

@@ -545,6 +545,26 @@ int cmd_plan(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- --cold auto */
 
+float autoplan_lfu_decay(const routing *r, int n_static, int n_slots, double *hit_default, double *hit_best) {
+    static const float decays[] = { 0.995f, 0.98f, 0.95f, 0.9f, 0.8f };
+    double best = -1;
+    float pick = 0;
+    *hit_default = *hit_best = 0;
+    for (size_t i = 0; i < sizeof decays / sizeof decays[0]; i++) {
+        policy_params pp = policy_defaults(POLICY_LFU);
+        pp.lfu_decay = decays[i];
+        sim_config sc = { .n_slots = n_slots, .n_static = n_static };
+        sim_result res;
+        if (sim_run(r, &pp, &sc, &res)) continue;
+        const double h = sim_hit_rate(&res);
+        sim_result_free(&res);
+        if (i == 0) *hit_default = h;
+        if (h > best + 1e-4) { best = h; pick = decays[i]; }   /* a faster decay must win by more than noise */
+    }
+    *hit_best = best > 0 ? best : 0;
+    return pick;
+}
+
 int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_path, int ctx, autoplan *out, hm_error *e) {
     memset(out, 0, sizeof *out);
     plan_inputs in;
@@ -577,6 +597,8 @@ int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_p
     for (int l = 0; l < p.n_layer && !pl; l++) if (p.layer[l].is_moe) pl = &p.layer[l];
     out->cold = pl && pl->n_cpu > 0 ? GPU_COLD_CPU : GPU_COLD_STREAM;
     out->n_static = pl ? pl->n_static : 0;
+    if (routing_path && pl && pl->n_slots > 0)
+        out->lfu_decay = autoplan_lfu_decay(&r, pl->n_static, pl->n_slots, &out->hit_default, &out->hit_best);
     out->decode_tok_s = p.decode_tok_s;
     if (pl && pl->n_cpu > 0 && pl->n_stream > 0) {   /* PCIe and the CPU at once: copies that serve the step */
         const plan_layer_in *li = &layers[pl - p.layer];
@@ -586,9 +608,12 @@ int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_p
         out->mixed = 1;
     } else
         out->swap_max = -1;
-    snprintf(out->why, sizeof out->why, "--cold auto: the planner chose --cold %s%s, %d static experts per layer; predicted %.1f tok/s (%s-bound)",
-             out->cold == GPU_COLD_CPU ? "cpu" : "stream", out->mixed ? " with PCIe copies beside the CPU" : "",
-             out->n_static, p.decode_tok_s, cost_link_name(p.decode_limit));
+    int w = snprintf(out->why, sizeof out->why, "--cold auto: the planner chose --cold %s%s, %d static experts per layer; predicted %.1f tok/s (%s-bound)",
+                     out->cold == GPU_COLD_CPU ? "cpu" : "stream", out->mixed ? " with PCIe copies beside the CPU" : "",
+                     out->n_static, p.decode_tok_s, cost_link_name(p.decode_limit));
+    if (out->lfu_decay > 0 && w > 0 && (size_t)w < sizeof out->why)
+        snprintf(out->why + w, sizeof out->why - w, "; LFU decay %.3g (simulated hit rate %.3f on the trace, %.3f at 0.995)",
+                 out->lfu_decay, out->hit_best, out->hit_default);
     rc = 0;
 out:
     plan_free(&p);
@@ -611,6 +636,7 @@ int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int
     o->cold = a.cold;
     if (o->n_static < 0 && o->n_slots < 0) o->n_static = a.n_static;
     if (a.cold == GPU_COLD_CPU && o->swap_max < 0) o->swap_max = a.swap_max;
+    if (o->decay <= 0 && a.lfu_decay > 0) o->decay = a.lfu_decay;
     if (!quiet) fprintf(stderr, "hotmoe: %s\n", a.why);
     return 0;
 }

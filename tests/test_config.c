@@ -2,7 +2,11 @@
  * wins, unknown keys and malformed JSON are errors naming what is wrong, every file in configs/
  * loads, configs/README.md names every key, and `plan --config` end to end on a fixture. */
 #define _GNU_SOURCE
+#include "autoplan.h"
 #include "config.h"
+#include "exec.h"
+#include "loader.h"
+#include "trace.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +150,59 @@ static void test_plan_config(void) {
     unlink(cfg);
 }
 
+/* --cold auto's planner on a fixture: a budget plans a cold path and a static count; with a trace
+ * of topic drift the simulated LFU decay is faster than 0.995 with a better hit rate; a budget
+ * below the dense part is an error naming the minimum. */
+static void test_autoplan(void) {
+    char dir[4096], tr[4200];
+    snprintf(dir, sizeof dir, "%s/fixtures/glm4moe", HM_TESTS_DIR);
+    hm_model m; hm_error e;
+    if (model_load(&m, dir, &e)) { CHECK(0, "autoplan: %s", e.msg); return; }
+    const hm_config *c = &m.cfg;
+    int n_moe = 0;
+    for (int l = 0; l < c->n_layer; l++) n_moe += m.layers[l].is_moe;
+    routing r = { 0 };
+    const int T = 2000, E = c->n_expert, k = c->n_expert_used;
+    routing_init(&r, n_moe, E, k, T);
+    /* topic drift: every 250 tokens the routing moves to the other half of the experts (4 of 8 at
+     * random per token): a slowly decaying LFU keeps the old topic's experts for long */
+    uint64_t x = 12345;
+    for (int l = 0; l < n_moe; l++)
+        for (int t = 0; t < T; t++) {
+            const int base = (t / 250) % 2 ? E / 2 : 0;
+            uint16_t *row = r.ids + ((size_t)t * n_moe + l) * k;
+            for (int j = 0; j < k; j++) {
+                int cand, dup;
+                do {
+                    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                    cand = base + (int)(x % (uint64_t)(E / 2)); dup = 0;
+                    for (int q = 0; q < j; q++) dup |= row[q] == cand;
+                } while (dup);
+                row[j] = (uint16_t)cand;
+            }
+        }
+    snprintf(tr, sizeof tr, "%s/test_autoplan.hmrt", HM_BUILD_DIR);
+    int rc = trace_save(tr, &r, &e);
+    routing_free(&r);
+    if (rc) { CHECK(0, "autoplan: %s", e.msg); model_free(&m); return; }
+    autoplan a;
+    rc = autoplan_choose(&m, 1.0, tr, 256, &a, &e);
+    CHECK(rc == 0 && (a.cold == GPU_COLD_STREAM || a.cold == GPU_COLD_CPU) && a.n_static >= 0 && a.n_static <= E,
+          "autoplan: a generous budget plans (cold %d, %d static): %s", a.cold, a.n_static, rc ? e.msg : a.why);
+    /* the decay choice itself, at 8 slots of 16: the drifting trace wants a faster decay */
+    routing rt = { 0 };
+    trace_info info;
+    double h0 = 0, h1 = 0;
+    float d = trace_load(tr, &rt, &info, &e) ? -1 : autoplan_lfu_decay(&rt, 0, 8, &h0, &h1);
+    CHECK(d > 0 && d < 0.995f && h1 > h0 + 0.05, "LFU decay for a drifting trace: %.3g (simulated hit rate %.3f, %.3f at 0.995)", d, h1, h0);
+    routing_free(&rt);
+    rc = autoplan_choose(&m, 1e-6, tr, 256, &a, &e);
+    CHECK(rc == -1 && strstr(e.msg, "at least"), "autoplan: a budget below the dense part names the minimum: %s", e.msg);
+    model_free(&m);
+}
+
 int main(void) {
+    test_autoplan();
     test_keys();
     test_errors();
     test_files();
