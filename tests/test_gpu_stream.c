@@ -228,6 +228,71 @@ static void on_route(void *ud, int layer, int pos, const int *idx, const float *
     memcpy(cpu_ids + layer * k, idx, sizeof(int) * k);
 }
 
+/* The cache kernel's decisions against a host replay of its rule (gpu/cache.cu): the GPU records
+ * each step's choices (route_io), the host runs them through the same LFU (float scores decayed
+ * by 0.995 with fmaf, +1 per choice; a miss takes the lowest-scoring slot not used by the token,
+ * an empty one first, ties to the lowest slot; static experts and the warm slots from the counts'
+ * order) and must count the same hits and copies. The end-to-end tests above cannot see a wrong
+ * victim: the logits stay exact, only the hit rate suffers. */
+static void lfu_reference_tests(const char *label, const hm_model *m) {
+    const hm_config *c = &m->cfg;
+    const int E = c->n_expert, k = c->n_expert_used, L = c->n_layer, n = 40, S = 1, C = k + 1, R = S + C;
+    if (R >= E || L * k > 64 * 64) return;
+    int64_t *counts = calloc((size_t)L * E, sizeof *counts);
+    for (int l = 0; l < L; l++) for (int x = 0; x < E; x++) counts[(size_t)l * E + x] = x;   /* order: E-1, E-2, ... */
+    gpu_exec_opts o = mk(0, GPU_COLD_STREAM, S, C, counts, 1);
+    char err[1024], what[512];
+    gpu_exec *g = gpu_exec_create_opts(m, 0, n, &o, err, sizeof err);
+    int *rec = malloc(sizeof(int) * (size_t)n * L * k);
+    float *lg = malloc(sizeof(float) * c->n_vocab);
+    uint64_t st[4] = { 0, 0, 0, 0 };
+    int rc = !g;
+    for (int i = 0; i < n && !rc; i++) {
+        rc = gpu_exec_forward(g, (int32_t)((i * 977 + 5) % c->n_vocab), i, lg, err, sizeof err);
+        if (!rc) memcpy(rec + (size_t)i * L * k, gpu_exec_route_ids(g), sizeof(int) * L * k);
+    }
+    if (!rc) rc = gpu_exec_cache_stats(g, st, 0, err, sizeof err);
+    gpu_exec_free(g);
+    uint64_t hits = 0, copied = 0;
+    float *score = malloc(sizeof(float) * E);
+    int *slot_of = malloc(sizeof(int) * E), *owner = malloc(sizeof(int) * R);
+    for (int l = 0; l < L && !rc; l++) {
+        if (!m->layers[l].is_moe) continue;
+        for (int e = 0; e < E; e++) { score[e] = 0; slot_of[e] = -1; }
+        for (int r = 0; r < R; r++) { owner[r] = E - 1 - r; slot_of[E - 1 - r] = r; }
+        for (int i = 0; i < n; i++) {
+            const int *ids = rec + ((size_t)i * L + l) * k;
+            for (int e = 0; e < E; e++) {
+                float add = 0;
+                for (int j = 0; j < k; j++) add = ids[j] == e ? 1.f : add;
+                score[e] = fmaf(score[e], 0.995f, add);
+            }
+            for (int j = 0; j < k; j++) {
+                const int e = ids[j];
+                if (slot_of[e] >= 0) { hits++; continue; }
+                int v = -1; float best = INFINITY;
+                for (int r = S; r < R; r++) {
+                    const int ow = owner[r];
+                    int cur = 0;
+                    for (int q = 0; q < k; q++) cur |= ow >= 0 && ids[q] == ow;
+                    if (cur) continue;
+                    const float key = ow < 0 ? -INFINITY : score[ow];
+                    if (v < 0 || key < best) { best = key; v = r; }
+                }
+                if (v < 0) continue;
+                if (owner[v] >= 0) slot_of[owner[v]] = -1;
+                owner[v] = e; slot_of[e] = v;
+                copied++;
+            }
+        }
+    }
+    snprintf(what, sizeof what, "cache decisions vs a host replay of the kernel's LFU rule (1 static + k+1 slots, %d steps): "
+             "hits %llu / %llu, copied %llu / %llu", n, (unsigned long long)st[0], (unsigned long long)hits,
+             (unsigned long long)st[1], (unsigned long long)copied);
+    check(!rc && st[0] == hits && st[1] == copied, "%s", label, rc ? err : what);
+    free(counts); free(rec); free(lg); free(score); free(slot_of); free(owner);
+}
+
 static void route_tests(const char *label, const hm_model *m) {
     const hm_config *c = &m->cfg;
     const int V = c->n_vocab, E = c->n_expert, k = c->n_expert_used, L = c->n_layer, n = 24;
@@ -340,6 +405,7 @@ int main(int argc, char **argv) {
         model_tests(fixtures[f], &m, 0, 0);
         model_tests(fixtures[f], &m, 0, 1);
         route_tests(fixtures[f], &m);
+        lfu_reference_tests(fixtures[f], &m);
         pipeline_tests(fixtures[f], &m);
         model_free(&m);
     }
@@ -350,7 +416,7 @@ int main(int argc, char **argv) {
         if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         model_tests(argv[i], &m, quick, 0);
         model_tests(argv[i], &m, 1, 1);
-        if (!quick) { route_tests(argv[i], &m); pipeline_tests(argv[i], &m); }
+        if (!quick) { route_tests(argv[i], &m); lfu_reference_tests(argv[i], &m); pipeline_tests(argv[i], &m); }
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);
