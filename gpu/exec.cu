@@ -425,7 +425,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             /* the prefill workspace of a chunk is reserved in the budget, so prompts run batched */
             g->pf_cap = budget ? (o->prefill_chunk > 0 ? o->prefill_chunk : 1024) : 0;
             const size_t pfw = g->pf_cap ? gpu_exec_prefill_workspace(m, g->pf_cap) : 0;
-            const size_t fixed = need - experts + meta + pfw + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
+            const size_t stg = o->staging > 0 ? 2 * (size_t)o->staging * max_stride + 6 * (size_t)(E + 1) * sizeof(void *) : 0;
+            const size_t fixed = need - experts + meta + pfw + stg + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
                                  (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0) +
                                  (o->cold == GPU_COLD_CPU ? max_stride + sizeof(float) * (c->n_embd + 1) + sizeof(int) : 0);
             if (fixed > limit) {
@@ -606,6 +607,19 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             CK(cudaMemset(g->d_rec, 0xFF, sizeof(int) * nk));
         }
     }
+    if (g->n_streamed && o->staging > 0) {   /* prefill staging: two buffers, tables, a copy stream */
+        g->cat = VRAM_WORKSPACE;
+        g->stage_n = o->staging < c->n_expert ? o->staging : c->n_expert;
+        for (int b = 0; b < 2; b++) {
+            if (!(g->stage[b] = (uint8_t *)dalloc(g, (size_t)g->stage_n * g->rec_bytes, err, errlen)) ||
+                !(g->stage_tab[b] = (const void **)dalloc(g, 3 * sizeof(void *) * (size_t)(c->n_expert + 1), err, errlen)))
+                goto bad;
+            CK(cudaMallocHost((void **)&g->stage_htab[b], 3 * sizeof(void *) * (size_t)(c->n_expert + 1)));
+            CK(cudaEventCreateWithFlags(&g->stage_done[b], cudaEventDisableTiming));
+            CK(cudaEventCreateWithFlags(&g->stage_free[b], cudaEventDisableTiming));
+        }
+        CK(cudaStreamCreateWithFlags(&g->stage_s, cudaStreamNonBlocking));
+    }
     if (g->jobs) {   /* --cold cpu: each streamed layer's cache hands its misses to its job */
         hjob *dj = NULL;
         CK(cudaHostGetDevicePointer((void **)&dj, g->jobs, 0));
@@ -770,6 +784,12 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->ev_fork) cudaEventDestroy(g->ev_fork);
     if (g->ev_join) cudaEventDestroy(g->ev_join);
     if (g->side_fork) cudaEventDestroy(g->side_fork);
+    for (int b = 0; b < 2; b++) {
+        if (g->stage_htab[b]) cudaFreeHost(g->stage_htab[b]);
+        if (g->stage_done[b]) cudaEventDestroy(g->stage_done[b]);
+        if (g->stage_free[b]) cudaEventDestroy(g->stage_free[b]);
+    }
+    if (g->stage_s) cudaStreamDestroy(g->stage_s);
     if (g->side_join) cudaEventDestroy(g->side_join);
     free(g->allocs); free(g->L); free(g);
 }

@@ -107,6 +107,13 @@ struct gpu_exec {
     int *jobs_layer;                       /* (n_jobs) model layer of each job */
     void *zero_rec;                        /* an all-zero expert record: adds exactly 0 */
     int async_copies;                      /* the decode graph forks swap-in copies onto side */
+    /* prefill staging (--staging N): two buffers of N expert records; while layer l computes, the
+     * next streamed layer's cold experts are copied into the other one (prefill.cu) */
+    uint8_t *stage[2]; int stage_n;
+    const void **stage_tab[2];             /* device: gate | up | down tables, (n_expert + 1) each */
+    const void **stage_htab[2];            /* pinned host mirrors */
+    cudaStream_t stage_s;
+    cudaEvent_t stage_done[2], stage_free[2];
     int swap_async;                        /* the caches' async flag (--swap-async) */
     /* --swap-interval N > 0: the histogram exchange (hybrid.cu), every N tokens at a token boundary */
     int xch_interval, xch_max, xch_per_layer;

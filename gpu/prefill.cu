@@ -266,7 +266,44 @@ static int ffn_single(gpu_exec *g, const dexperts *x, int ff, int n, char *err, 
 
 /* Routed experts of layer l for n rows of xh: leaves the expert outputs in ye (rowidx maps
  * (token, slot) to its row) and the routing weights in wts. */
-static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, char *err, size_t errlen) {
+/* --staging: the residency of the streamed layers, read once per call (prefill does not change it) */
+struct pf_stage {
+    std::vector<std::vector<int>> slot_of, hidx;   /* per layer, empty when not streamed */
+    std::vector<int> moe;                          /* the streamed layers in order */
+};
+
+/* Stages layer il's cold experts (up to g->stage_n of them) into buffer b on the copy stream, after
+ * the layer that last used b has dequantized its experts, and fills b's tables: resident experts
+ * point at their slots, staged ones at the buffer, the rest at their pinned records (read in
+ * place). */
+static int stage_layer(gpu_exec *g, const pf_stage *st, int il, int b, char *err, size_t errlen) {
+    const dcache *ca = g->L[il].cache;
+    const int E = g->m->cfg.n_expert, nt = E + 1;
+    PCK(cudaEventSynchronize(g->stage_done[b]));   /* b's pinned tables are free to rewrite */
+    PCK(cudaStreamWaitEvent(g->stage_s, g->stage_free[b], 0));
+    const void **h = g->stage_htab[b];
+    const size_t off[3] = { 0, ca->off_up, ca->off_down };
+    int rank = 0;
+    for (int e = 0; e < E; e++) {
+        const int so = st->slot_of[il][e], hi = st->hidx[il][e];
+        const uint8_t *base;
+        if (so >= 0) base = ca->dev + (size_t)so * ca->stride;
+        else if (rank < g->stage_n) {
+            uint8_t *dst = g->stage[b] + (size_t)rank++ * ca->stride;
+            PCK(cudaMemcpyAsync(dst, ca->host_h + (size_t)hi * ca->stride, ca->stride, cudaMemcpyHostToDevice, g->stage_s));
+            base = dst;
+        } else
+            base = ca->host + (size_t)hi * ca->stride;
+        for (int i = 0; i < 3; i++) h[(size_t)i * nt + e] = base + off[i];
+    }
+    for (int i = 0; i < 3; i++) h[(size_t)i * nt + E] = h[(size_t)i * nt];
+    PCK(cudaMemcpyAsync(g->stage_tab[b], h, 3 * sizeof(void *) * (size_t)nt, cudaMemcpyHostToDevice, g->stage_s));
+    PCK(cudaEventRecord(g->stage_done[b], g->stage_s));
+    return 0;
+}
+
+static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, const void *const *const *tabs, char *err,
+                      size_t errlen) {
     gpu_prefill *p = g->pf;
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
@@ -297,6 +334,8 @@ static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, char *er
     for (int e = 0; e < E; e++) if (cnt[e]) used.push_back(e);
     if ((int)used.size() != nu || off[E] != na) return fail(err, errlen, "gpu prefill: expert grouping is inconsistent (%d used, %d rows of %d)", nu, off[E], na);
     const dexperts *x = &l->exps;
+    /* tabs: the staged tables of this layer (gate, up, down), else the cache's own */
+    const void *const *tg = tabs ? tabs[0] : x->gate, *const *tu = tabs ? tabs[1] : x->up, *const *td = tabs ? tabs[2] : x->down;
     size_t per_gu = (size_t)2 * F * D, per_d = (size_t)D * F;
     __half *wgu = (__half *)p->wbuf, *wd = wgu + (size_t)p->grp * per_gu;
     /* grouped GEMM (default): row tiles of <= 128 rows of every used expert, all groups, one upload */
@@ -319,9 +358,9 @@ static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, char *er
     }
     for (int g0 = 0, gi = 0; g0 < nu; g0 += p->grp, gi++) {
         int gn = nu - g0 < p->grp ? nu - g0 : p->grp;
-        if (deq_tab(x->type_gu, x->gate, p->used + g0, gn, (int64_t)F * D, wgu, per_gu, s, err, errlen) ||
-            deq_tab(x->type_gu, x->up, p->used + g0, gn, (int64_t)F * D, wgu + (size_t)F * D, per_gu, s, err, errlen) ||
-            deq_tab(x->type_down, x->down, p->used + g0, gn, (int64_t)F * D, wd, per_d, s, err, errlen))
+        if (deq_tab(x->type_gu, tg, p->used + g0, gn, (int64_t)F * D, wgu, per_gu, s, err, errlen) ||
+            deq_tab(x->type_gu, tu, p->used + g0, gn, (int64_t)F * D, wgu + (size_t)F * D, per_gu, s, err, errlen) ||
+            deq_tab(x->type_down, td, p->used + g0, gn, (int64_t)F * D, wd, per_d, s, err, errlen))
             return -1;
         qmark(pr, s, Q_EXP_DEQ);
         if (grouped) {
@@ -381,11 +420,19 @@ static int attention(gpu_exec *g, float *kc, float *vc, int n, int pos0, char *e
 }
 
 /* One chunk: n tokens (embeddings already in p->x) at positions pos0.. */
-static int run_chunk(gpu_exec *g, int seq, int n, int pos0, int with_logits, pf_prof *pr, char *err, size_t errlen) {
+static int run_chunk(gpu_exec *g, int seq, int n, int pos0, int with_logits, pf_prof *pr, const pf_stage *st, char *err,
+                     size_t errlen) {
     gpu_prefill *p = g->pf;
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
     int D = c->n_embd, QKV = c->q_dim + 2 * c->kv_dim;
+    /* staging: only for chunks that use (nearly) every expert; the first two streamed layers'
+     * copies start now, and each later one's as soon as the layer two before it has read its
+     * buffer, so copying layer l+1's experts overlaps layer l's work */
+    const int staged = st && !st->moe.empty() && n >= 256;
+    int si = 0;   /* index in st->moe of the next streamed layer */
+    for (int i = 0; staged && i < 2 && i < (int)st->moe.size(); i++)
+        if (stage_layer(g, st, st->moe[i], i, err, errlen)) return -1;
     pf_rmsnorm(p->x, g->L[0].attn_norm, p->xn, p->xh, n, D, c->rms_eps, s);
     PLAUNCH();
     qmark(pr, s, Q_NORM);
@@ -425,7 +472,21 @@ static int run_chunk(gpu_exec *g, int seq, int n, int pos0, int with_logits, pf_
             qmark(pr, s, Q_DENSE);
             continue;
         }
-        if (moe_routed(g, l, n, pr, err, errlen)) return -1;
+        const void *const *tabs3[3];
+        const void *const *const *tabs = NULL;
+        if (staged && l->cache) {   /* this layer's staged copies are in */
+            const int b = si & 1;
+            PCK(cudaStreamWaitEvent(s, g->stage_done[b], 0));
+            for (int i = 0; i < 3; i++) tabs3[i] = g->stage_tab[b] + (size_t)i * (c->n_expert + 1);
+            tabs = tabs3;
+        }
+        if (moe_routed(g, l, n, pr, tabs, err, errlen)) return -1;
+        if (tabs) {   /* its buffer has been read: the streamed layer after the next one goes there */
+            const int b = si & 1;
+            PCK(cudaEventRecord(g->stage_free[b], s));
+            if (si + 2 < (int)st->moe.size() && stage_layer(g, st, st->moe[si + 2], b, err, errlen)) return -1;
+            si++;
+        }
         pf_resid_norm(p->x, p->ye, p->wts, p->rowidx, c->n_expert_used, shared, next_norm, p->xn, p->xh, n, D, c->rms_eps, s);
         PLAUNCH();
         qmark(pr, s, Q_COMBINE);
@@ -487,6 +548,18 @@ extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens,
     if (p->chunk < chunk) chunk = p->chunk; /* smaller when VRAM was short */
     static pf_prof pr;
     if (!pr.on) { const char *e = getenv("HOTMOE_PREFILL_PROFILE"); pr.on = e && *e == '1'; }
+    pf_stage st;   /* --staging: the streamed layers' residency for this call */
+    if (g->stage_n) {
+        st.slot_of.resize(c->n_layer); st.hidx.resize(c->n_layer);
+        for (int il = 0; il < c->n_layer; il++) {
+            const dcache *ca = g->L[il].cache;
+            if (!ca) continue;
+            st.slot_of[il].resize(c->n_expert); st.hidx[il].resize(c->n_expert);
+            PCK(cudaMemcpy(st.slot_of[il].data(), ca->slot_of, sizeof(int) * c->n_expert, cudaMemcpyDeviceToHost));
+            PCK(cudaMemcpy(st.hidx[il].data(), ca->hidx, sizeof(int) * c->n_expert, cudaMemcpyDeviceToHost));
+            st.moe.push_back(il);
+        }
+    }
     if (pr.on) { memset(pr.ms, 0, sizeof pr.ms); pr.n = 0; qmark(&pr, g->s, -1); }
     for (int c0 = 0; c0 < n; c0 += chunk) {
         int cn = n - c0 < chunk ? n - c0 : chunk;
@@ -494,7 +567,7 @@ extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens,
         embed_rows(&g->m->tok_embd, tokens + c0, cn, p->h_emb);
         PCK(cudaMemcpyAsync(p->x, p->h_emb, sizeof(float) * cn * c->n_embd, cudaMemcpyHostToDevice, g->s));
         qmark(&pr, g->s, Q_EMBED);
-        if (run_chunk(g, seq, cn, pos0 + c0, logits_last && c0 + cn == n, &pr, err, errlen)) {
+        if (run_chunk(g, seq, cn, pos0 + c0, logits_last && c0 + cn == n, &pr, g->stage_n ? &st : NULL, err, errlen)) {
             cudaStreamSynchronize(g->s);
             return -1;
         }

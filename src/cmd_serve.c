@@ -93,7 +93,7 @@ static int parse_args(serve_opts *o, int argc, char **argv) {
             fprintf(stderr, "hotmoe serve: --replay-routing is for benchmarks only (it replaces the model's routing) and is refused by serve\n");
             return -1;
         } else if (!strcmp(a, "--gpus") || !strcmp(a, "--gpu-split") || !strcmp(a, "--cpu-experts") ||
-                   !strcmp(a, "--staging") || !strcmp(a, "--workspace-mib") || !strcmp(a, "--calibration") ||
+                   !strcmp(a, "--workspace-mib") || !strcmp(a, "--calibration") ||
                    !strcmp(a, "--pcie-gbs") || !strcmp(a, "--dram-gbs") || !strcmp(a, "--hbm-gbs") ||
                    !strcmp(a, "--record-routing") || !strncmp(a, "--swap-", 7) || !strcmp(a, "--no-swap")) {
             fprintf(stderr, "hotmoe serve: %s: not supported by serve yet (it belongs to the expert offload paths)\n", a);

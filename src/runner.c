@@ -31,7 +31,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     go->counts = o->counts; go->decay = o->decay; go->route_io = o->route_io;
     go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
-    go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk;
+    go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk; go->staging = o->staging;
     /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
     go->cold = o->cold == RUNNER_COLD_AUTO ? (o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE) : o->cold;
 }
@@ -64,6 +64,12 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
             o->gpu_mem_gib = v[0]; o->gpu_mem2_gib = n == 2 ? v[1] : 0;
             if (n == 2 && o->n_gpus < 2) { o->n_gpus = 2; o->gpus[0] = 0; o->gpus[1] = 1; }
         }
+        return 1;
+    }
+    if (!strcmp(flag, "--staging")) {
+        if (parse_num(flag, val, 0, 65535, &x, e)) return -1;
+        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
+        o->staging = (int)x;
         return 1;
     }
     if (!strcmp(flag, "--prefill-chunk")) {

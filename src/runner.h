@@ -38,6 +38,7 @@ typedef struct {
     int swap_interval;       /* --swap-interval N: the histogram exchange every N tokens (0: LFU swap-ins per step) */
     double swap_floor, swap_hyst;   /* --swap-floor 4, --swap-hyst 2.0 */
     int swap_per_layer;      /* --swap-scope layer (1) | global (0) */
+    int staging;             /* --staging N: prefill stages up to N cold experts per layer ahead (two buffers) */
     int prefill_chunk;       /* --prefill-chunk N: prompt tokens per batched prefill chunk (GPU); 0: the default */
     int n_gpus, gpus[2];     /* --gpus 0[,1]: one device, or a two-stage layer pipeline */
     double gpu_mem2_gib;     /* --gpu-mem A,B: the second GPU's budget */

@@ -340,6 +340,47 @@ out:
     free(a); free(b); free(bs); free(forced); cpu_state_free(&cs); gpu_exec_free(g); gpu_exec_free(gs);
 }
 
+/* Batched prefill through the cache: experts resident, read in place from pinned RAM, or staged
+ * into the prefill buffers (--staging) are the same bytes, so the logits of the prompt's last token
+ * and of the decode steps after it equal the all-resident executor's bit for bit. 300 tokens: the
+ * staging path takes chunks of 256 and more. */
+static void prefill_tests(const char *label, const hm_model *m) {
+    const hm_config *c = &m->cfg;
+    const int V = c->n_vocab, E = c->n_expert, n = 300, extra = 4;
+    int32_t *tok = malloc(sizeof(int32_t) * n);
+    for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 7919 + 13) % V);
+    float *ref = malloc(sizeof(float) * V * (extra + 1)), *got = malloc(sizeof(float) * V * (extra + 1));
+    char err[1024], what[1600];
+    struct { int cold, S, C, staging; const char *name; } cfg[] = {
+        { GPU_COLD_NONE, -1, -1, 0, "resident" },
+        { GPU_COLD_STREAM, 0, 1, 0, "--cold stream, cold experts read in place" },
+        { GPU_COLD_STREAM, 0, 1, E, "--cold stream --staging E (every cold expert staged)" },
+        { GPU_COLD_STREAM, 1, 1, 2, "--cold stream --staging 2 (some staged, the rest in place)" },
+        { GPU_COLD_CPU, 1, 1, E, "--cold cpu --staging E" },
+    };
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        gpu_exec_opts o = mk(0, cfg[ci].cold, cfg[ci].S, cfg[ci].C, NULL, 0);
+        o.staging = cfg[ci].staging; o.cpu_threads = 2;
+        float *out = ci ? got : ref;
+        gpu_exec *g = gpu_exec_create_opts(m, 0, n + extra + 1, &o, err, sizeof err);
+        int rc = !g || gpu_exec_prefill(g, tok, n, 0, out, err, sizeof err);
+        for (int i = 0; i < extra && !rc; i++) {
+            int b = 0;
+            const float *l = out + (size_t)i * V;
+            for (int v = 1; v < V; v++) if (l[v] > l[b]) b = v;
+            rc = gpu_exec_forward(g, b, n + i, out + (size_t)(i + 1) * V, err, sizeof err);
+        }
+        gpu_exec_free(g);
+        if (!ci) { if (rc) { check(0, "prefill (resident): %s", label, err); break; } continue; }
+        size_t bad = 0;
+        for (size_t j = 0; !rc && j < (size_t)V * (extra + 1); j++) bad += memcmp(&got[j], &ref[j], sizeof(float)) != 0;
+        snprintf(what, sizeof what, "prefill of %d tokens + %d decode steps, %s: %zu of %zu logits differ from all-resident", n,
+                 extra, cfg[ci].name, bad, (size_t)V * (extra + 1));
+        check(!rc && bad == 0, "%s", label, rc ? err : what);
+    }
+    free(tok); free(ref); free(got);
+}
+
 /* A two-stage pipeline (layers [0, s) then [s, L), both on device 0 here; on two GPUs in the
  * device script) gives the whole executor's logits: the same kernels, the boundary norm run by the
  * second stage's first op. Resident, and each stage with its own expert cache (stream, cpu). */
@@ -407,6 +448,7 @@ int main(int argc, char **argv) {
         route_tests(fixtures[f], &m);
         lfu_reference_tests(fixtures[f], &m);
         pipeline_tests(fixtures[f], &m);
+        prefill_tests(fixtures[f], &m);
         model_free(&m);
     }
     int quick = 0;
@@ -416,7 +458,7 @@ int main(int argc, char **argv) {
         if (model_load(&m, argv[i], &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         model_tests(argv[i], &m, quick, 0);
         model_tests(argv[i], &m, 1, 1);
-        if (!quick) { route_tests(argv[i], &m); lfu_reference_tests(argv[i], &m); pipeline_tests(argv[i], &m); }
+        if (!quick) { route_tests(argv[i], &m); lfu_reference_tests(argv[i], &m); pipeline_tests(argv[i], &m); prefill_tests(argv[i], &m); }
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);

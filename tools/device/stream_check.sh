@@ -43,7 +43,7 @@ PY
   }
   run() { local tag=$1; shift; $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]" "$OUT/decode-$shape-$tag.log"; }
-  for c in ${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget}; do
+  for c in ${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}; do
     case $c in
       resident) run resident; plans ;;
       stream) run stream --gpu-mem $gib --cold stream ;;
@@ -57,6 +57,7 @@ PY
       exchange) run exchange --gpu-mem $gib --cold cpu --swap-interval 64 ;;
       prefill) run prefill --prefill 8192 ;;                                              # BENCH.md prefill, all in VRAM
       prefill-budget) run prefill-budget --prefill 8192 --gpu-mem $gib --cold stream --prefill-chunk 4096 ;;   # S1/S5 prefill
+      prefill-staged) run prefill-staged --prefill 8192 --gpu-mem $gib --cold stream --prefill-chunk 4096 --staging 80 ;;
       s3) run s3 --gpus 0,1 --gpu-mem 16,16 --cold cpu ;;          # nvidia-h200-x2: BENCH.md S3
       s3-one) run s3-one --gpu-mem 32 --cold cpu ;;                  # the same budget on one GPU
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
