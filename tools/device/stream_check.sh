@@ -58,6 +58,7 @@ PY
       prefill) run prefill --prefill 8192 ;;                                              # BENCH.md prefill, all in VRAM
       prefill-budget) run prefill-budget --prefill 8192 --gpu-mem $gib --cold stream --prefill-chunk 4096 ;;   # S1/S5 prefill
       prefill-staged) run prefill-staged --prefill 8192 --gpu-mem $gib --cold stream --prefill-chunk 4096 --staging 80 ;;
+      s6) run s6 --gpu-mem $gib --cold stream --static-experts 40 --cache-slots 148 ;;   # BENCH.md S6 (flash:96, x2 kind for RAM)
       s3) run s3 --gpus 0,1 --gpu-mem 16,16 --cold cpu ;;          # nvidia-h200-x2: BENCH.md S3
       s3-one) run s3-one --gpu-mem 32 --cold cpu ;;                  # the same budget on one GPU
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
