@@ -23,7 +23,7 @@ for mix in q4_k_m q8_0; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $
 python3 tools/device/serve_check.py ./build-dev/hotmoe tests/fixtures/qwen3moe 2>&1 | tee "$OUT/serve_check.log"
 for spec in $MODELS; do
   shape=${spec%%:*}; gib=${spec##*:}; f="$M/$shape.gguf"; T="$M/$shape.hmrt"
-  if [ ! -f "$f" ]; then rm -f "$M"/a3b.gguf "$M"/air.gguf; $G --shape $shape --seed 1 -o "$f" >"$OUT/gen-$shape.log" 2>&1; fi
+  if [ ! -f "$f" ]; then rm -f "$M"/a3b.gguf "$M"/air.gguf "$M"/flash.gguf; $G --shape $shape --seed 1 -o "$f" >"$OUT/gen-$shape.log" 2>&1; fi
   [ -f "$T" ] || $H simulate --generate $shape --tokens 4096 --seed 7 --write "$T" >"$OUT/trace-$shape.log" 2>&1
   [ "$shape" = a3b ] && { ./build-dev/tests/test_gpu_stream --quick "$f" >"$OUT/stream_test_a3b.log" 2>&1; grep -E "FAIL|passed" "$OUT/stream_test_a3b.log"; }
   echo "== $shape at $gib GiB ($(( $(date +%s) - t0 )) s)"
