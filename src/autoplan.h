@@ -16,6 +16,7 @@ typedef struct {
     double decode_tok_s;   /* the planner's prediction */
     float lfu_decay;       /* with a trace: the LFU decay whose simulated hit rate is best (0: none chosen) */
     double hit_default, hit_best;   /* simulated hit rates at 0.995 and at lfu_decay */
+    int split_layer;       /* two GPUs: the second GPU's first layer in the plan (0: one GPU) */
     char why[256];         /* one line: what the planner chose and its bottleneck */
 } autoplan;
 
@@ -23,6 +24,9 @@ typedef struct {
  * trace (NULL: uniform). Rates come from `hotmoe calibrate`'s file when present. Returns 0, or -1
  * with e (a budget too small names the minimum). */
 int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing, int ctx, autoplan *out, hm_error *e);
+/* The same over two GPUs (budgets gib0, gib1): the plan's layer split, cold path and the first
+ * GPU's static count. */
+int autoplan_choose2(const hm_model *m, double gib0, double gib1, const char *routing, int ctx, autoplan *out, hm_error *e);
 
 /* The LFU decay (of 0.995, 0.98, 0.95, 0.9, 0.8) whose hit rate is best when trace r runs through
  * placement/policy.c's LFU (what the cache kernel does) with n_static + n_slots per layer; the hit

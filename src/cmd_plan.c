@@ -566,14 +566,19 @@ float autoplan_lfu_decay(const routing *r, int n_static, int n_slots, double *hi
 }
 
 int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_path, int ctx, autoplan *out, hm_error *e) {
+    return autoplan_choose2(m, gpu_mem_gib, 0, routing_path, ctx, out, e);
+}
+
+int autoplan_choose2(const hm_model *m, double gib0, double gib1, const char *routing_path, int ctx, autoplan *out, hm_error *e) {
     memset(out, 0, sizeof *out);
     plan_inputs in;
     plan_inputs_init(&in);
     char path[4096];
     default_calibration(path, sizeof path);
     if (access(path, R_OK) == 0 && calibration_read(path, &in.rates, e)) return -1;
-    in.n_gpu = 1;
-    in.gpu_mem[0] = (uint64_t)(gpu_mem_gib * GIB);
+    in.n_gpu = gib1 > 0 ? 2 : 1;
+    in.gpu_mem[0] = (uint64_t)(gib0 * GIB);
+    in.gpu_mem[1] = (uint64_t)(gib1 * GIB);
     in.host_ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
     in.ctx = ctx;
     if (in.decode_pos > ctx) in.decode_pos = ctx;
@@ -597,6 +602,10 @@ int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_p
     for (int l = 0; l < p.n_layer && !pl; l++) if (p.layer[l].is_moe) pl = &p.layer[l];
     out->cold = pl && pl->n_cpu > 0 ? GPU_COLD_CPU : GPU_COLD_STREAM;
     out->n_static = pl ? pl->n_static : 0;
+    if (in.n_gpu == 2) {
+        out->split_layer = p.gpu[1].first_layer;
+        for (int l = 0; l < p.n_layer; l++) if (p.layer[l].n_cpu > 0) out->cold = GPU_COLD_CPU;
+    }
     if (routing_path && pl && pl->n_slots > 0)
         out->lfu_decay = autoplan_lfu_decay(&r, pl->n_static, pl->n_slots, &out->hit_default, &out->hit_best);
     out->decode_tok_s = p.decode_tok_s;
@@ -611,6 +620,9 @@ int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing_p
     int w = snprintf(out->why, sizeof out->why, "--cold auto: the planner chose --cold %s%s, %d static experts per layer; predicted %.1f tok/s (%s-bound)",
                      out->cold == GPU_COLD_CPU ? "cpu" : "stream", out->mixed ? " with PCIe copies beside the CPU" : "",
                      out->n_static, p.decode_tok_s, cost_link_name(p.decode_limit));
+    if (out->split_layer > 0 && w > 0 && (size_t)w < sizeof out->why)
+        w += snprintf(out->why + w, sizeof out->why - w, "; layers 0..%d on the first GPU, %d..%d on the second",
+                      out->split_layer - 1, out->split_layer, p.n_layer - 1);
     if (out->lfu_decay > 0 && w > 0 && (size_t)w < sizeof out->why)
         snprintf(out->why + w, sizeof out->why - w, "; LFU decay %.3g (simulated hit rate %.3f on the trace, %.3f at 0.995)",
                  out->lfu_decay, out->hit_best, out->hit_default);
@@ -626,13 +638,13 @@ int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int
     if (o->cold != RUNNER_COLD_AUTO) return 0;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
     if (device != HM_DEVICE_CUDA || o->gpu_mem_gib <= 0) { o->cold = GPU_COLD_NONE; return 0; }
-    if (o->n_gpus == 2) {   /* two GPUs: the dual-GPU recipe's CPU workers (the planner here prices one GPU) */
-        o->cold = GPU_COLD_CPU;
-        if (!quiet) fprintf(stderr, "hotmoe: --cold auto on two GPUs: --cold cpu (CPU workers beside each stage)\n");
-        return 0;
-    }
     autoplan a;
-    if (autoplan_choose(m, o->gpu_mem_gib, o->routing, n_ctx, &a, e)) return -1;
+    if (o->n_gpus == 2) {   /* two GPUs: the plan's layer split too (unless --gpu-split gives one) */
+        if (autoplan_choose2(m, o->gpu_mem_gib, o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib, o->routing, n_ctx, &a, e))
+            return -1;
+        if (!o->n_split && a.split_layer > 0) o->split_layer = a.split_layer;
+    } else if (autoplan_choose(m, o->gpu_mem_gib, o->routing, n_ctx, &a, e))
+        return -1;
     o->cold = a.cold;
     if (o->n_static < 0 && o->n_slots < 0) o->n_static = a.n_static;
     if (a.cold == GPU_COLD_CPU && o->swap_max < 0) o->swap_max = a.swap_max;

@@ -153,7 +153,7 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
     if (L < 2) return hm_fail(e, "--gpus: a model of %d layer(s) cannot be split across two GPUs", L);
     double w0 = o->n_split == 2 ? o->split[0] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? o->gpu_mem_gib : 1;
     double w1 = o->n_split == 2 ? o->split[1] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : 1;
-    int s = (int)lround(L * w0 / (w0 + w1));
+    int s = o->split_layer > 0 ? o->split_layer : (int)lround(L * w0 / (w0 + w1));
     if (s < 1) s = 1;
     if (s > L - 1) s = L - 1;
     gpu_exec_opts a = *base, b = *base;

@@ -43,6 +43,7 @@ typedef struct {
     int n_gpus, gpus[2];     /* --gpus 0[,1]: one device, or a two-stage layer pipeline */
     double gpu_mem2_gib;     /* --gpu-mem A,B: the second GPU's budget */
     double split[2]; int n_split;   /* --gpu-split W0,W1: layers split in this ratio (default: the budgets', else half) */
+    int split_layer;         /* the second stage's first layer when the planner chose it (--cold auto); 0: from the above */
 } runner_opts;
 
 void runner_opts_init(runner_opts *o);

@@ -196,6 +196,9 @@ static void test_autoplan(void) {
     float d = trace_load(tr, &rt, &info, &e) ? -1 : autoplan_lfu_decay(&rt, 0, 8, &h0, &h1);
     CHECK(d > 0 && d < 0.995f && h1 > h0 + 0.05, "LFU decay for a drifting trace: %.3g (simulated hit rate %.3f, %.3f at 0.995)", d, h1, h0);
     routing_free(&rt);
+    rc = autoplan_choose2(&m, 0.5, 0.5, tr, 256, &a, &e);
+    CHECK(rc == 0 && a.split_layer > 0 && a.split_layer < c->n_layer && strstr(a.why, "on the second"),
+          "autoplan over two GPUs: layers split at %d of %d: %s", a.split_layer, c->n_layer, rc ? e.msg : a.why);
     rc = autoplan_choose(&m, 1e-6, tr, 256, &a, &e);
     CHECK(rc == -1 && strstr(e.msg, "at least"), "autoplan: a budget below the dense part names the minimum: %s", e.msg);
     model_free(&m);
