@@ -2,6 +2,7 @@
  * cpu/router.c so that GPU and CPU agree to float rounding. */
 #include "ops.cuh"
 #include "launch.cuh"
+#include "router.cuh"
 #include <math.h>
 #include <stdint.h>
 
@@ -336,85 +337,10 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
     hm_launch(k_attn_combine, n_head, hd < 1024 ? hd : 1024, 0, s, part, out, hd, nsplit);
 }
 
-/* index of the largest v[i] among i in [0, n) with used[i] == 0; ties -> lowest index. One warp. */
-static __device__ int warp_argmax(const float *v, const unsigned char *used, int n) {
-    int lane = threadIdx.x & 31, bi = -1;
-    float bv = -INFINITY;
-    for (int i = lane; i < n; i += 32)
-        if (!used[i] && (bi < 0 || v[i] > bv)) { bv = v[i]; bi = i; }
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) { bv = ov; bi = oi; }
-    }
-    return bi;
-}
-
-#define ROUTER_MAX 4096
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
                          int n_group, int topk_group, int *ids, float *w) {
     hm_pdl_wait();
-    __shared__ float score[ROUTER_MAX], choice[ROUTER_MAX], gscore[64];
-    __shared__ unsigned char used[ROUTER_MAX], gused[64];
-    int lane = threadIdx.x;
-    if (fn == 2) {
-        for (int i = lane; i < n; i += 32) score[i] = 1.0f / (1.0f + expf(-logits[i]));
-    } else {
-        float mx = -INFINITY;
-        for (int i = lane; i < n; i += 32) mx = fmaxf(mx, logits[i]);
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        /* sum in index order on one lane, as the CPU does, so both round alike */
-        for (int i = lane; i < n; i += 32) score[i] = expf(logits[i] - mx);
-        __syncwarp();
-        __shared__ float total;
-        if (lane == 0) { float s = 0; for (int i = 0; i < n; i++) s += score[i]; total = s; }
-        __syncwarp();
-        for (int i = lane; i < n; i += 32) score[i] /= total;
-    }
-    for (int i = lane; i < n; i += 32) { choice[i] = score[i] + (bias ? bias[i] : 0.0f); used[i] = 0; }
-    __syncwarp();
-    if (n_group > 1 && topk_group < n_group) {
-        int gs = n / n_group;
-        if (lane == 0) {
-            for (int g = 0; g < n_group; g++) {
-                /* sum of the group's two best, picked as the CPU's topk does */
-                int b0 = -1, b1 = -1;
-                for (int i = 0; i < gs; i++) {
-                    float v = choice[g * gs + i];
-                    if (b0 < 0 || v > choice[g * gs + b0]) { b1 = b0; b0 = i; }
-                    else if (b1 < 0 || v > choice[g * gs + b1]) b1 = i;
-                }
-                gscore[g] = choice[g * gs + b0] + (gs > 1 ? choice[g * gs + b1] : 0.0f);
-                gused[g] = 0;
-            }
-            for (int j = 0; j < topk_group; j++) {
-                int b = -1;
-                for (int g = 0; g < n_group; g++) if (!gused[g] && (b < 0 || gscore[g] > gscore[b])) b = g;
-                gused[b] = 1;
-            }
-            for (int g = 0; g < n_group; g++)
-                if (!gused[g]) for (int i = 0; i < gs; i++) choice[g * gs + i] = -INFINITY;
-        }
-        __syncwarp();
-    }
-    __shared__ float wsel[64];
-    __shared__ int isel[64];
-    for (int j = 0; j < k; j++) {
-        int b = warp_argmax(choice, used, n);
-        if (lane == 0) { used[b] = 1; isel[j] = b; wsel[j] = score[b]; }
-        __syncwarp();
-    }
-    if (lane == 0) {
-        float sum = 0;
-        for (int j = 0; j < k; j++) sum += wsel[j];
-        float den = fn == 2 ? sum + 1e-20f : sum;
-        for (int j = 0; j < k; j++) {
-            float x = wsel[j];
-            if (norm) x /= den;
-            ids[j] = isel[j];
-            w[j] = x * scale;
-        }
-    }
+    router_topk(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
 }
 
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
