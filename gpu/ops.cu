@@ -38,6 +38,20 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
 /* n % 4 == 0, 16-byte aligned: float4 per thread, one pass of loads, x kept in registers (n <= 4 *
  * 1024 * RN_V) between the sum of squares and the output */
 #define RN_V 2
+/* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
+ * squares); every thread of the block calls it (block_sum synchronizes) */
+static __device__ void rn_store4(const float4 *v, float ss, const float *w, float *out, int n, int n4, float eps) {
+    ss = block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+    for (int r = 0; r < RN_V; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        if (i >= n4) continue;
+        const float4 ww = ((const float4 *)w)[i];
+        ((float4 *)out)[i] = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
+    }
+}
+
 __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, const float *__restrict__ w,
                                                    float *__restrict__ out, int n, float eps) {
     hm_pdl_wait();
@@ -50,15 +64,7 @@ __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, 
         v[r] = i < n4 ? ((const float4 *)x)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
     }
-    ss = block_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-#pragma unroll
-    for (int r = 0; r < RN_V; r++) {
-        const int i = threadIdx.x + r * blockDim.x;
-        if (i >= n4) continue;
-        const float4 ww = ((const float4 *)w)[i];
-        ((float4 *)out)[i] = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
-    }
+    rn_store4(v, ss, w, out, n, n4, eps);
 }
 
 static bool vec4_ok(int n, const void *a, const void *b, const void *c) {
@@ -140,15 +146,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
     }
     if (!w) return;
-    ss = block_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-#pragma unroll
-    for (int r = 0; r < RN_V; r++) {
-        const int i = threadIdx.x + r * blockDim.x;
-        if (i >= n4) continue;
-        const float4 ww = ((const float4 *)w)[i];
-        ((float4 *)out)[i] = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
-    }
+    rn_store4(v, ss, w, out, n, n4, eps);
 }
 
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
