@@ -13,22 +13,12 @@
 #include "loader.h"
 #include "quant.h"
 #include "runner.h"
+#include "test_util.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int n_pass, n_fail;
-
-static double rel(const float *a, const float *ref, int V) {
-    double md = 0, mr = 0;
-    for (int v = 0; v < V; v++) {
-        double d = fabs((double)a[v] - ref[v]);
-        if (!(d <= md)) md = d;
-        if (fabs(ref[v]) > mr) mr = fabs(ref[v]);
-    }
-    return md / mr;
-}
 
 /* CPU reference kernels vs GPU (must agree within 1e-3), and, reported beside it, the CPU fast
  * kernels' error against the same reference (the GPU's must be at most twice that, or 1e-3).
@@ -57,7 +47,7 @@ static void compare(const char *label, const hm_model *m, int q8) {
         int ia = 0, ib = 0;
         for (int v = 0; v < V; v++) { if (a[v] > a[ia]) ia = v; if (b[v] > b[ib]) ib = v; }
         same_argmax &= ia == ib;
-        double r = rel(b, a, V), rf = rel(q, a, V);
+        double r = max_rel_err(b, a, V), rf = max_rel_err(q, a, V);
         if (!(r <= worst)) worst = r;
         if (!(rf <= worst_fast)) worst_fast = rf;
     }

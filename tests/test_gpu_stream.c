@@ -11,6 +11,7 @@
 #include "gemv.h"
 #include "gpu.h"
 #include "loader.h"
+#include "test_util.h"
 #ifdef HOTMOE_HAVE_CUDA
 #include "gpu_gemv.h"
 #endif
@@ -20,7 +21,6 @@
 #include <string.h>
 
 #define NTOK 64
-static int n_pass, n_fail;
 
 static gpu_exec_opts mk(double gib, int cold, int S, int C, const int64_t *counts, int route_io) {
     gpu_exec_opts o = { .gpu_mem_gib = gib, .cold = cold, .n_static = S, .n_slots = C, .counts = counts, .quiet = 1,
@@ -29,10 +29,9 @@ static gpu_exec_opts mk(double gib, int cold, int S, int C, const int64_t *count
 }
 
 static void check(int ok, const char *fmt, const char *label, const char *what) {
-    printf("%s %s: ", ok ? "PASS" : "FAIL", label);
-    printf(fmt, what);
-    printf("\n");
-    ok ? n_pass++ : n_fail++;
+    char line[2048];
+    snprintf(line, sizeof line, fmt, what);
+    report(ok, "%s: %s", label, line);
 }
 
 /* Greedy decode of NTOK tokens from a fixed 4-token prompt; logits of every position into out
@@ -65,16 +64,6 @@ static int run_forced(const hm_model *m, const gpu_exec_opts *o, float *out, int
 static int run(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, uint64_t st[4], gpu_exec_layout *lay,
                char *err, size_t n) {
     return run_forced(m, o, out, tok, NULL, st, lay, err, n);
-}
-
-static double max_rel(const float *a, const float *ref, size_t n) {
-    double md = 0, mr = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - ref[i]);
-        if (!(d <= md)) md = d;
-        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
-    }
-    return md / mr;
 }
 
 /* The GEMV path the executors are created with: 0 exact (F32 activations), 1 q8 (the default). */
@@ -158,7 +147,7 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
             int same_argmax = 1;
             for (int p = 0; p < NTOK + 3; p++) {
                 const float *a = got + (size_t)p * V, *r = ref + (size_t)p * V;
-                double e = max_rel(a, r, V);
+                double e = max_rel_err(a, r, V);
                 if (!(e <= worst)) worst = e;
                 if (p >= 3) same_argmax &= gt[p - 3] == rt[p - 3];
             }
@@ -322,14 +311,9 @@ static void route_tests(const char *label, const hm_model *m) {
             }
             same_rec &= !memcmp(gpu_exec_route_ids(g), cpu_ids, sizeof(int) * L * k) &&
                         !memcmp(gpu_exec_route_ids(gs), cpu_ids, sizeof(int) * L * k);
-            double md = 0, mr = 0;
-            for (int v = 0; v < V; v++) {
-                double d = fabs((double)b[v] - a[v]);
-                if (!(d <= md)) md = d;
-                if (fabs(a[v]) > mr) mr = fabs(a[v]);
-                diff_s += memcmp(&b[v], &bs[v], sizeof(float)) != 0;
-            }
-            if (pass && !(md / mr <= worst)) worst = md / mr;
+            for (int v = 0; v < V; v++) diff_s += memcmp(&b[v], &bs[v], sizeof(float)) != 0;
+            const double r = max_rel_err(b, a, V);
+            if (pass && !(r <= worst)) worst = r;
         }
     }
     snprintf(what, sizeof what, "GPU recorded choices %s the CPU's (natural and replayed); replayed logits vs CPU replay: "
@@ -407,7 +391,7 @@ static void pipeline_tests(const char *label, const hm_model *m) {
             rc = gpu_exec_forward(g, t, i, ref, err, sizeof err) || gpu_exec_forward_stage(ga, 0, t, NULL, i, NULL, x, err, sizeof err) ||
                  gpu_exec_forward_stage(gb, 0, t, x, i, got, NULL, err, sizeof err);
             if (rc) break;
-            double e = max_rel(got, ref, V);
+            double e = max_rel_err(got, ref, V);
             if (!(e <= worst)) worst = e;
             int ia = 0, ib = 0;
             for (int v = 1; v < V; v++) { if (ref[v] > ref[ia]) ia = v; if (got[v] > got[ib]) ib = v; }

@@ -3,7 +3,9 @@
  * every test is one translation unit. */
 #ifndef HM_TEST_UTIL_H
 #define HM_TEST_UTIL_H
+#include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -18,6 +20,17 @@ static inline void report(int ok, const char *fmt, ...) {
     printf("\n");
     va_end(ap);
     if (ok) n_pass++; else n_fail++;
+}
+
+/* max |a - ref| / max |ref| over n values (a NaN in a makes it NaN, so a bound check fails) */
+static inline double max_rel_err(const float *a, const float *ref, size_t n) {
+    double md = 0, mr = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= md)) md = d;
+        if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
+    }
+    return md / mr;
 }
 
 static uint64_t rng;
