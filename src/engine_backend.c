@@ -74,10 +74,7 @@ static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, cons
             i = j;
             continue;
         }   /* else (one token, a pipeline, or a prefill that could not run): token by token */
-        if (b->g2 ? !gpu_exec_forward_stage(b->g, slot[i], tok[i], NULL, pos[i], NULL, b->x, err, sizeof err) &&
-                        !gpu_exec_forward_stage(b->g2, slot[i], tok[i], b->x, pos[i], logits[i], NULL, err, sizeof err)
-                  : !gpu_exec_forward_seq(b->g, slot[i], tok[i], pos[i], logits[i], err, sizeof err))
-            continue;
+        if (!runner_gpu_step(b->g, b->g2, b->x, slot[i], tok[i], pos[i], logits[i], err, sizeof err)) continue;
         fprintf(stderr, "hotmoe: gpu step failed (slot %d, position %d): %s; ending the sequence\n", slot[i], pos[i], err);
         if (!logits[i]) continue;   /* the sequence ends: the next sampled token is EOS */
         for (int v = 0; v < b->n_vocab; v++) logits[i][v] = -1e30f;

@@ -23,6 +23,15 @@ static int parse_num(const char *flag, const char *v, double lo, double hi, doub
     return 0;
 }
 
+/* a whole number in [lo, hi] */
+static int parse_whole(const char *flag, const char *v, double lo, double hi, int *out, hm_error *e) {
+    double x;
+    if (parse_num(flag, v, lo, hi, &x, e)) return -1;
+    if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, v);
+    *out = (int)x;
+    return 0;
+}
+
 void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     memset(go, 0, sizeof *go);
     go->cold = GPU_COLD_NONE; go->n_static = go->n_slots = go->swap_max = -1; go->n_seq = n_seq;
@@ -66,40 +75,20 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
         }
         return 1;
     }
-    if (!strcmp(flag, "--staging")) {
-        if (parse_num(flag, val, 0, 65535, &x, e)) return -1;
-        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
-        o->staging = (int)x;
-        return 1;
-    }
+    if (!strcmp(flag, "--staging")) return parse_whole(flag, val, 0, 65535, &o->staging, e) ? -1 : 1;
+    if (!strcmp(flag, "--static-experts")) return parse_whole(flag, val, 0, 65535, &o->n_static, e) ? -1 : 1;
+    if (!strcmp(flag, "--cache-slots")) return parse_whole(flag, val, 0, 65535, &o->n_slots, e) ? -1 : 1;
+    if (!strcmp(flag, "--cpu-threads")) return parse_whole(flag, val, 0, 4096, &o->cpu_threads, e) ? -1 : 1;
+    if (!strcmp(flag, "--swap-max")) return parse_whole(flag, val, 0, 4096, &o->swap_max, e) ? -1 : 1;
+    if (!strcmp(flag, "--swap-interval")) return parse_whole(flag, val, 0, 1 << 24, &o->swap_interval, e) ? -1 : 1;
     if (!strcmp(flag, "--prefill-chunk")) {
-        if (parse_num(flag, val, 1, 1 << 16, &x, e)) return -1;
-        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
-        o->prefill_chunk = (int)x;
+        if (parse_whole(flag, val, 1, 1 << 16, &o->prefill_chunk, e)) return -1;
         char buf[32];   /* the GPU prefill reads its chunk from the environment (also bench_decode --chunk) */
-        snprintf(buf, sizeof buf, "%d", (int)x);
+        snprintf(buf, sizeof buf, "%d", o->prefill_chunk);
         setenv("HOTMOE_PREFILL_CHUNK", buf, 1);
         return 1;
     }
     if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
-    if (!strcmp(flag, "--static-experts") || !strcmp(flag, "--cache-slots")) {
-        if (parse_num(flag, val, 0, 65535, &x, e)) return -1;
-        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
-        *(flag[2] == 's' ? &o->n_static : &o->n_slots) = (int)x;
-        return 1;
-    }
-    if (!strcmp(flag, "--cpu-threads") || !strcmp(flag, "--swap-max")) {
-        if (parse_num(flag, val, 0, 4096, &x, e)) return -1;
-        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
-        *(flag[2] == 'c' ? &o->cpu_threads : &o->swap_max) = (int)x;
-        return 1;
-    }
-    if (!strcmp(flag, "--swap-interval")) {
-        if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1;
-        if (x != (int)x) return hm_fail(e, "%s: expected a whole number, found '%s'", flag, val), -1;
-        o->swap_interval = (int)x;
-        return 1;
-    }
     if (!strcmp(flag, "--swap-floor")) { if (parse_num(flag, val, 0, 1e9, &x, e)) return -1; o->swap_floor = x; return 1; }
     if (!strcmp(flag, "--swap-hyst")) { if (parse_num(flag, val, 1, 1e9, &x, e)) return -1; o->swap_hyst = x; return 1; }
     if (!strcmp(flag, "--swap-scope")) {
@@ -223,13 +212,7 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
 int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error *e) {
     if (r->device == HM_DEVICE_CUDA) {
         char msg[1024];
-        if (r->gpu2) {   /* the two stages of the pipeline, one after the other */
-            if (gpu_exec_forward_stage(r->gpu, 0, token, NULL, pos, NULL, r->xbuf, msg, sizeof msg) ||
-                gpu_exec_forward_stage(r->gpu2, 0, token, r->xbuf, pos, logits, NULL, msg, sizeof msg))
-                return hm_fail(e, "%s", msg);
-            return 0;
-        }
-        if (gpu_exec_forward(r->gpu, token, pos, logits, msg, sizeof msg)) return hm_fail(e, "%s", msg);
+        if (runner_gpu_step(r->gpu, r->gpu2, r->xbuf, 0, token, pos, logits, msg, sizeof msg)) return hm_fail(e, "%s", msg);
         return 0;
     }
     if (pos < 0 || pos >= r->cpu.n_ctx) return hm_fail(e, "position %d outside the context of %d", pos, r->cpu.n_ctx);
@@ -261,6 +244,15 @@ void runner_free(hm_runner *r) {
 }
 
 const char *runner_device_name(const hm_runner *r) { return r->device == HM_DEVICE_CUDA ? r->gpu2 ? "cuda x2" : "cuda" : "cpu"; }
+
+int runner_gpu_step(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token, int pos, float *logits, char *err,
+                    size_t errlen) {
+    if (!g2) return gpu_exec_forward_seq(g1, seq, token, pos, logits, err, errlen);
+    return gpu_exec_forward_stage(g1, seq, token, NULL, pos, NULL, x, err, errlen) ||   /* the stages one after the other */
+                   gpu_exec_forward_stage(g2, seq, token, x, pos, logits, NULL, err, errlen)
+               ? -1
+               : 0;
+}
 
 int runner_cache_stats(hm_runner *r, uint64_t out[4], int reset, hm_error *e) {
     out[0] = out[1] = out[2] = out[3] = 0;

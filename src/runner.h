@@ -70,6 +70,10 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
  * writes the last token's logits when logits_last is not NULL. Decode continues at pos0 + n. */
 int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e);
 void runner_free(hm_runner *r);
+/* One token of sequence seq through one executor, or through the two stages of a pipeline (g2 not
+ * NULL; x: n_embd floats between them). Returns 0, or -1 with err. */
+int runner_gpu_step(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int seq, int32_t token, int pos, float *logits,
+                    char *err, size_t errlen);
 /* The GPU target's expert cache and CPU workers, summed over its stages (zeros on the CPU target). */
 int runner_cache_stats(hm_runner *r, uint64_t out[4], int reset, hm_error *e);
 void runner_cpu_stats(hm_runner *r, uint64_t *bytes, double *busy_s, int reset);
