@@ -409,19 +409,18 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         } else {
             /* the cache's plan: what is fixed (dense weights, KV, workspace, per-layer metadata),
              * then as many expert records per MoE layer as the rest of the budget holds */
-            size_t experts = 0, strides = 0, meta = 0, ou, od;
+            size_t experts = 0, strides = 0, max_stride = 0, meta = 0, ou, od;
             int n_moe = 0, E = c->n_expert, k = c->n_expert_used;
             for (int il = g->l0; il < g->l1; il++) {
                 const hm_layer *ly = &m->layers[il];
                 if (!ly->is_moe) continue;
                 n_moe++;
                 experts += (size_t)E * (fsz(&ly->experts[0].host) + 3 * sizeof(void *));
-                strides += rec_layout(&ly->experts[0].host, &ou, &od);
+                const size_t st = rec_layout(&ly->experts[0].host, &ou, &od);
+                strides += st;
+                if (st > max_stride) max_stride = st;
                 meta += cache_meta(E, k);
             }
-            size_t max_stride = 0;
-            for (int il = g->l0; il < g->l1; il++)
-                if (m->layers[il].is_moe) { size_t st = rec_layout(&m->layers[il].experts[0].host, &ou, &od); if (st > max_stride) max_stride = st; }
             /* the prefill workspace of a chunk is reserved in the budget, so prompts run batched */
             g->pf_cap = budget ? (o->prefill_chunk > 0 ? o->prefill_chunk : 1024) : 0;
             const size_t pfw = g->pf_cap ? gpu_exec_prefill_workspace(m, g->pf_cap) : 0;
