@@ -273,6 +273,17 @@ static void routing_hit_rates(const routing *r, const int *tl, const plan *p, pl
     free(done);
 }
 
+/* plan_build, and with a trace (r not NULL) the same residency built again, priced with the hit
+ * rates the cache policy reaches on the trace (LFU, or the exchange for the CPU path). */
+static int plan_build_traced(plan *p, plan_inputs *in, const routing *r, const int *tl, plan_layer_in *layers, char *err,
+                             size_t cap) {
+    if (plan_build(p, in, err, cap)) return -1;
+    if (!r || in->n_gpu == 0) return 0;
+    routing_hit_rates(r, tl, p, layers, in->cold == PLAN_COLD_CPU || in->n_cpu_experts > 0);
+    plan_free(p);
+    return plan_build(p, in, err, cap);
+}
+
 /* ---------------------------------------------------------------- calibration file */
 
 static void default_calibration(char *buf, size_t cap) {
@@ -525,11 +536,7 @@ int cmd_plan(int argc, char **argv) {
     routing r = { 0 };
     int *tl = calloc((size_t)in->n_layer, sizeof *tl);
     if (o.routing && routing_freq(o.routing, &m, layers, &freq, &r, tl, &e)) fprintf(stderr, "hotmoe plan: %s\n", e.msg);
-    else if (plan_build(&p, in, err, sizeof err)) fprintf(stderr, "hotmoe %s\n", err);
-    else if (o.routing && in->n_gpu > 0 &&
-             (routing_hit_rates(&r, tl, &p, layers, in->cold == PLAN_COLD_CPU || in->n_cpu_experts > 0), plan_free(&p),
-              plan_build(&p, in, err, sizeof err)))
-        fprintf(stderr, "hotmoe %s\n", err);   /* the same residency again, priced with measured hit rates */
+    else if (plan_build_traced(&p, in, o.routing ? &r : NULL, tl, layers, err, sizeof err)) fprintf(stderr, "hotmoe %s\n", err);
     else {
         if (o.json) print_json(&p, in, &o, rates_from);
         else print_text(&p, in, &o, &m, rates_from);
@@ -591,12 +598,7 @@ int autoplan_choose2(const hm_model *m, double gib0, double gib1, const char *ro
     char err[1024];
     memset(&p, 0, sizeof p);
     if (routing_path && routing_freq(routing_path, m, layers, &freq, &r, tl, e)) goto out;
-    if (plan_build(&p, &in, err, sizeof err)) { hm_fail(e, "--cold auto: %s", err); goto out; }
-    if (routing_path) {
-        routing_hit_rates(&r, tl, &p, layers, 0);
-        plan_free(&p);
-        if (plan_build(&p, &in, err, sizeof err)) { hm_fail(e, "--cold auto: %s", err); goto out; }
-    }
+    if (plan_build_traced(&p, &in, routing_path ? &r : NULL, tl, layers, err, sizeof err)) { hm_fail(e, "--cold auto: %s", err); goto out; }
     /* the executor runs one static/slot split for every MoE layer: the plan's first MoE layer's */
     const plan_layer *pl = NULL;
     for (int l = 0; l < p.n_layer && !pl; l++) if (p.layer[l].is_moe) pl = &p.layer[l];
