@@ -93,8 +93,7 @@ static void gpu_free(void *ctx) {
 int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int n_ctx, const runner_opts *o, int32_t eos_id,
                        hm_error *e) {
     gpu_exec *g, *g2;
-    int split;
-    if (runner_gpu_create(m, n_ctx, o, n_slots, &g, &g2, &split, e)) return -1;
+    if (runner_gpu_create(m, n_ctx, o, n_slots, &g, &g2, e)) return -1;
     gpu_backend *b = hm_calloc(1, sizeof *b);
     b->g = g; b->g2 = g2; b->n_slots = n_slots; b->n_vocab = m->cfg.n_vocab; b->eos = eos_id;
     if (g2) b->x = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);

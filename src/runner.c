@@ -135,7 +135,7 @@ int runner_parse_device(const char *s) {
  * or half); each stage its own budget, KV cache, expert cache and CPU workers (the cores split
  * between the stages, side by side); the residual stream goes A -> host -> B each step. */
 static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, const gpu_exec_opts *base, gpu_exec **g1,
-                           gpu_exec **g2, int *split, hm_error *e) {
+                           gpu_exec **g2, hm_error *e) {
     const int L = m->cfg.n_layer, ng = gpu_device_count();
     for (int i = 0; i < 2; i++)
         if (o->gpus[i] < 0 || o->gpus[i] >= ng) return hm_fail(e, "--gpus %d,%d: expected devices in [0, %d)", o->gpus[0], o->gpus[1], ng);
@@ -163,16 +163,14 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
         gpu_exec_free(*g1); *g1 = NULL;
         return hm_fail(e, "GPU %d (layers %d..%d): %s", o->gpus[1], s, L - 1, msg);
     }
-    *split = s;
     return 0;
 }
 
-int runner_gpu_create(const hm_model *m, int n_ctx, const runner_opts *o, int n_seq, gpu_exec **g1, gpu_exec **g2, int *split,
-                      hm_error *e) {
-    *g1 = *g2 = NULL; *split = m->cfg.n_layer;
+int runner_gpu_create(const hm_model *m, int n_ctx, const runner_opts *o, int n_seq, gpu_exec **g1, gpu_exec **g2, hm_error *e) {
+    *g1 = *g2 = NULL;
     gpu_exec_opts go;
     runner_gpu_opts(o, n_seq, &go);
-    if (o && o->n_gpus == 2) return pipeline_create(m, n_ctx, o, &go, g1, g2, split, e);
+    if (o && o->n_gpus == 2) return pipeline_create(m, n_ctx, o, &go, g1, g2, e);
     const int dev = o && o->n_gpus == 1 ? o->gpus[0] : 0;
     if (dev < 0 || dev >= gpu_device_count()) return hm_fail(e, "--gpus %d: expected a device in [0, %d)", dev, gpu_device_count());
     char msg[1024];
@@ -193,7 +191,7 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     if (device == HM_DEVICE_CUDA) {
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
-        if (runner_gpu_create(m, n_ctx, o, 1, &r->gpu, &r->gpu2, &r->split_layer, e)) return -1;
+        if (runner_gpu_create(m, n_ctx, o, 1, &r->gpu, &r->gpu2, e)) return -1;
         if (r->gpu2) r->xbuf = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);
         r->device = HM_DEVICE_CUDA;
         return 0;

@@ -16,8 +16,7 @@ typedef struct {
     const hm_model *m;
     cpu_state cpu;
     struct gpu_exec *gpu;
-    struct gpu_exec *gpu2;    /* --gpus 0,1: the second pipeline stage (layers split_layer..), or NULL */
-    int split_layer;
+    struct gpu_exec *gpu2;    /* --gpus 0,1: the second pipeline stage, or NULL */
     float *xbuf;              /* (n_embd) the residual stream handed from stage 1 to stage 2 */
 } hm_runner;
 
@@ -50,9 +49,9 @@ void runner_opts_init(runner_opts *o);
 /* The executor's options (gpu/exec.h) for o; n_seq: KV caches (slots). o->cold must be resolved. */
 void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *out);
 /* The GPU target of o with n_seq KV caches: one executor (*g2 NULL), or the two stages of
- * --gpus A,B (*split: the second stage's first layer). Returns 0, or -1 with e. */
+ * --gpus A,B. Returns 0, or -1 with e. */
 int runner_gpu_create(const hm_model *m, int n_ctx, const runner_opts *o, int n_seq, struct gpu_exec **g1, struct gpu_exec **g2,
-                      int *split, hm_error *e);
+                      hm_error *e);
 /* If flag is one of runner_opts' flags, parses val into o and returns 1 (val used) or 2 (a flag
  * without a value: --no-swap); unknown flag: 0; a bad value: -1 with e naming the flag, what was
  * expected and what was found. */
