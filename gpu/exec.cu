@@ -376,6 +376,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     gpu_exec *g = (gpu_exec *)calloc(1, sizeof(gpu_exec));
     g->decay = o->decay > 0 ? o->decay : 0.995f;
     g->n_seq = o->n_seq > 0 ? o->n_seq : 1;
+    g->pf_chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 0;
     prof.on = getenv("HOTMOE_GPU_PROFILE") && *getenv("HOTMOE_GPU_PROFILE") == '1';
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
     g->l0 = o->layer_last > 0 ? o->layer_first : 0;

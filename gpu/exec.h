@@ -34,8 +34,8 @@ typedef struct {
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
     int staging;            /* --staging N: prefill copies up to N cold experts of the next layer beside the
                                current one (two buffers of N records, in the budget); 0: read in place */
-    int prefill_chunk;      /* with a budget and a cold path: prefill tokens per chunk whose workspace is
-                               reserved in the budget (0: 1024) */
+    int prefill_chunk;      /* prefill tokens per chunk (0: HOTMOE_PREFILL_CHUNK, else 4096); with a budget and
+                               a cold path its workspace is reserved in the budget (0: 1024 reserved) */
     int layer_first, layer_last;   /* run layers [first, last) only (a pipeline stage); 0, 0: all. The stage
                                that ends at n_layer has the output head; the others hand on x */
     int n_seq;              /* sequences with their own KV cache of n_ctx positions (serve's slots); 0: 1 */

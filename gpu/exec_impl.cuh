@@ -92,6 +92,7 @@ struct gpu_exec {
     int cat;                              /* the category dalloc is counting now */
     size_t budget;                        /* --gpu-mem in bytes (0: none): the prefill workspace stays within it too */
     int pf_cap;                           /* largest prefill chunk reserved under the budget (0: no reservation) */
+    int pf_chunk;                         /* --prefill-chunk (0: HOTMOE_PREFILL_CHUNK, else the default) */
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */
     float decay;                          /* LFU score decay per token */

@@ -540,8 +540,9 @@ extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens,
     if (c->n_expert > 4096 /* the router kernel's shared arrays */ || c->n_expert_used > 64 || c->head_dim > 256 || c->head_dim > 1024)
         return fail(err, errlen, "gpu prefill: unsupported shape");
     int chunk = PF_CHUNK_DEFAULT;
-    const char *ce = getenv("HOTMOE_PREFILL_CHUNK");
-    if (ce && atoi(ce) > 0) chunk = atoi(ce);
+    const char *ce = getenv("HOTMOE_PREFILL_CHUNK");   /* bench_decode --chunk */
+    if (g->pf_chunk > 0) chunk = g->pf_chunk;
+    else if (ce && atoi(ce) > 0) chunk = atoi(ce);
     /* a workspace for min(chunk, n) tokens; a larger one from an earlier call is kept */
     if (pf_ensure(g, chunk < n ? chunk : n, err, errlen)) return -1;
     gpu_prefill *p = g->pf;

@@ -81,13 +81,7 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     if (!strcmp(flag, "--cpu-threads")) return parse_whole(flag, val, 0, 4096, &o->cpu_threads, e) ? -1 : 1;
     if (!strcmp(flag, "--swap-max")) return parse_whole(flag, val, 0, 4096, &o->swap_max, e) ? -1 : 1;
     if (!strcmp(flag, "--swap-interval")) return parse_whole(flag, val, 0, 1 << 24, &o->swap_interval, e) ? -1 : 1;
-    if (!strcmp(flag, "--prefill-chunk")) {
-        if (parse_whole(flag, val, 1, 1 << 16, &o->prefill_chunk, e)) return -1;
-        char buf[32];   /* the GPU prefill reads its chunk from the environment (also bench_decode --chunk) */
-        snprintf(buf, sizeof buf, "%d", o->prefill_chunk);
-        setenv("HOTMOE_PREFILL_CHUNK", buf, 1);
-        return 1;
-    }
+    if (!strcmp(flag, "--prefill-chunk")) return parse_whole(flag, val, 1, 1 << 16, &o->prefill_chunk, e) ? -1 : 1;
     if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
     if (!strcmp(flag, "--swap-floor")) { if (parse_num(flag, val, 0, 1e9, &x, e)) return -1; o->swap_floor = x; return 1; }
     if (!strcmp(flag, "--swap-hyst")) { if (parse_num(flag, val, 1, 1e9, &x, e)) return -1; o->swap_hyst = x; return 1; }
