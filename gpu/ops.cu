@@ -2,29 +2,11 @@
  * cpu/router.c so that GPU and CPU agree to float rounding. */
 #include "ops.cuh"
 #include "launch.cuh"
+#include "blockops.cuh"
 #include "router.cuh"
 #include <math.h>
 #include <stdint.h>
 
-static __device__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* sum over a block of up to 1024 threads */
-static __device__ float block_sum(float v) {
-    __shared__ float red[32];
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) red[wid] = v;
-    __syncthreads();
-    v = lane < nw ? red[lane] : 0.0f;
-    if (wid == 0) v = warp_sum(v);
-    if (threadIdx.x == 0) red[0] = v;
-    __syncthreads();
-    return red[0];
-}
 
 __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, float eps) {
     hm_pdl_wait();
@@ -162,37 +144,7 @@ __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, 
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                            float eps, const int *pos_p, float *kcache, float *vcache) {
     hm_pdl_wait();
-    __shared__ float buf[1024];
-    int h = blockIdx.x, i = threadIdx.x, pos = *pos_p, on = i < hd;
-    int is_q = h < n_head;
-    int hh = is_q ? h : h - n_head;
-    float *p = (is_q ? q : k) + hh * hd;
-    const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
-    float x = on ? p[i] : 0.0f;
-    if (b && on) x += b[hh * hd + i];
-    if (nw) {
-        float ss = block_sum(x * x);
-        if (on) x = nw[i] * (x * (1.0f / sqrtf(ss / (float)hd + eps)));
-    }
-    buf[i] = x;
-    __syncthreads();
-    int half = n_rot / 2;
-    if (i < n_rot) {
-        int j = i < half ? i : i - half;
-        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
-        float ang = (float)pos * inv, c = cosf(ang), sn = sinf(ang);
-        float a = buf[j], bb = buf[j + half];
-        x = i < half ? a * c - bb * sn : bb * c + a * sn;
-    }
-    if (!on) return;
-    if (is_q) p[i] = x;
-    else {
-        size_t off = (size_t)pos * n_head_kv * hd + hh * hd + i;
-        kcache[off] = x;
-        float vv = v[hh * hd + i];
-        if (bv) vv += bv[hh * hd + i];
-        vcache[off] = vv;
-    }
+    qkv_post_head(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, blockIdx.x, *pos_p, kcache, vcache);
 }
 
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,

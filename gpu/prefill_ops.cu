@@ -4,6 +4,7 @@
  * The per-token math repeats ops.cu's decode kernels so that prefill and decode agree. */
 #include "prefill.cuh"
 #include "router.cuh"
+#include "blockops.cuh"
 #include "qdev.cuh"
 #include "qdev_k.cuh"
 extern "C" {
@@ -16,31 +17,13 @@ extern "C" {
 
 /* ------------------------------------------------------------------ kernels */
 
-static __device__ __forceinline__ float pf_warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-static __device__ float pf_block_sum(float v) {
-    __shared__ float red[32];
-    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = pf_warp_sum(v);
-    __syncthreads();
-    if (lane == 0) red[wid] = v;
-    __syncthreads();
-    v = lane < nw ? red[lane] : 0.0f;
-    if (wid == 0) v = pf_warp_sum(v);
-    if (threadIdx.x == 0) red[0] = v;
-    __syncthreads();
-    return red[0];
-}
 
 /* one block per token: out = rmsnorm(x) * w, as F32 and F16 (ops.cu's k_rmsnorm per row) */
 __global__ void k_pf_rmsnorm(const float *x, const float *w, float *outf, __half *outh, int n, float eps) {
     const float *xr = x + (size_t)blockIdx.x * n;
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-    ss = pf_block_sum(ss);
+    ss = block_sum(ss);
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float o = w[i] * (xr[i] * inv);
@@ -68,7 +51,7 @@ __global__ void k_pf_resid_norm(float *x, const float *y, const float *wt, const
         ss += v * v;
     }
     if (!w) return;
-    ss = pf_block_sum(ss);
+    ss = block_sum(ss);
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float o = w[i] * (xr[i] * inv);
@@ -82,39 +65,9 @@ __global__ void k_pf_resid_norm(float *x, const float *y, const float *wt, const
 __global__ void k_pf_qkv_post(float *qkv, int ld, const float *bq, const float *bk, const float *bv, const float *qn,
                               const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta, float eps,
                               int pos0, float *kcache, float *vcache) {
-    __shared__ float buf[1024];
-    int h = blockIdx.y, i = threadIdx.x, on = i < hd, pos = pos0 + blockIdx.x;
     float *q = qkv + (size_t)blockIdx.x * ld, *k = q + n_head * hd;
-    const float *v = k + n_head_kv * hd;
-    int is_q = h < n_head;
-    int hh = is_q ? h : h - n_head;
-    float *p = (is_q ? q : k) + hh * hd;
-    const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
-    float x = on ? p[i] : 0.0f;
-    if (b && on) x += b[hh * hd + i];
-    if (nw) {
-        float ss = pf_block_sum(x * x);
-        if (on) x = nw[i] * (x * (1.0f / sqrtf(ss / (float)hd + eps)));
-    }
-    buf[i] = x;
-    __syncthreads();
-    int half = n_rot / 2;
-    if (i < n_rot) {
-        int j = i < half ? i : i - half;
-        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
-        float ang = (float)pos * inv, c = cosf(ang), sn = sinf(ang);
-        float a = buf[j], bb = buf[j + half];
-        x = i < half ? a * c - bb * sn : bb * c + a * sn;
-    }
-    if (!on) return;
-    if (is_q) p[i] = x;
-    else {
-        size_t off = (size_t)pos * n_head_kv * hd + hh * hd + i;
-        kcache[off] = x;
-        float vv = v[hh * hd + i];
-        if (bv) vv += bv[hh * hd + i];
-        vcache[off] = vv;
-    }
+    qkv_post_head(q, k, k + n_head_kv * hd, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, blockIdx.y, pos0 + blockIdx.x,
+                  kcache, vcache);
 }
 
 /* Flash attention, causal, over the F32 KV cache: grid (q tiles of 64 tokens, n_head), 4 warps of
@@ -252,7 +205,7 @@ __global__ void k_pf_attn_simple(const float *qkv, int ld, const float *kc, cons
         const float *kr = kc + (size_t)s * kvd + kvh * hd, *vr = vc + (size_t)s * kvd + kvh * hd;
         float d = 0;
         for (int r = 0; r < per; r++) if (lane + 32 * r < hd) d += qv[r] * kr[lane + 32 * r];
-        d = pf_warp_sum(d) * scale;
+        d = warp_sum(d) * scale;
         float mn = fmaxf(m, d), c = expf(m - mn), e = expf(d - mn);
         l = l * c + e;
         for (int r = 0; r < per; r++) o[r] = o[r] * c + (lane + 32 * r < hd ? e * vr[lane + 32 * r] : 0.0f);
@@ -291,7 +244,7 @@ __global__ void k_pf_router(const float *logits_all, const float *bias, int n, i
 __global__ void k_pf_count(const int *ids, int na, int *cnt) {
     int e = blockIdx.x, c = 0;
     for (int a = threadIdx.x; a < na; a += blockDim.x) c += ids[a] == e;
-    float s = pf_block_sum((float)c); /* exact: na < 2^24 */
+    float s = block_sum((float)c); /* exact: na < 2^24 */
     if (threadIdx.x == 0) cnt[e] = (int)s;
 }
 
