@@ -24,6 +24,7 @@ typedef struct {
 #define HJOB_MAX_K 64
 typedef struct {
     volatile uint32_t req, done;
+    volatile uint32_t late;      /* set by the GPU's wait when the workers did not answer in time (the step that gave up) */
     int n;                       /* cold experts of this step (0: nothing to wait for) */
     int ids[HJOB_MAX_K];
     float w[HJOB_MAX_K];
@@ -92,6 +93,7 @@ struct gpu_exec {
     int cat;                              /* the category dalloc is counting now */
     size_t budget;                        /* --gpu-mem in bytes (0: none): the prefill workspace stays within it too */
     int pf_cap;                           /* largest prefill chunk reserved under the budget (0: no reservation) */
+    size_t pf_reserved;                   /* its workspace bytes, kept free in the budget */
     int pf_chunk;                         /* --prefill-chunk (0: HOTMOE_PREFILL_CHUNK, else the default) */
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */
