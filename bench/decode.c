@@ -43,13 +43,18 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, con
     double tw = hm_now();
     if (runner_prefill(r, tok, nw, 0, logits, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     tw = hm_now() - tw;
-    size_t vram = r->device == HM_DEVICE_CUDA ? gpu_mem_used(0) : 0, ws = r->device == HM_DEVICE_CUDA ? gpu_exec_prefill_bytes(r->gpu) : 0;
+    const int cuda = r->device == HM_DEVICE_CUDA;
+    size_t vram = cuda ? gpu_mem_used(0) : 0, ws = cuda ? gpu_exec_prefill_bytes(r->gpu) : 0;
+    gpu_exec_layout lay;
+    memset(&lay, 0, sizeof lay);
+    if (cuda) runner_layout(r, &lay);
+    const size_t engine = lay.vram_total + ws;   /* what the engine allocated: its layout and the prefill workspace */
     const char *ce = getenv("HOTMOE_PREFILL_CHUNK");
-    int chunk = ce && atoi(ce) > 0 ? atoi(ce) : 4096;
+    int chunk = cuda ? gpu_exec_prefill_chunk(r->gpu) : ce && atoi(ce) > 0 ? atoi(ce) : 4096;
     FILE *f = json ? fopen(json, "w") : NULL;
     if (f) fprintf(f, "[");
-    printf("\n| model | device | prompt tokens | chunk | prefill tok/s | TTFT s | runs (tok/s) | VRAM | workspace | load s | warm-up %d tok s |\n", nw);
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("\n| model | device | prompt tokens | chunk | prefill tok/s | TTFT s | runs (tok/s) | VRAM device | engine | workspace | load s | warm-up %d tok s |\n", nw);
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int si = 0; si < n_sizes; si++) {
         int n = sizes[si];
         double rate[32], ttft[32];
@@ -63,11 +68,11 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, con
         double med = hm_median(rate, runs), mt = hm_median(ttft, runs);
         printf("| %s | %s | %d | %d | %.0f | %.3f | ", model, runner_device_name(r), n, chunk, med, mt);
         for (int i = 0; i < runs; i++) printf("%s%.0f", i ? ", " : "", rate[i]);
-        printf(" | %.2f GiB | %.2f GiB | %.1f | %.2f |\n", vram / 1073741824.0, ws / 1073741824.0, tl, tw);
+        printf(" | %.2f GiB | %.2f GiB | %.2f GiB | %.1f | %.2f |\n", vram / 1073741824.0, engine / 1073741824.0, ws / 1073741824.0, tl, tw);
         if (f) {
             fprintf(f, "%s{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"chunk\":%d,\"runs\":%d,\"prefill_tok_s\":%.3f,"
-                       "\"ttft_s\":%.4f,\"vram_bytes\":%zu,\"workspace_bytes\":%zu,\"prefill_runs_tok_s\":[",
-                    si ? "," : "", model, runner_device_name(r), n, chunk, runs, med, mt, vram, ws);
+                       "\"ttft_s\":%.4f,\"vram_bytes\":%zu,\"engine_vram_bytes\":%zu,\"workspace_bytes\":%zu,\"prefill_runs_tok_s\":[",
+                    si ? "," : "", model, runner_device_name(r), n, chunk, runs, med, mt, vram, engine, ws);
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", rate[i]);
             fprintf(f, "]}");
         }

@@ -422,13 +422,16 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 if (st > max_stride) max_stride = st;
                 meta += cache_meta(E, k);
             }
-            /* the prefill workspace of a chunk is reserved in the budget, so prompts run batched */
-            g->pf_cap = budget ? (o->prefill_chunk > 0 ? o->prefill_chunk : 1024) : 0;
-            const size_t pfw = g->pf_cap ? gpu_exec_prefill_workspace(m, g->pf_cap) : 0;
             const size_t stg = o->staging > 0 ? 2 * (size_t)o->staging * max_stride + 6 * (size_t)(E + 1) * sizeof(void *) : 0;
-            const size_t fixed = need - experts + meta + pfw + stg + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
-                                 (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0) +
-                                 (o->cold == GPU_COLD_CPU ? max_stride + sizeof(float) * (c->n_embd + 1) + sizeof(int) : 0);
+            size_t fixed = need - experts + meta + stg + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
+                           (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0) +
+                           (o->cold == GPU_COLD_CPU ? max_stride + sizeof(float) * (c->n_embd + 1) + sizeof(int) : 0);
+            /* the prefill workspace of a chunk (--prefill-chunk, 1024 by default) is reserved in the
+             * budget, so prompts run batched; a budget too tight for it halves the chunk (down to 64) */
+            g->pf_cap = budget ? (o->prefill_chunk > 0 ? o->prefill_chunk : 1024) : 0;
+            while (g->pf_cap > 64 && fixed + gpu_exec_prefill_workspace(m, g->pf_cap) > limit) g->pf_cap /= 2;
+            g->pf_reserved = g->pf_cap ? gpu_exec_prefill_workspace(m, g->pf_cap) : 0;
+            fixed += g->pf_reserved;
             if (fixed > limit) {
                 fail(err, errlen, "gpu %d: %s %.4g GiB is too small: the dense weights, the KV cache for %d tokens and the "
                      "workspace need at least %.4g GiB (everything resident: %.4g GiB)", dev,
@@ -663,9 +666,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                              workers_describe(g->pool), o->swap_max >= 0 ? o->swap_max : 1);
         if (!g->n_streamed)
             fprintf(stderr, "gpu %d: --cold %s: every expert fits in the budget; nothing is cold\n", dev, mode);
-        fprintf(stderr, "gpu %d: VRAM: weights %.2f GiB, experts %.2f GiB, KV cache %.2f GiB, workspace %.3f GiB = %.2f GiB%s\n", dev,
+        fprintf(stderr, "gpu %d: VRAM: weights %.2f GiB, experts %.2f GiB, KV cache %.2f GiB, workspace %.3f GiB = %.2f GiB; "
+                "prefill chunk of %d tokens %.2f GiB (reserved, allocated at the first prompt) = %.2f GiB%s\n", dev,
                 g->vram_by[VRAM_WEIGHTS] / GiB, g->vram_by[VRAM_EXPERTS] / GiB, g->vram_by[VRAM_KV] / GiB,
-                g->vram_by[VRAM_WORKSPACE] / GiB, g->vram / GiB, o->gpu_mem_gib > 0 ? " (within --gpu-mem)" : "");
+                g->vram_by[VRAM_WORKSPACE] / GiB, g->vram / GiB, g->pf_cap, g->pf_reserved / GiB, (g->vram + g->pf_reserved) / GiB,
+                o->gpu_mem_gib > 0 ? " (within --gpu-mem)" : "");
     }
     return g;
 bad:
@@ -714,6 +719,13 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
         CK(cudaGraphLaunch(g->graphs[2 * seq + (logits != NULL)], g->s));
         CK(cudaStreamSynchronize(g->s));
     }
+    for (int h = 0; h < g->n_jobs; h++)
+        if (g->jobs[h].late) {
+            const unsigned st = g->jobs[h].late;
+            g->jobs[h].late = 0;
+            return fail(err, errlen, "gpu: the CPU workers did not return layer %d's experts of step %u within 5 s "
+                        "(dispatcher stalled at request %u, done %u)", g->jobs_layer[h], st, g->jobs[h].req, g->jobs[h].done);
+        }
     if (logits && g->head) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
     if (!g->head) memcpy(x_out, g->h_xout, sizeof(float) * c->n_embd);
     return 0;
@@ -733,6 +745,7 @@ extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
     out->pinned_host = g->pinned_bytes; out->n_streamed = g->n_streamed;
     out->n_static = g->n_static; out->n_slots = g->n_slots; out->expert_bytes = g->rec_bytes;
     out->cpu_threads = g->cpu_threads; out->swaps = g->swaps; out->swap_async = g->swap_async;
+    out->prefill_chunk = g->pf_cap; out->prefill_reserved = g->pf_reserved; out->vram_prefill = gpu_exec_prefill_bytes(g);
 }
 
 extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen) {

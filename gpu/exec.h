@@ -54,6 +54,8 @@ typedef struct {
     long long swaps;        /* exchange swaps so far */
     int swap_async;         /* --cold cpu: swap-ins computed by the CPU and copied on the side (counted on the CPU too) */
     size_t expert_bytes;    /* one expert record (gate + up + down, aligned) */
+    int prefill_chunk;      /* --gpu-mem: the prefill chunk whose workspace is reserved in the budget */
+    size_t prefill_reserved, vram_prefill;   /* that reservation; the prefill workspace allocated now (0 before a prompt) */
 } gpu_exec_layout;
 
 /* Bytes of VRAM gpu_exec_create would allocate for m with n_ctx positions. */
@@ -112,6 +114,8 @@ int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens, int n, int
 size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk);
 /* Bytes the prefill workspace of g holds now (0 before the first prefill). */
 size_t gpu_exec_prefill_bytes(const gpu_exec *g);
+/* The chunk of the prefill workspace allocated now (0 before the first prompt). */
+int gpu_exec_prefill_chunk(const gpu_exec *g);
 
 #ifdef __cplusplus
 }

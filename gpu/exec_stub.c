@@ -57,3 +57,4 @@ int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens, int n, int
 }
 size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk) { (void)m; (void)chunk; return 0; }
 size_t gpu_exec_prefill_bytes(const gpu_exec *g) { (void)g; return 0; }
+int gpu_exec_prefill_chunk(const gpu_exec *g) { (void)g; return 0; }

@@ -13,6 +13,7 @@
 #include "exec_impl.cuh"
 #include "gpu_gemv.h"
 #include "prefill.cuh"
+#include "prefill_size.h"
 extern "C" {
 #include "quant.h"
 }
@@ -27,7 +28,6 @@ extern "C" {
 #include <vector>
 
 #define PF_CHUNK_DEFAULT 4096
-#define PF_EXPERT_WS (512ull << 20) /* bytes of F16 expert weights dequantized per group */
 
 struct gpu_prefill {
     int chunk;                /* tokens per pass */
@@ -68,59 +68,12 @@ static int fail(char *err, size_t n, const char *fmt, ...) {
 
 /* ------------------------------------------------------------------ sizes */
 
-typedef struct {
-    size_t emb, x, xh, qkv, atth, gu, act, xg, ye, rlog, nk, wbuf, cnt, tiles;
-    int grp;
-} pf_layout;
 
-static int any_moe(const hm_model *m) {
-    for (int il = 0; il < m->cfg.n_layer; il++) if (m->layers[il].is_moe) return 1;
-    return 0;
-}
-
-static pf_layout layout(const hm_model *m, int chunk) {
-    const hm_config *c = &m->cfg;
-    pf_layout l;
-    size_t C = (size_t)chunk, D = c->n_embd, K = any_moe(m) ? c->n_expert_used : 0, E = c->n_expert;
-    size_t ffd = c->n_ff > c->n_ff_shexp ? c->n_ff : c->n_ff_shexp; /* widths over all C rows */
-    size_t rows_e = C * K, fe = c->n_ff_exp;
-    l.emb = C * D;
-    l.x = C * D;
-    l.xh = C * D;
-    l.qkv = C * (c->q_dim + 2 * c->kv_dim);
-    l.atth = C * c->q_dim;
-    l.gu = C * 2 * ffd > rows_e * 2 * fe ? C * 2 * ffd : rows_e * 2 * fe;
-    l.act = C * ffd > rows_e * fe ? C * ffd : rows_e * fe;
-    l.xg = rows_e * D;
-    l.ye = rows_e * D;
-    l.rlog = C * E;
-    l.nk = rows_e;
-    l.cnt = 2 * E + 2;
-    l.tiles = rows_e / 128 + E + 2;
-    size_t per = 3 * fe * D * 2; /* one expert's F16 weights */
-    l.grp = 1;
-    if (K && per) {
-        size_t g = PF_EXPERT_WS / per;
-        l.grp = g < 1 ? 1 : g > E ? (int)E : (int)g;
-    }
-    size_t wb = (size_t)(c->q_dim + 2 * c->kv_dim) * D * 2;
-    if ((size_t)c->q_dim * D * 2 > wb) wb = (size_t)c->q_dim * D * 2;
-    if (3 * ffd * D * 2 > wb) wb = 3 * ffd * D * 2;
-    if (K && E * D * 6 > wb) wb = E * D * 6;
-    if (K && l.grp * per > wb) wb = l.grp * per;
-    l.wbuf = wb;
-    return l;
-}
-
-static size_t layout_bytes(const pf_layout *l) {
-    return 4 * (l->x * 2 + l->qkv + l->x + l->gu + l->ye + l->rlog + l->nk * 4 + l->cnt + l->cnt) +
-           2 * (l->xh + l->atth + l->act + l->xg) + 16 * l->tiles + l->wbuf + 16 * 256;
-}
 
 extern "C" size_t gpu_exec_prefill_workspace(const hm_model *m, int chunk) {
     if (chunk < 1) chunk = PF_CHUNK_DEFAULT;
-    pf_layout l = layout(m, chunk);
-    return layout_bytes(&l);
+    pf_layout l = pf_layout_of(m, chunk);
+    return pf_layout_bytes(&l);
 }
 
 static void pf_release(gpu_prefill *p) {
@@ -161,7 +114,7 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
     gpu_prefill_free(g);
     for (int chunk = want; chunk >= 64 || chunk == want; chunk /= 2) {
         gpu_prefill *p = new gpu_prefill();
-        pf_layout l = layout(g->m, chunk);
+        pf_layout l = pf_layout_of(g->m, chunk);
         p->chunk = chunk; p->grp = l.grp;
         int bad = pf_alloc(p, &p->x, l.x) || pf_alloc(p, &p->xn, l.x) || pf_alloc(p, &p->xh, l.xh) ||
                   pf_alloc(p, &p->qkv, l.qkv) || pf_alloc(p, &p->atth, l.atth) || pf_alloc(p, &p->tmp, l.x) ||
@@ -176,7 +129,7 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
         if (!bad && cublasCreate(&p->blas) != CUBLAS_STATUS_SUCCESS) { p->blas = NULL; bad = 1; }
         if (!bad && cublasSetStream(p->blas, g->s) != CUBLAS_STATUS_SUCCESS) bad = 1;
         if (!bad) {
-            p->bytes = layout_bytes(&l);
+            p->bytes = pf_layout_bytes(&l);
             g->pf = p;
             return 0;
         }
@@ -587,3 +540,4 @@ extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens,
 }
 
 extern "C" size_t gpu_exec_prefill_bytes(const gpu_exec *g) { return g->pf ? g->pf->bytes : 0; }
+extern "C" int gpu_exec_prefill_chunk(const gpu_exec *g) { return g->pf ? g->pf->chunk : 0; }

@@ -42,7 +42,8 @@ int plan_cold_parse(const char *name) {
 void plan_inputs_init(plan_inputs *in) {
     memset(in, 0, sizeof *in);
     in->rates = cost_rates_defaults();
-    in->ctx = 4096; in->streams = 1; in->decode_pos = 384; in->prompt = 8192; in->chunk = 4096;
+    in->ctx = 4096; in->streams = 1; in->decode_pos = 384; in->prompt = 8192;
+    in->chunk = 1024;   /* the prefill chunk the engine reserves under --gpu-mem (gpu/exec.cu) */
     in->cold = PLAN_COLD_AUTO;
     in->static_experts = -1; in->cache_slots = -1; in->staging_experts = -1;
 }
@@ -117,42 +118,28 @@ static void split_layers(const plan_inputs *in, const double *share, int *first,
 
 /* ---------------------------------------------------------------- residency */
 
-typedef struct { double v; int rank, layer; } cand;
-
-static int by_value(const void *x, const void *y) {
-    const cand *a = x, *b = y;
-    if (a->v != b->v) return a->v > b->v ? -1 : 1;
-    if (a->rank != b->rank) return a->rank - b->rank;
-    return a->layer - b->layer;
-}
-
-/* Per-layer resident counts for GPU d: lo[l] forced, then greedily up to hi[l] by expected hits
- * per byte while avail lasts. Returns the bytes left. */
-static uint64_t fill_residents(const plan_inputs *in, double *const *prob, int *const *order, int first, int last,
-                               const int *lo, const int *hi, int *res, uint64_t avail) {
-    size_t n = 0;
+/* Per-layer resident counts for GPU d: lo[l] forced, then the same count R in every MoE layer
+ * (clamped to [lo, hi]), the largest R whose bytes fit in avail: the engine keeps one slab of
+ * static experts + slots per layer, the same count in each (gpu/exec.cu), so the plan prices that
+ * layout. Returns the bytes left. */
+static uint64_t fill_residents(const plan_inputs *in, int first, int last, const int *lo, const int *hi, int *res,
+                               uint64_t avail) {
+    int top = 0;
     for (int l = first; l <= last; l++) {
         res[l] = lo[l];
-        if (in->layer[l].is_moe) { avail -= (uint64_t)lo[l] * in->layer[l].expert_bytes; n += (size_t)(hi[l] - lo[l]); }
+        if (!in->layer[l].is_moe) continue;
+        avail -= (uint64_t)lo[l] * in->layer[l].expert_bytes;
+        if (hi[l] > top) top = hi[l];
     }
-    cand *c = malloc(sizeof *c * (n ? n : 1));
-    size_t m = 0;
-    for (int l = first; l <= last; l++) {
-        const plan_layer_in *li = &in->layer[l];
-        if (!li->is_moe) continue;
-        for (int r = lo[l]; r < hi[l]; r++)
-            c[m++] = (cand){ li->k * prob[l][order[l][r]] / (double)(li->expert_bytes ? li->expert_bytes : 1), r, l };
+    for (int R = top; R > 0; R--) {
+        uint64_t b = 0;
+        for (int l = first; l <= last; l++)
+            if (in->layer[l].is_moe && R > lo[l]) b += (uint64_t)((R < hi[l] ? R : hi[l]) - lo[l]) * in->layer[l].expert_bytes;
+        if (b > avail) continue;
+        for (int l = first; l <= last; l++)
+            if (in->layer[l].is_moe && R > lo[l]) res[l] = R < hi[l] ? R : hi[l];
+        return avail - b;
     }
-    qsort(c, m, sizeof *c, by_value);
-    char *closed = calloc((size_t)in->n_layer, 1);
-    for (size_t i = 0; i < m; i++) {
-        int l = c[i].layer;
-        uint64_t b = in->layer[l].expert_bytes;
-        if (closed[l] || c[i].rank != res[l]) continue;
-        if (b <= avail) { res[l]++; avail -= b; }
-        else closed[l] = 1;
-    }
-    free(closed); free(c);
     return avail;
 }
 
@@ -385,7 +372,7 @@ static int place_gpu(plan *p, const plan_inputs *in, double *const *prob, int *c
                     "part, KV, staging, workspace): needs at least %g GiB, budget %g GiB", d, what, forced_b / GIB,
                     need / GIB, gib_up((double)(need + forced_b)), g->budget / GIB);
     }
-    fill_residents(in, prob, order, g->first_layer, g->last_layer, lo, hi, res, g->budget - need);
+    fill_residents(in, g->first_layer, g->last_layer, lo, hi, res, g->budget - need);
     for (int l = g->first_layer; l <= g->last_layer; l++) {
         const plan_layer_in *li = &in->layer[l];
         plan_layer *pl = &p->layer[l];
@@ -454,7 +441,7 @@ int plan_build(plan *p, const plan_inputs *in, char *err, size_t cap) {
         }
         p->host_total = all + p->kv_host;
     } else {
-        int S = in->staging_experts < 0 ? 32 : in->staging_experts;
+        int S = in->staging_experts < 0 ? 0 : in->staging_experts;   /* the engine stages only with --staging N */
         if (S > max_n) S = max_n;
         uint64_t stage = 2 * (uint64_t)S * max_eb;
         double share[PLAN_MAX_GPU];

@@ -4,6 +4,7 @@
  * (placement/plan.h); this file turns a loaded model, a routing trace and flags into its inputs. */
 #define _GNU_SOURCE
 #include "autoplan.h"
+#include "prefill_size.h"
 #include "config.h"
 #include "exec.h"
 #include "membw.h"
@@ -173,15 +174,16 @@ static uint64_t layer_dense(const hm_layer *l) {
            ffn_b(&l->dense) + ffn_b(&l->shexp);
 }
 
-/* Activations of a decode step (as gpu/exec.cu sizes them) plus those of a prefill chunk. */
-static uint64_t workspace_estimate(const hm_config *c, int ctx, int chunk) {
+/* Activations of a decode step (as gpu/exec.cu sizes them) plus the prefill workspace of a chunk,
+ * which the engine reserves under --gpu-mem (gpu/prefill_size.h: the bytes it allocates). */
+static uint64_t workspace_estimate(const hm_model *m, int ctx, int chunk) {
+    const hm_config *c = &m->cfg;
     double ff = c->n_ff, fe = (double)c->n_ff_exp * c->n_expert_used;
     if (fe > ff) ff = fe;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
     double dec = (double)c->n_embd * (6 + c->n_expert_used) + 2.0 * c->q_dim + 2.0 * c->kv_dim + c->n_vocab +
                  2.0 * c->n_expert + ff + (double)c->n_head * ((ctx + 255) / 256) * (c->head_dim + 2);
-    double pre = (double)chunk * (4.0 * c->n_embd + 2.0 * c->q_dim + 2.0 * c->kv_dim + 3 * ff + c->n_expert);
-    return (uint64_t)(4 * (dec + pre));
+    return (uint64_t)(4 * dec) + pf_workspace_bytes(m, chunk);
 }
 
 /* Fills in->layer (allocated; caller frees) from m; freq stays NULL (uniform). */
@@ -214,7 +216,7 @@ static void model_inputs(const hm_model *m, plan_inputs *in, plan_layer_in **lay
     in->layer = L;
     in->output_bytes = vb(&m->output_norm) + tb(&m->output);
     in->host_only_bytes = tb(&m->tok_embd) + mtp;
-    in->workspace_bytes = workspace_estimate(c, in->ctx, in->chunk);
+    in->workspace_bytes = workspace_estimate(m, in->ctx, in->chunk);
     *layers = L;
 }
 

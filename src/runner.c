@@ -280,5 +280,6 @@ void runner_layout(const hm_runner *r, gpu_exec_layout *out) {
     out->vram_weights += b.vram_weights; out->vram_experts += b.vram_experts; out->vram_kv += b.vram_kv;
     out->vram_workspace += b.vram_workspace; out->vram_total += b.vram_total; out->pinned_host += b.pinned_host;
     out->n_streamed += b.n_streamed; out->cpu_threads += b.cpu_threads; out->swaps += b.swaps;
+    out->prefill_reserved += b.prefill_reserved; out->vram_prefill += b.vram_prefill;
     if (b.expert_bytes > out->expert_bytes) out->expert_bytes = b.expert_bytes;
 }
