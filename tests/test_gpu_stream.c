@@ -103,6 +103,7 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
         if ((quick || q8) && i != 1 && !(q8 && i == 0)) continue;   /* large models: the forced-miss case (each case pins anew) */
+        printf("-- %s: %s%s\n", label, cfg[i].name, q8 ? " (q8 GEMV)" : "");
         gpu_exec_opts o = mk(0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0);
         uint64_t st[4];
         for (size_t j = 0; j < rows; j++) got[j] = -1e30f;
@@ -125,7 +126,7 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         { 0, 0, 0, 0, "--cold cpu, every expert on the CPU" },
         { 1, k, 1, 0, "--cold cpu, 1 static + k slots, 1 swap-in per layer and step" },
         { E / 4, E / 4, 0, 0, "--cold cpu, E/4 static + E/4 slots, no swap-ins" },
-        { 1, k, 64, 1, "--cold cpu, exchange forced at every token (floor 0.01, hysteresis 1)" },
+        { 1, k, 64, 1, "--cold cpu, exchange forced at every token (floor 0.01, hysteresis 0.01)" },
         { 1, k, 2, -1, "--cold cpu --swap-async, 1 static + k slots, 2 swap-ins per layer and step on the side stream" },
         { 0, E / 2, 8, 8, "--cold cpu, exchange every 8 tokens, at most 8 swaps" },
     };
@@ -133,10 +134,11 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         if (quick && i != 1 && i != 3) continue;
         for (int fast = 0; fast < 2; fast++) {
             if (fast && i) break;
+            printf("-- %s: %s (%s)\n", label, cc[i].name, fast ? "fast" : "ref");
             gpu_exec_opts o = mk(0, GPU_COLD_CPU, cc[i].S, cc[i].C, counts, 0);
             o.swap_max = cc[i].swap; o.cpu_threads = 4; o.swap_interval = cc[i].interval > 0 ? cc[i].interval : 0;
             o.swap_async = cc[i].interval < 0;
-            if (cc[i].interval == 1) { o.swap_floor = 0.01; o.swap_hyst = 1.0; }
+            if (cc[i].interval == 1) { o.swap_floor = 0.01; o.swap_hyst = 0.01; }   /* any warm CPU expert displaces a slot */
             uint64_t st[4];
             gpu_exec_layout lay;
             hm_kernels_set(fast ? HM_KERNELS_FAST : HM_KERNELS_REF);
@@ -166,6 +168,7 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
     }
     /* a budget from --gpu-mem alone: everything but half the routed experts' bytes */
     if (!q8) {
+        printf("-- %s: budget from --gpu-mem\n", label);
         size_t all_b = gpu_exec_vram_needed(m, NTOK + 4), exp_b = 0;
         for (int l = 0; l < c->n_layer; l++) {
             if (!m->layers[l].is_moe) continue;
@@ -180,10 +183,10 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         else {
             size_t bad = 0;
             for (size_t j = 0; j < rows; j++) bad += memcmp(&got[j], &ref[j], sizeof(float)) != 0;
-            int within = lay.vram_total <= (size_t)(o.gpu_mem_gib * 1073741824.0) && lay.n_streamed > 0;
-            snprintf(what, sizeof what, "--gpu-mem %.4f GiB (all-resident less half the experts): %d static + %d slots, engine VRAM %zu <= "
-                     "budget %s, %zu logits differ", o.gpu_mem_gib, lay.n_static, lay.n_slots, lay.vram_total,
-                     within ? "yes" : "NO", bad);
+            int within = lay.vram_total + lay.prefill_reserved <= (size_t)(o.gpu_mem_gib * 1073741824.0) && lay.n_streamed > 0;
+            snprintf(what, sizeof what, "--gpu-mem %.4f GiB (all-resident less half the experts): %d static + %d slots, engine VRAM %zu "
+                     "+ a prefill chunk of %d tokens reserved %zu <= budget %s, %zu logits differ", o.gpu_mem_gib, lay.n_static,
+                     lay.n_slots, lay.vram_total, lay.prefill_chunk, lay.prefill_reserved, within ? "yes" : "NO", bad);
             check(bad == 0 && within && !memcmp(gt, rt, sizeof rt), "%s", label, what);
         }
     }
@@ -224,6 +227,7 @@ static void on_route(void *ud, int layer, int pos, const int *idx, const float *
  * order) and must count the same hits and copies. The end-to-end tests above cannot see a wrong
  * victim: the logits stay exact, only the hit rate suffers. */
 static void lfu_reference_tests(const char *label, const hm_model *m) {
+    printf("-- %s: lfu reference tests\n", label);
     const hm_config *c = &m->cfg;
     const int E = c->n_expert, k = c->n_expert_used, L = c->n_layer, n = 40, S = 1, C = k + 1, R = S + C;
     if (R >= E || L * k > 64 * 64) return;
@@ -283,6 +287,7 @@ static void lfu_reference_tests(const char *label, const hm_model *m) {
 }
 
 static void route_tests(const char *label, const hm_model *m) {
+    printf("-- %s: route tests\n", label);
     const hm_config *c = &m->cfg;
     const int V = c->n_vocab, E = c->n_expert, k = c->n_expert_used, L = c->n_layer, n = 24;
     if (L * k > 64 * 64) return;
@@ -343,9 +348,12 @@ static void prefill_tests(const char *label, const hm_model *m) {
         { GPU_COLD_CPU, 1, 1, E, "--cold cpu --staging E" },
     };
     for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        printf("-- %s: prefill, %s\n", label, cfg[ci].name);
         gpu_exec_opts o = mk(0, cfg[ci].cold, cfg[ci].S, cfg[ci].C, NULL, 0);
         o.staging = cfg[ci].staging; o.cpu_threads = 2;
         float *out = ci ? got : ref;
+        const int cpu = cfg[ci].cold == GPU_COLD_CPU;
+        if (cpu) hm_kernels_set(HM_KERNELS_REF);   /* the decode steps' CPU experts: the GPU's sums up to order */
         gpu_exec *g = gpu_exec_create_opts(m, 0, n + extra + 1, &o, err, sizeof err);
         int rc = !g || gpu_exec_prefill(g, tok, n, 0, out, err, sizeof err);
         for (int i = 0; i < extra && !rc; i++) {
@@ -355,12 +363,20 @@ static void prefill_tests(const char *label, const hm_model *m) {
             rc = gpu_exec_forward(g, b, n + i, out + (size_t)(i + 1) * V, err, sizeof err);
         }
         gpu_exec_free(g);
+        hm_kernels_set(HM_KERNELS_FAST);
         if (!ci) { if (rc) { check(0, "prefill (resident): %s", label, err); break; } continue; }
-        size_t bad = 0;
-        for (size_t j = 0; !rc && j < (size_t)V * (extra + 1); j++) bad += memcmp(&got[j], &ref[j], sizeof(float)) != 0;
-        snprintf(what, sizeof what, "prefill of %d tokens + %d decode steps, %s: %zu of %zu logits differ from all-resident", n,
-                 extra, cfg[ci].name, bad, (size_t)V * (extra + 1));
-        check(!rc && bad == 0, "%s", label, rc ? err : what);
+        /* the prompt's logits bit for bit (the prefill runs every expert on the GPU); the decode
+         * steps too, or within 1e-4 where the CPU workers computed the cold experts */
+        size_t bad = 0, nb = cpu ? (size_t)V : (size_t)V * (extra + 1);
+        for (size_t j = 0; !rc && j < nb; j++) bad += memcmp(&got[j], &ref[j], sizeof(float)) != 0;
+        double worst = 0;
+        for (int i = 1; cpu && !rc && i <= extra; i++) {
+            double e = max_rel_err(got + (size_t)i * V, ref + (size_t)i * V, V);
+            if (!(e <= worst)) worst = e;
+        }
+        snprintf(what, sizeof what, "prefill of %d tokens + %d decode steps, %s: %zu of %zu logits differ from all-resident%s%.3g", n,
+                 extra, cfg[ci].name, bad, nb, cpu ? "; decode steps (CPU experts, ref kernels) max rel err (<= 1e-4) " : "", worst);
+        check(!rc && bad == 0 && worst <= 1e-4, "%s", label, rc ? err : what);
     }
     free(tok); free(ref); free(got);
 }
@@ -379,8 +395,11 @@ static void pipeline_tests(const char *label, const hm_model *m) {
         { GPU_COLD_CPU, 1, 1, "--cold cpu, 1 static + 1 slot per stage" },
     };
     for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        printf("-- %s: pipeline, %s\n", label, cfg[ci].name);
         gpu_exec_opts full = mk(0, GPU_COLD_NONE, -1, -1, NULL, 0), a = mk(0, cfg[ci].cold, cfg[ci].S, cfg[ci].C, NULL, 0), b;
         a.cpu_threads = 2; b = a;
+        const int cpu = cfg[ci].cold == GPU_COLD_CPU;
+        if (cpu) hm_kernels_set(HM_KERNELS_REF);   /* the CPU's experts: the GPU's sums up to order */
         a.layer_first = 0; a.layer_last = s; b.layer_first = s; b.layer_last = L; b.cpu_first_core = 2;
         gpu_exec *g = gpu_exec_create_opts(m, 0, n, &full, err, sizeof err), *ga = g ? gpu_exec_create_opts(m, 0, n, &a, err, sizeof err) : NULL,
                  *gb = ga ? gpu_exec_create_opts(m, 0, n, &b, err, sizeof err) : NULL;
@@ -397,10 +416,12 @@ static void pipeline_tests(const char *label, const hm_model *m) {
             for (int v = 1; v < V; v++) { if (ref[v] > ref[ia]) ia = v; if (got[v] > got[ib]) ib = v; }
             same &= ia == ib;
         }
+        hm_kernels_set(HM_KERNELS_FAST);
+        const double tol = cpu ? 1e-4 : 1e-5;
         if (rc) snprintf(what, sizeof what, "pipeline %s: %s", cfg[ci].name, err);
         else snprintf(what, sizeof what, "pipeline of layers [0, %d) + [%d, %d), %s: max rel err vs the whole executor %.3g "
-                      "(<= 1e-5) over %d positions, argmax %s", s, s, L, cfg[ci].name, worst, n, same ? "identical" : "DIFFERS");
-        check(!rc && worst <= 1e-5 && same, "%s", label, what);
+                      "(<= %g) over %d positions, argmax %s", s, s, L, cfg[ci].name, worst, tol, n, same ? "identical" : "DIFFERS");
+        check(!rc && worst <= tol && same, "%s", label, what);
         gpu_exec_free(g); gpu_exec_free(ga); gpu_exec_free(gb);
     }
     /* a stage refuses what needs the whole model */
@@ -419,6 +440,7 @@ static void pipeline_tests(const char *label, const hm_model *m) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* a stalled case shows as the last "-- " line */
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_stream needs a GPU)\n"); return 77; }
     gemv_mode(0);
     static const char *fixtures[] = { "qwen3moe", "glm4moe" };
