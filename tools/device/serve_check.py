@@ -2,9 +2,14 @@
 workers, 2 slots) answers the same greedy chat completions as the CPU server, for 4 concurrent
 requests. Every server runs the exact kernels (--kernels ref; HOTMOE_GEMV_MODE=0 on the GPU), so
 the two targets differ by summation order only. Usage: python3 tools/device/serve_check.py BIN MODEL"""
-import json, os, subprocess, sys, threading, time, urllib.request
+import json, os, socket, subprocess, sys, threading, time, urllib.request
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 def start(port, extra):
     p = subprocess.Popen([BIN, "serve", "-m", MODEL, "--port", str(port), "--parallel", "2", "--ctx", "256", "--kernels", "ref"] + extra,
@@ -32,7 +37,8 @@ def answers(port):
     return out
 
 ok = True
-cpu = start(18080, ["--device", "cpu"]); ref = answers(18080); cpu.terminate(); cpu.wait()
+P = free_port()
+cpu = start(P, ["--device", "cpu"]); ref = answers(P); cpu.terminate(); cpu.wait()
 # --prefill-chunk 1: prompts token by token through the decode graph (exact); the batched prefill
 # (F16 GEMMs, ~3e-3 from the reference) is checked below for answering, not for equal text
 for name, extra in [("cuda, all resident", ["--device", "cuda", "--prefill-chunk", "1"]),
@@ -40,15 +46,17 @@ for name, extra in [("cuda, all resident", ["--device", "cuda", "--prefill-chunk
                                                                   "--static-experts", "0", "--cache-slots", "2"]),
                     ("cuda, --cold cpu 1 static + 2 slots", ["--device", "cuda", "--prefill-chunk", "1", "--cold", "cpu",
                                                                "--static-experts", "1", "--cache-slots", "2", "--cpu-threads", "4"])]:
-    p = start(18081, extra)
-    got = answers(18081)
+    P = free_port()
+    p = start(P, extra)
+    got = answers(P)
     p.terminate(); p.wait()
     same = got == ref
     ok &= same
     print(f"{'PASS' if same else 'FAIL'} serve {name}: 4 concurrent greedy chat completions {'equal' if same else 'differ from'} the CPU server's"
           + ("" if same else f": {got!r} vs {ref!r}"))
-p = start(18082, ["--device", "cuda", "--cold", "stream", "--static-experts", "0", "--cache-slots", "2"])
-got = answers(18082)
+P = free_port()
+p = start(P, ["--device", "cuda", "--cold", "stream", "--static-experts", "0", "--cache-slots", "2"])
+got = answers(P)
 p.terminate(); p.wait()
 fine = all(isinstance(g, str) and g for g in got)
 ok &= fine
