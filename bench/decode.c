@@ -83,9 +83,69 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, con
     return 0;
 }
 
+/* --streams N: N sequences decoded together, each with its own KV cache in one executor (as
+ * `serve --parallel N` runs them): every round one greedy token per sequence, steps one after the
+ * other (no batched kernels yet), all sharing the expert cache. Reports the summed and the
+ * per-sequence rate and the cache's hit rate. */
+static int bench_streams(const hm_model *m, const runner_opts *ro, const char *model, int n_streams, int n_prompt, int n_gen,
+                         int runs, const char *json) {
+    const hm_config *c = &m->cfg;
+    gpu_exec *g1, *g2;
+    hm_error e;
+    if (runner_gpu_create(m, n_prompt + n_gen, ro, n_streams, &g1, &g2, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
+    float *logits = hm_malloc(sizeof(float) * c->n_vocab * (size_t)n_streams), *x = hm_malloc(sizeof(float) * c->n_embd);
+    int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt);
+    double rate[32];
+    uint64_t st[4] = { 0, 0, 0, 0 };
+    char msg[1024];
+    for (int run = 0; run < runs; run++) {
+        for (int q = 0; q < n_streams; q++) {   /* each sequence its own prompt, token by token */
+            random_tokens(ptok, n_prompt, c->n_vocab, 12345 + 100 * run + q);
+            for (int i = 0; i < n_prompt; i++)
+                if (runner_gpu_step(g1, g2, x, q, ptok[i], i, i + 1 == n_prompt ? logits + (size_t)q * c->n_vocab : NULL, msg, sizeof msg)) {
+                    fprintf(stderr, "bench_decode: %s\n", msg);
+                    return 1;
+                }
+        }
+        uint64_t v[4];
+        gpu_exec *stg[2] = { g1, g2 };
+        for (int i = 0; i < 2; i++) if (stg[i]) gpu_exec_cache_stats(stg[i], v, 1, msg, sizeof msg);   /* the prompts' counts dropped */
+        double t0 = hm_now();
+        for (int i = 0; i < n_gen; i++)
+            for (int q = 0; q < n_streams; q++) {
+                float *l = logits + (size_t)q * c->n_vocab;
+                int best = 0;
+                for (int t = 1; t < c->n_vocab; t++) if (l[t] > l[best]) best = t;
+                if (runner_gpu_step(g1, g2, x, q, best, n_prompt + i, l, msg, sizeof msg)) { fprintf(stderr, "bench_decode: %s\n", msg); return 1; }
+            }
+        rate[run] = (double)n_streams * n_gen / (hm_now() - t0);
+        for (int i = 0; i < 2; i++)
+            if (stg[i] && !gpu_exec_cache_stats(stg[i], v, 1, msg, sizeof msg)) for (int j = 0; j < 4; j++) st[j] += v[j];
+    }
+    const double med = hm_median(rate, runs), sel = (double)(st[0] + st[1] + st[2] + st[3]);
+    printf("\n| model | streams | summed decode tok/s | per stream | runs (summed) | expert cache hit rate | CPU experts/token |\n|---|---|---|---|---|---|---|\n");
+    printf("| %s | %d | %.1f | %.1f | ", model, n_streams, med, med / n_streams);
+    for (int i = 0; i < runs; i++) printf("%s%.1f", i ? ", " : "", rate[i]);
+    printf(" | %.4f | %.2f |\n", sel > 0 ? st[0] / sel : 1.0, (double)st[3] / ((double)n_streams * n_gen * runs));
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (f) {
+            fprintf(f, "{\"model\":\"%s\",\"streams\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"runs\":%d,\"decode_tok_s\":%.3f,"
+                       "\"per_stream_tok_s\":%.3f,\"hit_rate\":%.5f,\"runs_tok_s\":[", model, n_streams, n_prompt, n_gen, runs, med,
+                    med / n_streams, sel > 0 ? st[0] / sel : 1.0);
+            for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", rate[i]);
+            fprintf(f, "]}\n");
+            fclose(f);
+        }
+    }
+    gpu_exec_free(g1); gpu_exec_free(g2);
+    free(logits); free(x); free(ptok);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
-    int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0;
+    int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0, n_streams = 1;
     runner_opts ro; runner_opts_init(&ro);
     hm_error e;
     for (int i = 1; i < argc; i++) {
@@ -97,6 +157,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--streams") && i + 1 < argc) n_streams = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
         else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
@@ -104,7 +165,7 @@ int main(int argc, char **argv) {
             for (char *t = strtok(argv[++i], ","); t && n_sizes < 8; t = strtok(NULL, ",")) sizes[n_sizes++] = atoi(t);
             for (int k = 0; k < n_sizes; k++) if (sizes[k] < 1) { fprintf(stderr, "bench_decode: bad --prefill size\n"); return 2; }
         } else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) setenv("HOTMOE_PREFILL_CHUNK", argv[++i], 1);
-        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] (and runner flags)\n"); return 2; }
+        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N] (and runner flags)\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
     hm_model m;
@@ -119,6 +180,16 @@ int main(int argc, char **argv) {
     int n_ctx = n_prompt + n_gen;
     if (n_sizes) { n_ctx = 0; for (int k = 0; k < n_sizes; k++) if (sizes[k] > n_ctx) n_ctx = sizes[k]; }
     if (autoplan_apply(&ro, &m, device, n_ctx, 0, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
+    if (n_streams != 1) {
+        if (n_streams < 1 || n_streams > 64 || device != HM_DEVICE_CUDA || record || replay || n_sizes) {
+            fprintf(stderr, "bench_decode: --streams N: 1..64 sequences on --device cuda, without routing side channels or --prefill\n");
+            return 2;
+        }
+        free(counts);
+        int rc = bench_streams(&m, &ro, model, n_streams, n_prompt, n_gen, runs, json);
+        model_free(&m);
+        return rc;
+    }
     size_t used0 = 0;   /* device memory in use on every GPU, before: the pipeline uses two */
     for (int d = 0; d < gpu_device_count(); d++) used0 += gpu_mem_used(d);
     routeio io;
