@@ -17,7 +17,7 @@
 extern "C" {
 #include "quant.h"
 }
-#include <cublas_v2.h>
+#include "blas.cuh"
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdarg.h>
@@ -82,7 +82,7 @@ static void pf_release(gpu_prefill *p) {
     if (p->h_emb) cudaFreeHost(p->h_emb);
     if (p->h_cnt) cudaFreeHost(p->h_cnt);
     if (p->h_tiles) cudaFreeHost(p->h_tiles);
-    if (p->blas) cublasDestroy(p->blas);
+    if (p->blas) hm_blas_get(NULL, 0)->destroy(p->blas);
     delete p;
 }
 
@@ -111,6 +111,8 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
                         gpu_exec_prefill_workspace(g->m, want) / 1048576.0);
     }
     if (g->pf && g->pf->chunk >= want) return 0;
+    const hm_blas *B = hm_blas_get(err, errlen);
+    if (!B) return -1;
     gpu_prefill_free(g);
     for (int chunk = want; chunk >= 64 || chunk == want; chunk /= 2) {
         gpu_prefill *p = new gpu_prefill();
@@ -126,8 +128,8 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
         if (!bad && (cudaMallocHost(&p->h_emb, l.emb * sizeof(float)) != cudaSuccess ||
                      cudaMallocHost(&p->h_cnt, l.cnt * sizeof(int)) != cudaSuccess ||
                      cudaMallocHost(&p->h_tiles, l.tiles * sizeof(int4)) != cudaSuccess)) { cudaGetLastError(); bad = 1; }
-        if (!bad && cublasCreate(&p->blas) != CUBLAS_STATUS_SUCCESS) { p->blas = NULL; bad = 1; }
-        if (!bad && cublasSetStream(p->blas, g->s) != CUBLAS_STATUS_SUCCESS) bad = 1;
+        if (!bad && B->create(&p->blas) != CUBLAS_STATUS_SUCCESS) { p->blas = NULL; bad = 1; }
+        if (!bad && B->set_stream(p->blas, g->s) != CUBLAS_STATUS_SUCCESS) bad = 1;
         if (!bad) {
             p->bytes = pf_layout_bytes(&l);
             g->pf = p;
@@ -157,17 +159,17 @@ static int deq_tab(int type, const void *const *tab, const int *ids, int nslots,
 /* Y (n, m) F32 row-major = X (n, k) F16 row-major . W (m, k)^T F16 */
 static int gemm_h(gpu_prefill *p, const __half *W, const __half *X, float *Y, int m, int n, int k, char *err, size_t errlen) {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasGemmEx(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, CUDA_R_16F, k, X, CUDA_R_16F, k,
+    cublasStatus_t st = hm_blas_get(NULL, 0)->gemm_ex(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, CUDA_R_16F, k, X, CUDA_R_16F, k,
                                      &zero, Y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasGemmEx (%d x %d x %d) failed: %s", m, n, k, cublasGetStatusString(st));
+    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasGemmEx (%d x %d x %d) failed: %s", m, n, k, hm_blas_get(NULL, 0)->status_string(st));
     return 0;
 }
 
 /* Y = X . W^T, all F32 (the router: its logits decide the routing, so no F16 rounding) */
 static int gemm_f(gpu_prefill *p, const float *W, const float *X, float *Y, int m, int n, int k, char *err, size_t errlen) {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasSgemm(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, k, X, k, &zero, Y, m);
-    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasSgemm (%d x %d x %d) failed: %s", m, n, k, cublasGetStatusString(st));
+    cublasStatus_t st = hm_blas_get(NULL, 0)->sgemm(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, k, X, k, &zero, Y, m);
+    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasSgemm (%d x %d x %d) failed: %s", m, n, k, hm_blas_get(NULL, 0)->status_string(st));
     return 0;
 }
 
