@@ -263,8 +263,12 @@ int server_start(server *s, hm_error *e) {
     pthread_mutex_init(&s->mu, NULL);
     s->started = hm_now();
     mg_init_library(0);
-    s->ctx = mg_start(&cb, s, opts);
-    if (!s->ctx) return hm_fail(e, "serve: cannot listen on %s (port in use or bad --host?)", ports);
+    char why[256] = "";
+    unsigned code = 0;
+    struct mg_init_data init = { &cb, s, opts };
+    struct mg_error_data ed = { &code, why, sizeof why };
+    s->ctx = mg_start2(&init, &ed);
+    if (!s->ctx) return hm_fail(e, "serve: cannot listen on %s: %s", ports, why[0] ? why : "port in use or bad --host?");
     mg_set_request_handler(s->ctx, "/", dispatch, s);
     return 0;
 }

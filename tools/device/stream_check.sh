@@ -83,6 +83,7 @@ PY
       s3) run s3 --gpus 0,1 --gpu-mem 16,16 --cold cpu ;;          # nvidia-h200-x2: BENCH.md S3
       s3-one) run s3-one --gpu-mem 32 --cold cpu ;;                  # the same budget on one GPU
       streams) for n in 2 4; do run streams$n --runs 1 --gpu-mem $gib --cold cpu --routing "$NAT" --streams $n; done ;;   # 2 and 4 sequences together
+      no-swap-prof) run no-swap-prof --gpu-mem $gib --cold cpu --no-swap --routing "$NAT" ;;   # the exchange's "before": the profile's placement, fixed
       exchange-prof) run exchange-prof --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$NAT" ;;
       all-cpu-experts1) run all-cpu-experts --runs 1 --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
