@@ -24,16 +24,22 @@ def start(port, extra):
     raise SystemExit(f"FAIL serve {extra}: no /health: {p.stderr.read()[-2000:]}")
 
 def ask(port, text):
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 24, "temperature": 0}).encode()
+    model = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10))["data"][0]["id"]
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 24, "temperature": 0}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body, {"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["message"]["content"]
 
 def answers(port):
+    """The 4 answers; a failed request raises here (an error is never an answer equal to another error)."""
     prompts = ["Hello there", "What is 2+2?", "Name a color", "Tell me a story"]
     out = [None] * len(prompts)
-    def one(i): out[i] = ask(port, prompts[i])
+    def one(i):
+        try: out[i] = ask(port, prompts[i])
+        except Exception as e: out[i] = e
     ts = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
     [t.start() for t in ts]; [t.join() for t in ts]
+    bad = [o for o in out if not isinstance(o, str)]
+    if bad: raise SystemExit(f"FAIL a request to the server on port {port} failed: {bad[0]!r}")
     return out
 
 ok = True
