@@ -143,19 +143,19 @@ static uint64_t fill_residents(const plan_inputs *in, int first, int last, const
     return avail;
 }
 
-/* Cold experts of one layer in auto mode: each (most routed first) goes to the path that keeps the
- * larger of the two per-token times smaller, so that PCIe and the CPU work at once. */
+/* Cold experts of one layer in auto mode: each (most routed first) goes to the path that adds
+ * less to the step: streamed (copied, then read from VRAM) or on the CPU (the first one of the
+ * layer also pays the hand-off). The executor runs the two one after the other (price_decode). */
 static void assign_auto(const plan_inputs *in, const plan_layer_in *li, const double *prob, plan_layer *pl,
                         int from) {
     const cost_rates *r = &in->rates;
-    double ts = 0, tc = 0, pcie = cost_pcie_bps(r), cpu = cost_cpu_bps(r, li->cpu_class);
+    double pcie = cost_pcie_bps(r), hbm = cost_hbm_bps(r), cpu = cost_cpu_bps(r, li->cpu_class);
     for (int i = from; i < li->n_expert; i++) {
         int e = pl->order[i];
         double b = cost_touch(li->k * prob[e], in->streams) * (double)li->expert_bytes;
         double sync = pl->n_cpu ? 0 : r->cpu_sync_us * 1e-6;
-        double a = fmax(ts + b / pcie, tc), c = fmax(ts, tc + b / cpu + sync);
-        if (a <= c) { ts += b / pcie; pl->where[e] = PLAN_STREAM; pl->n_stream++; }
-        else { tc += b / cpu + sync; pl->where[e] = PLAN_CPU; pl->n_cpu++; }
+        if (b / pcie + b / hbm <= b / cpu + sync) { pl->where[e] = PLAN_STREAM; pl->n_stream++; }
+        else { pl->where[e] = PLAN_CPU; pl->n_cpu++; }
     }
 }
 
@@ -186,20 +186,18 @@ static void price_decode(plan *p, const plan_inputs *in, double *const *prob) {
             pl->decode_us = tl * 1e6; pl->decode_limit = COST_CPU;
             continue;
         }
-        /* as the executor runs it: a streamed miss is copied, then computed from VRAM (PCIe and HBM
-         * one after the other on the GPU's side); the CPU's experts run beside the GPU's side */
+        /* as the executor runs it: a streamed miss is copied, then computed from VRAM, and the layer
+         * waits for the CPU's experts before its reduction. Measured on the device (a3b, 8 GiB,
+         * 2026-11-30): the CPU's share is not hidden behind the GPU's experts (the hand-off's round
+         * trip is as long as a layer's resident experts), so the three add up. */
         double part[COST_LINK_COUNT] = { 0 };
-        part[COST_HBM] = (b[PLAN_STATIC] + b[PLAN_SLOT] + b[PLAN_STREAM]) / hbm;
+        part[COST_HBM] = (fixed + b[PLAN_STATIC] + b[PLAN_SLOT] + b[PLAN_STREAM]) / hbm;
         part[COST_PCIE] = b[PLAN_STREAM] / pcie;
-        const double gpu_side = part[COST_HBM] + part[COST_PCIE];
-        const double cpu_side = pl->n_cpu ? b[PLAN_CPU] / cost_cpu_bps(r, li->cpu_class) + r->cpu_sync_us * 1e-6 : 0;
-        t[COST_HBM] += fixed / hbm; t[COST_COMPUTE] += lat;
-        if (cpu_side > gpu_side) t[COST_CPU] += cpu_side;
-        else { t[COST_HBM] += part[COST_HBM]; t[COST_PCIE] += part[COST_PCIE]; }
+        part[COST_CPU] = pl->n_cpu ? b[PLAN_CPU] / cost_cpu_bps(r, li->cpu_class) + r->cpu_sync_us * 1e-6 : 0;
+        part[COST_COMPUTE] = lat;
+        for (int i = 0; i < COST_LINK_COUNT; i++) t[i] += part[i];
         by[COST_HBM] += fixed + b[PLAN_STATIC] + b[PLAN_SLOT] + b[PLAN_STREAM]; by[COST_PCIE] += b[PLAN_STREAM]; by[COST_CPU] += b[PLAN_CPU];
-        pl->decode_us = (fixed / hbm + lat + fmax(gpu_side, cpu_side)) * 1e6;
-        part[COST_HBM] += fixed / hbm; part[COST_COMPUTE] = lat;
-        if (cpu_side > gpu_side) { part[COST_CPU] = cpu_side; part[COST_HBM] = part[COST_PCIE] = 0; }
+        pl->decode_us = (part[COST_HBM] + part[COST_PCIE] + part[COST_CPU] + lat) * 1e6;
         pl->decode_limit = cost_argmax(part);
     }
     if (in->n_gpu > 0) { t[COST_HBM] += (double)in->output_bytes / hbm; t[COST_COMPUTE] += lat; by[COST_HBM] += (double)in->output_bytes; }
