@@ -639,6 +639,7 @@ out:
 }
 
 int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int quiet, hm_error *e) {
+    if (o->cold == RUNNER_COLD_AUTO && o->n_cpu_experts) o->cold = GPU_COLD_CPU;   /* --cpu-experts is an explicit split */
     if (o->cold != RUNNER_COLD_AUTO) return 0;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
     if (device != HM_DEVICE_CUDA || o->gpu_mem_gib <= 0) { o->cold = GPU_COLD_NONE; return 0; }

@@ -91,6 +91,21 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
         else return hm_fail(e, "--swap-scope: expected global or layer, found '%s'", val ? val : "(nothing)"), -1;
         return 1;
     }
+    if (!strcmp(flag, "--cpu-experts")) {   /* N, or N0,N1 for the two GPUs of --gpus */
+        const char *v = val ? val : "";
+        char *end;
+        o->n_cpu_experts = 0;
+        for (int i = 0; i < 2 && *v; i++) {
+            long n = strtol(v, &end, 10);
+            if (end == v || n < 0 || n > 1 << 20 || (*end && *end != ',')) break;
+            o->cpu_experts[o->n_cpu_experts++] = (int)n;
+            v = *end ? end + 1 : end;
+        }
+        if (!o->n_cpu_experts || *v)
+            return hm_fail(e, "--cpu-experts: expected N or N0,N1 (routed experts per layer on the CPU, per GPU), found '%s'",
+                           val ? val : "(nothing)"), -1;
+        return 1;
+    }
     if (!strcmp(flag, "--swap-stats")) {   /* the dual-GPU recipe's name for the start placement's stats file */
         if (!val) return hm_fail(e, "--swap-stats: expected a trace file"), -1;
         o->routing = val;
@@ -118,6 +133,31 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     return 0;
 }
 
+int runner_check_placement(const runner_opts *o, const hm_model *m, hm_error *e) {
+    if (!o) return 0;
+    const int E = m->cfg.n_expert;
+    for (int i = 0; i < o->n_cpu_experts; i++)
+        if (o->cpu_experts[i] > E)
+            return hm_fail(e, "--cpu-experts %d: the model has %d routed experts per layer", o->cpu_experts[i], E);
+    if (o->n_cpu_experts && o->cold != GPU_COLD_CPU && o->cold != RUNNER_COLD_AUTO)
+        return hm_fail(e, "--cpu-experts: expected --cold cpu (or auto), found another --cold");
+    if (o->n_cpu_experts == 2 && o->n_gpus != 2) return hm_fail(e, "--cpu-experts N0,N1: expected --gpus A,B (one count per GPU)");
+    if (o->n_cpu_experts && o->n_static > E - o->cpu_experts[0])
+        return hm_fail(e, "--static-experts %d + --cpu-experts %d: more than the model's %d experts per layer", o->n_static,
+                       o->cpu_experts[0], E);
+    return 0;
+}
+
+/* --cpu-experts: stage's N experts per layer on the CPU, the rest on the GPU: the static ones
+ * (--static-experts, else none) and LFU slots, so the exchange (or the swap-ins) can move any. */
+static void apply_cpu_experts(const runner_opts *o, const hm_model *m, int stage, gpu_exec_opts *go) {
+    if (!o || !o->n_cpu_experts) return;
+    const int E = m->cfg.n_expert, n = o->cpu_experts[stage < o->n_cpu_experts ? stage : 0];
+    go->cold = GPU_COLD_CPU;
+    go->n_static = o->n_static > 0 ? o->n_static : 0;
+    go->n_slots = E - n - go->n_static > 0 ? E - n - go->n_static : 0;
+}
+
 int runner_parse_device(const char *s) {
     if (!strcmp(s, "cpu")) return HM_DEVICE_CPU;
     if (!strcmp(s, "cuda") || !strcmp(s, "gpu")) return HM_DEVICE_CUDA;
@@ -140,10 +180,11 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
     if (s < 1) s = 1;
     if (s > L - 1) s = L - 1;
     gpu_exec_opts a = *base, b = *base;
+    apply_cpu_experts(o, m, 0, &a); apply_cpu_experts(o, m, 1, &b);
     a.layer_first = 0; a.layer_last = s;
     b.layer_first = s; b.layer_last = L;
     b.gpu_mem_gib = o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib;
-    if (base->cold == GPU_COLD_CPU) {   /* the cores split between the stages' workers */
+    if (a.cold == GPU_COLD_CPU) {   /* the cores split between the stages' workers */
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         int total = base->cpu_threads > 0 ? base->cpu_threads : nc > 3 ? (int)nc - 3 : 2;
         a.cpu_threads = total / 2 > 0 ? total / 2 : 1;
@@ -164,7 +205,9 @@ int runner_gpu_create(const hm_model *m, int n_ctx, const runner_opts *o, int n_
     *g1 = *g2 = NULL;
     gpu_exec_opts go;
     runner_gpu_opts(o, n_seq, &go);
+    if (runner_check_placement(o, m, e)) return -1;
     if (o && o->n_gpus == 2) return pipeline_create(m, n_ctx, o, &go, g1, g2, e);
+    apply_cpu_experts(o, m, 0, &go);
     const int dev = o && o->n_gpus == 1 ? o->gpus[0] : 0;
     if (dev < 0 || dev >= gpu_device_count()) return hm_fail(e, "--gpus %d: expected a device in [0, %d)", dev, gpu_device_count());
     char msg[1024];
@@ -180,6 +223,7 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     memset(r, 0, sizeof *r);
     r->m = m;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
+    if (runner_check_placement(o, m, e)) return -1;
     if (device == HM_DEVICE_CUDA && o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM) && (o->cpu_threads > 0 || o->swap_max >= 0))
         return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu");
     if (device == HM_DEVICE_CUDA) {
@@ -192,8 +236,8 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     }
     /* the CPU target: every expert is on the CPU, so --cold cpu (configs/cpu-only.json) is what it does */
     if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO && o->cold != GPU_COLD_CPU) || o->gpu_mem_gib > 0 ||
-              o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split))
-        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --gpus / --gpu-split: expected --device cuda, found the CPU target");
+              o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split || o->n_cpu_experts))
+        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --cpu-experts / --gpus / --gpu-split: expected --device cuda, found the CPU target");
     if (o && (o->cpu_threads > 0 || o->swap_max >= 0))
         return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu on the GPU target (--device cuda)");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);

@@ -43,7 +43,11 @@ typedef struct {
     double gpu_mem2_gib;     /* --gpu-mem A,B: the second GPU's budget */
     double split[2]; int n_split;   /* --gpu-split W0,W1: layers split in this ratio (default: the budgets', else half) */
     int split_layer;         /* the second stage's first layer when the planner chose it (--cold auto); 0: from the above */
+    int cpu_experts[2], n_cpu_experts;   /* --cpu-experts N | N0,N1: routed experts per MoE layer on the CPU (per GPU) */
 } runner_opts;
+
+/* Placement flags checked against the model (expert counts); the executor checks the budgets. */
+int runner_check_placement(const runner_opts *o, const hm_model *m, hm_error *e);
 
 void runner_opts_init(runner_opts *o);
 /* The executor's options (gpu/exec.h) for o; n_seq: KV caches (slots). o->cold must be resolved. */
