@@ -2,7 +2,7 @@
  * fixture (F32, BF16, F16 as HF and as GGUF, and each quant type on the generated tiny model)
  * within 1e-3 relative (max |diff| / max |ref|) with the GPU's exact GEMV path (mode 0); the
  * quantized models again with the default GEMV path (mode 1: activations quantized to int8, as the
- * CPU fast kernels do), within 3x the CPU fast kernels' own error. Exits 77 (skipped) without a
+ * CPU fast kernels do), within 2x the CPU fast kernels' own error (the [cuda] acceptance). Exits 77 (skipped) without a
  * CUDA device. */
 #include "convert.h"
 #include "gemv.h"
@@ -22,7 +22,7 @@
 
 /* CPU reference kernels vs GPU (must agree within 1e-3), and, reported beside it, the CPU fast
  * kernels' error against the same reference (the GPU's must be at most twice that, or 1e-3).
- * q8: the GPU in GEMV mode 1, whose error must be at most 3x the fast kernels' (or 1e-4). */
+ * q8: the GPU in GEMV mode 1, whose error must be at most 2x the fast kernels' (or 1e-4). */
 static void compare(const char *label, const hm_model *m, int q8) {
     hm_runner c, f, g; hm_error e;
     int n = 40, V = m->cfg.n_vocab;
@@ -51,10 +51,10 @@ static void compare(const char *label, const hm_model *m, int q8) {
         if (!(r <= worst)) worst = r;
         if (!(rf <= worst_fast)) worst_fast = rf;
     }
-    int ok = q8 ? worst <= 3 * worst_fast || worst <= 1e-4 : worst <= 1e-3 && (worst <= 2 * worst_fast || worst <= 1e-4);
-    printf("%s %s%s: GPU vs CPU ref over %d positions: max rel err %.3g (%s); CPU fast kernels vs ref %.3g; argmax %s\n",
-           ok ? "PASS" : "FAIL", label, q8 ? " (GEMV mode 1)" : "", n, worst, q8 ? "<= 3x fast" : "<= 1e-3", worst_fast,
-           same_argmax ? "identical" : "differs");
+    int ok = q8 ? worst <= 2 * worst_fast || worst <= 1e-4 : worst <= 1e-3 && (worst <= 2 * worst_fast || worst <= 1e-4);
+    printf("%s %s%s: GPU vs CPU ref over %d positions: max rel err %.3g (%s); CPU fast kernels vs ref %.3g (ratio %.2f); argmax %s\n",
+           ok ? "PASS" : "FAIL", label, q8 ? " (GEMV mode 1)" : "", n, worst, q8 ? "<= 2x fast" : "<= 1e-3", worst_fast,
+           worst_fast > 0 ? worst / worst_fast : 0, same_argmax ? "identical" : "differs");
     ok ? n_pass++ : n_fail++;
 out:
     free(a); free(b); free(q); runner_free(&c); runner_free(&f); runner_free(&g);
