@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
     __shared__ int widx[CACHE_THREADS / 32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (tid < k) sid[tid] = ids[tid];
+    if (tid < k && c.ids_miss) c.ids_miss[tid] = -1;
     if (tid == 0) nmiss = ncpu = 0;
     __syncthreads();
     for (int e = tid; e < c.n_expert; e += blockDim.x) {
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
                 c.miss_src[nmiss] = c.host + (size_t)c.hidx[e] * c.stride;
                 c.miss_dst[nmiss] = d;
                 nmiss++;
+                if (c.ids_miss && !(c.cpu && c.async)) { c.ids_miss[j] = e; ids[j] = -1; }   /* computed after its copy */
             }
             if (c.cpu && (v < 0 || c.async)) {   /* the workers compute it; the GPU runs the zero record */
                 c.job->ids[ncpu] = e;
@@ -149,6 +151,17 @@ void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexp
         k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
     } else
         k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+}
+
+void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s,
+                               cudaStream_t side, cudaEvent_t fork, cudaEvent_t join) {
+    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, k, decay, tab->gate, tab->up, tab->down);
+    cudaEventRecord(fork, s);
+    cudaStreamWaitEvent(side, fork, 0);
+    /* few blocks: PCIe is saturated by 64 x 256 threads with 64 B each in flight, the rest of the
+     * SMs run the hits' GEMVs meanwhile */
+    k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    cudaEventRecord(join, side);
 }
 
 __global__ void k_route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced,

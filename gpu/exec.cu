@@ -199,11 +199,24 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         mark(g, P_ROUTER);
         dexperts *x = &l->exps;
-        if (l->cache) { cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->side_fork); mark(g, P_CACHE); }
+        const int overlap = l->cache && l->cache->ids_miss;
+        if (overlap) {   /* the hits' GEMVs (copied misses skipped: id -1) beside the copies, then the misses' */
+            cache_record_step_overlap(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->ov_fork, g->ov_join);
+            mark(g, P_CACHE);
+        } else if (l->cache) {
+            cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->side_fork);
+            mark(g, P_CACHE);
+        }
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
+        if (overlap) {
+            cudaStreamWaitEvent(s, g->ov_join, 0);
+            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids_miss, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
+            gpu_gemv_experts(x->type_down, x->down, g->ids_miss, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+            mark(g, P_MOE_DOWN);
+        }
         int kk = c->n_expert_used;
         if (l->cache && l->cache->cpu) {   /* the CPU's share arrives as one more expert row of weight 1 */
             hybrid_wait(l->cache, g->ey + (size_t)kk * D, g->ew + kk, D, s);
@@ -651,6 +664,15 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             g->xch_per_layer = o->swap_per_layer;
         }
     }
+    if (o->overlap_misses && g->n_streamed) {   /* --overlap-misses: the copies on the side stream */
+        g->cat = VRAM_WORKSPACE;
+        if (!(g->ids_miss = (int *)dalloc(g, sizeof(int) * 64, err, errlen))) goto bad;
+        if (!g->side) CK(cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking));
+        CK(cudaEventCreateWithFlags(&g->ov_fork, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->ov_join, cudaEventDisableTiming));
+        for (int il = g->l0; il < g->l1; il++)
+            if (g->L[il].cache && !g->L[il].cache->async) g->L[il].cache->ids_miss = g->ids_miss;
+    }
     g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
         if (capture(g, 1, q, &g->graphs[2 * q + 1], err, errlen) || capture(g, 0, q, &g->graphs[2 * q], err, errlen)) goto bad;
@@ -804,5 +826,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     }
     if (g->stage_s) cudaStreamDestroy(g->stage_s);
     if (g->side_join) cudaEventDestroy(g->side_join);
+    if (g->ov_fork) cudaEventDestroy(g->ov_fork);
+    if (g->ov_join) cudaEventDestroy(g->ov_join);
     free(g->allocs); free(g->L); free(g);
 }

@@ -32,6 +32,8 @@ typedef struct {
     double swap_floor, swap_hyst;   /* exchange: incoming count >= floor (0: 4) and > hyst x outgoing (0: 2.0) */
     int swap_per_layer;     /* exchange: swap_max per layer instead of over all layers */
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
+    int overlap_misses;     /* --overlap-misses: a step's copied misses move on a side stream while the hit
+                               experts' GEMVs run; the missed ones are computed after their copies */
     int staging;            /* --staging N: prefill copies up to N cold experts of the next layer beside the
                                current one (two buffers of N records, in the budget); 0: read in place */
     int prefill_chunk;      /* prefill tokens per chunk (0: HOTMOE_PREFILL_CHUNK, else 4096); with a budget and

@@ -37,6 +37,8 @@ typedef struct {
     int copy_max;                    /* misses copied into slots per step: -1 any (stream), else a cap */
     int cpu;                         /* 1: misses not copied go to the CPU workers (ids -> n_expert, the zero record) */
     int async;                       /* cpu: swap-ins also computed by the CPU, copied on a side stream */
+    int *ids_miss;                   /* --overlap-misses: device [k]: the copied misses (else -1); their slots
+                                        in ids become -1, so the hits' GEMVs run while the copies are on the way */
     hjob *job;                       /* cpu: this layer's hand-off (device address) */
     const int *step;                 /* cpu: device copy of the step number */
     const float *xn;                 /* cpu: the FFN input the workers need */
@@ -79,6 +81,8 @@ struct gpu_exec {
     cudaEvent_t ev_fork, ev_join;
     cudaStream_t side;                    /* --cold cpu: swap-in copies (--swap-async) and the exchange's */
     cudaEvent_t side_fork, side_join;
+    cudaEvent_t ov_fork, ov_join;         /* --overlap-misses: the copies' fork and join, per layer */
+    int *ids_miss;                        /* --overlap-misses: device [64], the copied misses of the layer */
     dlayer *L;
     float *out_norm; dmat output;
     float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
@@ -138,6 +142,10 @@ void route_replay(const float *logits, int n, int k, int fn, int norm, float sca
                   cudaStream_t s);
 void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
                        cudaEvent_t fork);
+/* --overlap-misses: the update, then this step's copies on `side` (fork after the update, join
+ * recorded on `join` for the caller to wait on before the missed experts' GEMVs). */
+void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s,
+                               cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
 /* gpu/hybrid.cu: waits for the layer's CPU job and puts its result in y_row (weight 1 in w1). */
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s);
 int hybrid_start(struct gpu_exec *g, int n_threads, int first_core, char *err, size_t errlen);

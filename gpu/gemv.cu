@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
     const uint8_t *w0 = p.w, *w1 = nullptr;
     if (p.tab0) {
         const int id = p.ids[e];
+        if (id < 0) return;   /* a skipped slot: its output is left as it is (another launch writes it) */
         w0 = (const uint8_t *)p.tab0[id];
         if (NMAT == 2) w1 = (const uint8_t *)p.tab1[id];
     }

@@ -166,24 +166,26 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     if (p.tab0) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
-            const int id = p.ids[p.flat ? sl : e];
-            wp[0][sl] = (const uint8_t *)p.tab0[id];
-            if (NMAT == 2) wp[NMAT - 1][sl] = (const uint8_t *)p.tab1[id];
+            const int id = p.ids[p.flat ? sl : e];   /* < 0: a skipped slot (NULL here), its outputs left as they are */
+            wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
         }
     } else if (threadIdx.x == 0) {
         wp[0][0] = p.w;
     }
     q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
     __syncthreads();
+    if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
     float *ybase = p.y + (p.flat ? 0 : e * p.y_stride);
     /* warp-uniform steps (the shuffles need every lane) */
     for (int base = base0; base < p.nitems; base += tg) {
         const int it = base + gi;
-        const bool ok = it < p.nitems;
         int slot = 0, row = 0, ns, nr;
-        const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : wp[0][0];
-        if (li == 0 && it + tg < p.nitems) q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
+        const bool ok = it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0];   /* not a skipped slot */
+        const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
+        if (li == 0 && it + tg < p.nitems && wp[0][p.flat ? (it + tg) / NMAT / p.nrows : 0])
+            q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
         float acc = 0.f;
         if (ok)
             for (int c = li; c < nchunks; c += L) {
@@ -249,9 +251,9 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
     if (p.tab0) {
         hm_pdl_wait(); /* ids and tables may come from the previous kernel */
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
-            const int id = p.ids[p.flat ? sl : e];
-            wp[0][sl] = (const uint8_t *)p.tab0[id];
-            if (NMAT == 2) wp[NMAT - 1][sl] = (const uint8_t *)p.tab1[id];
+            const int id = p.ids[p.flat ? sl : e];   /* < 0: a skipped slot (NULL here), its outputs left as they are */
+            wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
         }
     } else if (threadIdx.x == 0) {
         wp[0][0] = p.w;
@@ -265,6 +267,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
         *c = li + (tau - step * J) * L;
         if (*it >= p.nitems || *c >= nchunks) return nullptr;
         const int r = *it / NMAT, sl = p.flat ? r / p.nrows : 0;
+        if (!wp[*it % NMAT][sl]) return nullptr;   /* a skipped slot */
         return wp[*it % NMAT][sl] + (size_t)(r - sl * p.nrows) * rs + (size_t)*c * T::CB;
     };
     auto issue = [&](int tau) {
@@ -304,8 +307,8 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
         }
         if (tau % J == J - 1) { /* the item's last task: reduce and write */
             for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-            const bool ok = it < p.nitems;
-            const int r = it / NMAT, sl = p.flat && ok ? r / p.nrows : 0, row = r - sl * p.nrows;
+            const int r = it / NMAT, sl = p.flat && it < p.nitems ? r / p.nrows : 0, row = r - sl * p.nrows;
+            const bool ok = it < p.nitems && wp[0][sl];   /* not a skipped slot */
             if (NMAT == 2) {
                 const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L);
                 if (li == 0 && ok && !(gi & 1)) ybase[sl * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;

@@ -41,6 +41,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
     go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk; go->staging = o->staging;
+    go->overlap_misses = o->overlap_misses;
     /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
     go->cold = o->cold == RUNNER_COLD_AUTO ? (o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE) : o->cold;
 }
@@ -48,6 +49,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
 int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error *e) {
     double x;
     if (!strcmp(flag, "--no-swap")) { o->swap_max = 0; return 2; }
+    if (!strcmp(flag, "--overlap-misses")) { o->overlap_misses = 1; return 2; }
     if (!strcmp(flag, "--swap-async")) { o->swap_async = 1; return 2; }
     if (!strcmp(flag, "--gpu-mem") || !strcmp(flag, "--gpu-split") || !strcmp(flag, "--gpus")) {
         /* one value, or two: one per GPU of a two-stage pipeline */
@@ -236,8 +238,9 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     }
     /* the CPU target: every expert is on the CPU, so --cold cpu (configs/cpu-only.json) is what it does */
     if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO && o->cold != GPU_COLD_CPU) || o->gpu_mem_gib > 0 ||
-              o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split || o->n_cpu_experts))
-        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --cpu-experts / --gpus / --gpu-split: expected --device cuda, found the CPU target");
+              o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split || o->n_cpu_experts || o->overlap_misses))
+        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --cpu-experts / --overlap-misses / --gpus / "
+                       "--gpu-split: expected --device cuda, found the CPU target");
     if (o && (o->cpu_threads > 0 || o->swap_max >= 0))
         return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu on the GPU target (--device cuda)");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);

@@ -92,19 +92,22 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
     /* counts that make experts E-1, E-2, ... the most popular (static set != the low ids) */
     int64_t *counts = calloc((size_t)c->n_layer * E, sizeof *counts);
     for (int l = 0; l < c->n_layer; l++) for (int x = 0; x < E; x++) counts[(size_t)l * E + x] = x;
-    struct { int S, C; const int64_t *cnt; const char *name; } cfg[] = {
-        { 0, 0, NULL, "every expert cold (0 static, 0 slots)" },
-        { 0, 1, NULL, "1 slot: misses copied every step" },
-        { 0, k, NULL, "k slots" },
-        { 1, k + 1, counts, "1 static + k+1 slots (by counts)" },
-        { E / 4, E / 2, counts, "E/4 static + E/2 slots" },
-        { E - 1, 0, counts, "all static but one" },
-        { 0, E - 1, NULL, "E-1 slots" },
+    struct { int S, C; const int64_t *cnt; const char *name; int ov; } cfg[] = {
+        { 0, 0, NULL, "every expert cold (0 static, 0 slots)", 0 },
+        { 0, 1, NULL, "1 slot: misses copied every step", 0 },
+        { 0, k, NULL, "k slots", 0 },
+        { 1, k + 1, counts, "1 static + k+1 slots (by counts)", 0 },
+        { E / 4, E / 2, counts, "E/4 static + E/2 slots", 0 },
+        { E - 1, 0, counts, "all static but one", 0 },
+        { 0, E - 1, NULL, "E-1 slots", 0 },
+        { 0, 1, NULL, "1 slot, --overlap-misses (copies beside the hits' GEMVs)", 1 },
+        { 1, k + 1, counts, "1 static + k+1 slots, --overlap-misses", 1 },
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        if ((quick || q8) && i != 1 && !(q8 && i == 0)) continue;   /* large models: the forced-miss case (each case pins anew) */
+        if ((quick || q8) && i != 1 && i != 7 && !(q8 && i == 0)) continue;   /* large models: the forced-miss cases (each case pins anew) */
         printf("-- %s: %s%s\n", label, cfg[i].name, q8 ? " (q8 GEMV)" : "");
         gpu_exec_opts o = mk(0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0);
+        o.overlap_misses = cfg[i].ov;
         uint64_t st[4];
         for (size_t j = 0; j < rows; j++) got[j] = -1e30f;
         if (run(m, &o, got, gt, st, NULL, err, sizeof err)) { check(0, "%s", label, err); continue; }
@@ -129,15 +132,17 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         { 1, k, 64, 1, "--cold cpu, exchange forced at every token (floor 0.01, hysteresis 0.01)" },
         { 1, k, 2, -1, "--cold cpu --swap-async, 1 static + k slots, 2 swap-ins per layer and step on the side stream" },
         { 0, E / 2, 8, 8, "--cold cpu, exchange every 8 tokens, at most 8 swaps" },
+        { 1, k, 1, -2, "--cold cpu --overlap-misses, 1 static + k slots, 1 swap-in per layer and step" },
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0] && !q8; i++) {
-        if (quick && i != 1 && i != 3) continue;
+        if (quick && i != 1 && i != 3 && i != 6) continue;
         for (int fast = 0; fast < 2; fast++) {
             if (fast && i) break;
             printf("-- %s: %s (%s)\n", label, cc[i].name, fast ? "fast" : "ref");
             gpu_exec_opts o = mk(0, GPU_COLD_CPU, cc[i].S, cc[i].C, counts, 0);
             o.swap_max = cc[i].swap; o.cpu_threads = 4; o.swap_interval = cc[i].interval > 0 ? cc[i].interval : 0;
-            o.swap_async = cc[i].interval < 0;
+            o.swap_async = cc[i].interval == -1;
+            o.overlap_misses = cc[i].interval == -2;
             if (cc[i].interval == 1) { o.swap_floor = 0.01; o.swap_hyst = 0.01; }   /* any warm CPU expert displaces a slot */
             uint64_t st[4];
             gpu_exec_layout lay;

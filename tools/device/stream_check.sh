@@ -64,6 +64,8 @@ PY
     case $c in
       resident) run resident; plans ;;
       profile) run profile --runs 1 --record-routing "$NAT"; plans "$NAT" ;;    # natural routing recorded: the profiling run
+      stream-ov) run stream-ov --gpu-mem $gib --cold stream --overlap-misses ;;   # copies beside the hits' GEMVs (vs stream)
+      cpu-ov) run cpu-ov --gpu-mem $gib --cold cpu --overlap-misses ;;            # (vs cpu)
       stream-prof) run stream-prof --gpu-mem $gib --cold stream --routing "$NAT" ;;   # placement from the profile, natural routing
       cpu-prof) run cpu-prof --gpu-mem $gib --cold cpu --routing "$NAT" ;;
       auto-prof) run auto-prof --gpu-mem $gib --routing "$NAT" ;;
