@@ -340,6 +340,7 @@ void engine_stats_get(engine *en, engine_stats *out) {
     *out = en->st;
     out->queue_len = en->q_len;
     pthread_mutex_unlock(&en->mu);
+    if (en->be.stats) en->be.stats(en->be.ctx, out);   /* the backend's counters, outside the engine lock */
 }
 
 void engine_count_rejected(engine *en) {

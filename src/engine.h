@@ -14,6 +14,8 @@
 
 /* ---- backend ---- */
 
+struct engine_stats;
+
 /* What the engine needs from a target. Entries of one step may belong to several slots; the
  * entries of one slot are in position order. logits[i] (n_vocab floats) or NULL to skip. */
 typedef struct engine_backend {
@@ -23,6 +25,9 @@ typedef struct engine_backend {
     int (*slot_open)(void *ctx, int slot, hm_error *e);
     void (*step)(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits);
     void (*free)(void *ctx);
+    /* Optional: fills the expert residency counters of st (totals since start). Called from the
+     * thread that reads the statistics, beside the engine's steps: a snapshot. */
+    void (*stats)(void *ctx, struct engine_stats *st);
 } engine_backend;
 
 /* CPU backend: one cpu_state (KV cache of n_ctx positions) per slot, cpu_forward per entry. */
@@ -82,7 +87,7 @@ void engine_req_free(engine_req *r);
 extern const double engine_hist_bounds[ENGINE_HIST_N]; /* seconds, upper bounds */
 typedef struct { uint64_t bucket[ENGINE_HIST_N + 1]; double sum; uint64_t count; } engine_hist;
 
-typedef struct {
+typedef struct engine_stats {
     uint64_t prompt_tokens, gen_tokens;
     uint64_t requests[ENGINE_OUT_COUNT];
     engine_hist ttft, itl;

@@ -82,6 +82,31 @@ static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, cons
     }
 }
 
+/* /metrics: the expert caches' device counters (hits, copied in, read in place, on the CPU) of
+ * both stages, the exchange's swaps, and the bytes that crossed PCIe for experts. */
+static void gpu_stats(void *ctx, engine_stats *st) {
+    gpu_backend *b = ctx;
+    gpu_exec *stage[2] = { b->g, b->g2 };
+    uint64_t tot[4] = { 0, 0, 0, 0 }, swaps = 0, pcie = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!stage[i]) continue;
+        uint64_t v[4];
+        char err[256];
+        gpu_exec_layout lay;
+        gpu_exec_info(stage[i], &lay);
+        if (!lay.n_streamed || gpu_exec_cache_stats(stage[i], v, 0, err, sizeof err)) continue;
+        for (int j = 0; j < 4; j++) tot[j] += v[j];
+        swaps += (uint64_t)lay.swaps;
+        pcie += (v[1] + v[2]) * (uint64_t)lay.expert_bytes + (uint64_t)lay.swaps * lay.expert_bytes;
+    }
+    const uint64_t sel = tot[0] + tot[1] + tot[2] + tot[3];
+    st->expert_hits = tot[0];
+    st->expert_misses = tot[1] + tot[2] + tot[3];
+    st->expert_swaps = swaps;
+    st->pcie_bytes = pcie;
+    st->expert_cpu_share = sel ? (double)tot[3] / (double)sel : 0;
+}
+
 static void gpu_free(void *ctx) {
     gpu_backend *b = ctx;
     gpu_exec_free(b->g);
@@ -97,7 +122,8 @@ int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int 
     gpu_backend *b = hm_calloc(1, sizeof *b);
     b->g = g; b->g2 = g2; b->n_slots = n_slots; b->n_vocab = m->cfg.n_vocab; b->eos = eos_id;
     if (g2) b->x = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);
-    *out = (engine_backend){ .name = "cuda", .ctx = b, .slot_open = gpu_slot_open, .step = gpu_step, .free = gpu_free };
+    *out = (engine_backend){ .name = "cuda", .ctx = b, .slot_open = gpu_slot_open, .step = gpu_step, .free = gpu_free,
+                             .stats = gpu_stats };
     return 0;
 }
 

@@ -42,6 +42,10 @@ def answers(port):
     if bad: raise SystemExit(f"FAIL a request to the server on port {port} failed: {bad[0]!r}")
     return out
 
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {l.split()[0]: float(l.split()[1]) for l in text.splitlines() if l.startswith("hotmoe_expert") or l.startswith("hotmoe_pcie")}
+
 ok = True
 P = free_port()
 cpu = start(P, ["--device", "cpu"]); ref = answers(P); cpu.terminate(); cpu.wait()
@@ -55,11 +59,18 @@ for name, extra in [("cuda, all resident", ["--device", "cuda", "--prefill-chunk
     P = free_port()
     p = start(P, extra)
     got = answers(P)
+    mt = metrics(P)
     p.terminate(); p.wait()
     same = got == ref
     ok &= same
     print(f"{'PASS' if same else 'FAIL'} serve {name}: 4 concurrent greedy chat completions {'equal' if same else 'differ from'} the CPU server's"
           + ("" if same else f": {got!r} vs {ref!r}"))
+    if "--cold" in extra:   # /metrics: the expert cache's counters (0 slots for the stream server: every expert a miss)
+        cpu = "cpu" in extra
+        good = mt.get("hotmoe_expert_cache_misses_total", 0) > 0 and (mt.get("hotmoe_expert_cpu_share", 0) > 0 if cpu else
+                                                                       mt.get("hotmoe_pcie_bytes_total", 0) > 0)
+        ok &= good
+        print(f"{'PASS' if good else 'FAIL'} serve {name}: /metrics expert counters {mt}")
 P = free_port()
 p = start(P, ["--device", "cuda", "--cold", "stream", "--static-experts", "0", "--cache-slots", "2"])
 got = answers(P)
