@@ -146,6 +146,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
     int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0, n_streams = 1;
+    long prompt_seed = 12345;   /* --prompt-seed: run r's random prompt is seeded with this + r */
     runner_opts ro; runner_opts_init(&ro);
     hm_error e;
     for (int i = 1; i < argc; i++) {
@@ -158,6 +159,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--streams") && i + 1 < argc) n_streams = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prompt-seed") && i + 1 < argc) prompt_seed = atol(argv[++i]);   /* a profiling run on other prompts */
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
         else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
@@ -165,7 +167,7 @@ int main(int argc, char **argv) {
             for (char *t = strtok(argv[++i], ","); t && n_sizes < 8; t = strtok(NULL, ",")) sizes[n_sizes++] = atoi(t);
             for (int k = 0; k < n_sizes; k++) if (sizes[k] < 1) { fprintf(stderr, "bench_decode: bad --prefill size\n"); return 2; }
         } else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) setenv("HOTMOE_PREFILL_CHUNK", argv[++i], 1);
-        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N] (and runner flags)\n"); return 2; }
+        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N] [--prompt-seed S] (and runner flags)\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
     hm_model m;
@@ -216,7 +218,7 @@ int main(int argc, char **argv) {
     for (int run = 0; run < runs; run++) {
         /* position 0 restarts the sequence: the KV cache is overwritten in order */
         int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt);
-        random_tokens(ptok, n_prompt, c->n_vocab, 12345 + run);
+        random_tokens(ptok, n_prompt, c->n_vocab, (uint64_t)prompt_seed + run);
         double t0 = hm_now();
         if (!record && !replay) {
             if (runner_prefill(&r, ptok, n_prompt, 0, logits, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
