@@ -101,8 +101,8 @@ typedef struct {
     uint64_t host_total;          /* pinned + host_only (+ everything, CPU only) */
     double decode_tok_s, prefill_tok_s;
     cost_link decode_limit, prefill_limit;
-    double decode_time[COST_LINK_COUNT];   /* seconds per step by bottleneck: per layer, the time of
-                                              the slowest of the overlapped paths goes to its link */
+    double decode_time[COST_LINK_COUNT];   /* seconds per step by link: the parts of each layer (HBM
+                                              reads, PCIe copies, CPU experts, latency) add up */
     double prefill_time[COST_LINK_COUNT];  /* seconds for the whole prompt, by bottleneck */
     double prefill_bytes[COST_LINK_COUNT]; /* bytes per prompt token over HBM, PCIe, DRAM (CPU) */
     double decode_bytes[COST_LINK_COUNT];  /* bytes per token over HBM, PCIe, DRAM (CPU) */
