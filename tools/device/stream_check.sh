@@ -17,6 +17,7 @@ BUDGET=${BUDGET:-570}          # seconds this script may take (one run call: 600
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 TARGETS=${TARGETS:-"hotmoe hotmoe-gen bench_decode test_gpu_stream"}   # TARGETS=all: everything (and ctest of the GPU tests)
+[ -n "${GPU_TESTS:-}" ] && TARGETS="$TARGETS $GPU_TESTS"   # e.g. GPU_TESTS="test_gpu_gemv test_gpu_model": built and run below
 if [ "$TARGETS" = all ]; then cmake --build build-dev -j"$(nproc)" >"$OUT/build.log" 2>&1
 else cmake --build build-dev -j"$(nproc)" --target $TARGETS >"$OUT/build.log" 2>&1; fi || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
@@ -24,6 +25,10 @@ df -h /tmp | tail -1
 if [ "$TARGETS" = all ]; then
   (cd build-dev && timeout 240 ctest --output-on-failure -j4 -R "test_gpu_(model|ops|prefill|gemv|decode_emu)" >"$OUT/ctest.log" 2>&1); grep -E "tests passed|\*\*\*Failed|Timeout" "$OUT/ctest.log"
 fi
+for t in ${GPU_TESTS:-}; do
+  timeout 150 ./build-dev/tests/$t >"$OUT/$t.log" 2>&1; echo "== $t rc=$? at $(( $(date +%s) - t0 )) s"
+  grep -E "^FAIL" "$OUT/$t.log" | head -10; tail -1 "$OUT/$t.log"
+done
 M=${HOTMOE_MODELS:-/tmp/hotmoe-models}; mkdir -p "$M"
 G=./build-dev/hotmoe-gen; H=./build-dev/hotmoe; B=./build-dev/bench_decode
 for mix in q4_k_m q8_0; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $mix --seed 1 -o "$M/tiny-$mix.gguf" >/dev/null 2>&1; done
