@@ -406,10 +406,12 @@ static void prefill_tests(const char *label, const hm_model *m) {
     free(tok); free(ref); free(got);
 }
 
-/* A two-stage pipeline (layers [0, s) then [s, L), both on device 0 here; on two GPUs in the
- * device script) gives the whole executor's logits: the same kernels, the boundary norm run by the
- * second stage's first op. Resident, and each stage with its own expert cache (stream, cpu). */
+/* A two-stage pipeline (layers [0, s) then [s, L); the second stage on device 1 when there are two
+ * GPUs, else on device 0 too) gives the whole executor's logits: the same kernels, the boundary
+ * norm run by the second stage's first op. Resident, and each stage with its own expert cache
+ * (stream, cpu). */
 static void pipeline_tests(const char *label, const hm_model *m) {
+    const int dev_b = gpu_device_count() > 1 ? 1 : 0;
     const hm_config *c = &m->cfg;
     const int V = c->n_vocab, L = c->n_layer, s = L / 2 > 0 ? L / 2 : 1, n = 24;
     if (L < 2) return;
@@ -427,7 +429,7 @@ static void pipeline_tests(const char *label, const hm_model *m) {
         if (cpu) hm_kernels_set(HM_KERNELS_REF);   /* the CPU's experts: the GPU's sums up to order */
         a.layer_first = 0; a.layer_last = s; b.layer_first = s; b.layer_last = L; b.cpu_first_core = 2;
         gpu_exec *g = gpu_exec_create_opts(m, 0, n, &full, err, sizeof err), *ga = g ? gpu_exec_create_opts(m, 0, n, &a, err, sizeof err) : NULL,
-                 *gb = ga ? gpu_exec_create_opts(m, 0, n, &b, err, sizeof err) : NULL;
+                 *gb = ga ? gpu_exec_create_opts(m, dev_b, n, &b, err, sizeof err) : NULL;
         double worst = 0;
         int same = 1, rc = !gb;
         for (int i = 0; i < n && !rc; i++) {
@@ -444,8 +446,9 @@ static void pipeline_tests(const char *label, const hm_model *m) {
         hm_kernels_set(HM_KERNELS_FAST);
         const double tol = cpu ? 1e-4 : 1e-5;
         if (rc) snprintf(what, sizeof what, "pipeline %s: %s", cfg[ci].name, err);
-        else snprintf(what, sizeof what, "pipeline of layers [0, %d) + [%d, %d), %s: max rel err vs the whole executor %.3g "
-                      "(<= %g) over %d positions, argmax %s", s, s, L, cfg[ci].name, worst, tol, n, same ? "identical" : "DIFFERS");
+        else snprintf(what, sizeof what, "pipeline of layers [0, %d) on GPU 0 + [%d, %d) on GPU %d, %s: max rel err vs the whole "
+                      "executor %.3g (<= %g) over %d positions, argmax %s", s, s, L, dev_b, cfg[ci].name, worst, tol, n,
+                      same ? "identical" : "DIFFERS");
         check(!rc && worst <= tol && same, "%s", label, what);
         gpu_exec_free(g); gpu_exec_free(ga); gpu_exec_free(gb);
     }
