@@ -96,7 +96,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
     float *logits = hm_malloc(sizeof(float) * c->n_vocab * (size_t)n_streams), *x = hm_malloc(sizeof(float) * c->n_embd);
     int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt);
     double rate[32];
-    uint64_t st[4] = { 0, 0, 0, 0 };
+    uint64_t st[GPU_CACHE_STATS] = { 0 };
     char msg[1024];
     for (int run = 0; run < runs; run++) {
         for (int q = 0; q < n_streams; q++) {   /* each sequence its own prompt, token by token */
@@ -107,7 +107,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
                     return 1;
                 }
         }
-        uint64_t v[4];
+        uint64_t v[GPU_CACHE_STATS];
         gpu_exec *stg[2] = { g1, g2 };
         for (int i = 0; i < 2; i++) if (stg[i]) gpu_exec_cache_stats(stg[i], v, 1, msg, sizeof msg);   /* the prompts' counts dropped */
         double t0 = hm_now();
@@ -120,7 +120,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
             }
         rate[run] = (double)n_streams * n_gen / (hm_now() - t0);
         for (int i = 0; i < 2; i++)
-            if (stg[i] && !gpu_exec_cache_stats(stg[i], v, 1, msg, sizeof msg)) for (int j = 0; j < 4; j++) st[j] += v[j];
+            if (stg[i] && !gpu_exec_cache_stats(stg[i], v, 1, msg, sizeof msg)) for (int j = 0; j < GPU_CACHE_STATS; j++) st[j] += v[j];
     }
     const double med = hm_median(rate, runs), sel = (double)(st[0] + st[1] + st[2] + st[3]);
     printf("\n| model | streams | summed decode tok/s | per stream | runs (summed) | expert cache hit rate | CPU experts/token |\n|---|---|---|---|---|---|---|\n");
@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
     vram = vram > used0 ? vram - used0 : 0;
     gpu_exec_layout lay = { 0 };
     runner_layout(&r, &lay);
-    uint64_t st[4] = { 0, 0, 0, 0 }, tmp[4], cpu_bytes = 0;
+    uint64_t st[GPU_CACHE_STATS] = { 0 }, tmp[GPU_CACHE_STATS], cpu_bytes = 0;
     double cpu_busy = 0;
     const hm_config *c = &m.cfg;
     float *logits = hm_malloc(sizeof(float) * c->n_vocab);
@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
         pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
         if (lay.n_streamed) {
             if (runner_cache_stats(&r, tmp, 1, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
-            for (int j = 0; j < 4; j++) st[j] += tmp[j];
+            for (int j = 0; j < GPU_CACHE_STATS; j++) st[j] += tmp[j];
             if (lay.cpu_threads) { uint64_t b; double bs; runner_cpu_stats(&r, &b, &bs, 1); cpu_bytes += b; cpu_busy += bs; }
         }
     }
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
         const double miss = (double)(st[2] + st[3] + (lay.swap_async ? 0 : st[1])), sel = st[0] + miss, toks = (double)n_gen * runs;
         hit = sel ? st[0] / sel : 0;
         mpt = miss / toks;
-        pcie_tok = (st[1] + st[2]) / toks * (double)lay.expert_bytes;
+        pcie_tok = (st[1] + st[2] + st[4]) / toks * (double)lay.expert_bytes;   /* [4]: --prefetch's copies ahead */
         cpu_tok = st[3] / toks * (double)lay.expert_bytes;
         copy_gbs = gpu_cache_copy_rate(c->n_expert_used, lay.expert_bytes, 20);
         h2d = gpu_measure_h2d(0);
@@ -275,6 +275,7 @@ int main(int argc, char **argv) {
                st[1] / toks, st[2] / toks, st[3] / toks, pcie_tok / 1e6, pcie_tok * tok_s / 1e9, cpu_tok / 1e6,
                cpu_tok * tok_s / 1e9, copy_gbs, h2d > 0 ? 100 * copy_gbs / h2d : 0, lay.pinned_host / 1073741824.0,
                lay.vram_total / 1073741824.0, vram / 1073741824.0, lay.swaps);
+        if (st[4]) printf("\n--prefetch: %.2f experts/token copied ahead (in PCIe/token above)\n", st[4] / toks);
     }
     double cpu_gbs = 0, dram = 0;
     if (cpu_busy > 0) {   /* the CPU workers' read rate while they compute, beside the DRAM ceiling now */

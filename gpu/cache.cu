@@ -26,12 +26,63 @@
 #define COPY_UNROLL 4
 #define ASYNC_COPY_BLOCKS 64  /* a side-stream copy leaves the SMs to the step (64 x 256 x 64 B in flight is plenty for PCIe) */
 
+/* The LFU slot for a miss, by the whole block: the lowest score among the slots whose owner is
+ * not one of sid[0..k) (an empty slot first; ties: the lowest slot); -1 when there is none. */
+__device__ int pick_victim(const dcache &c, const int *sid, int k) {
+    __shared__ float wkey[CACHE_THREADS / 32];
+    __shared__ int widx[CACHE_THREADS / 32], victim;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, R = c.n_static + c.n_slots;
+    float best = INFINITY; int bi = -1;
+    for (int r = c.n_static + tid; r < R; r += blockDim.x) {
+        const int o = c.owner[r];
+        float key = -INFINITY;
+        if (o >= 0) {
+            bool cur = false;
+            for (int jj = 0; jj < k; jj++) cur |= sid[jj] == o;
+            if (cur) continue;
+            key = c.score[o];
+        }
+        if (bi < 0 || key < best) { best = key; bi = r; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ok = __shfl_xor_sync(0xffffffffu, best, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && (bi < 0 || ok < best || (ok == best && oi < bi))) { best = ok; bi = oi; }
+    }
+    if (lane == 0) { wkey[warp] = best; widx[warp] = bi; }
+    __syncthreads();
+    if (tid == 0) {
+        float b = INFINITY; int vv = -1;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+            if (widx[w] >= 0 && (vv < 0 || wkey[w] < b || (wkey[w] == b && widx[w] < vv))) { b = wkey[w]; vv = widx[w]; }
+        victim = vv;
+    }
+    __syncthreads();
+    const int v = victim;
+    __syncthreads();   /* every thread has read it before a later call writes it */
+    return v;
+}
+
+/* Expert e into record v (one thread): the evicted owner's tables back at its host record, e's at
+ * the slot, and the copy (host record -> slot) as entry n of the layer's copy list. */
+__device__ void install(const dcache &c, int v, int e, const void **tg, const void **tu, const void **td, int n) {
+    const int old = c.owner[v];
+    if (old >= 0) {
+        const uint8_t *h = c.host + (size_t)c.hidx[old] * c.stride;
+        c.slot_of[old] = -1;
+        tg[old] = h; tu[old] = h + c.off_up; td[old] = h + c.off_down;
+    }
+    uint8_t *d = c.dev + (size_t)v * c.stride;
+    c.owner[v] = e; c.slot_of[e] = v;
+    tg[e] = d; tu[e] = d + c.off_up; td[e] = d + c.off_down;
+    c.miss_src[n] = c.host + (size_t)c.hidx[e] * c.stride;
+    c.miss_dst[n] = d;
+}
+
 __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, int *ids, int k, float decay,
                                                                 const void **tg, const void **tu, const void **td) {
-    __shared__ int sid[64], nmiss, ncpu, victim;
-    __shared__ float wkey[CACHE_THREADS / 32];
-    __shared__ int widx[CACHE_THREADS / 32];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    __shared__ int sid[64], nmiss, ncpu;
+    const int tid = threadIdx.x;
     if (tid < k) sid[tid] = ids[tid];
     if (tid < k && c.ids_miss) c.ids_miss[tid] = -1;
     if (tid == 0) nmiss = ncpu = 0;
@@ -42,56 +93,16 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
         c.score[e] = c.score[e] * decay + add;
     }
     __syncthreads();
-    const int R = c.n_static + c.n_slots;
     unsigned long long hits = 0, copied = 0, direct = 0, oncpu = 0;
     for (int j = 0; j < k; j++) {
         const int e = sid[j];
         if (e < 0 || e >= c.n_expert) continue;          /* never produced by the router */
         if (c.slot_of[e] >= 0) { hits++; continue; }      /* the same value in every thread */
         int v = -1;
-        if (c.copy_max < 0 || copied < (unsigned long long)c.copy_max) {
-            float best = INFINITY; int bi = -1;
-            for (int r = c.n_static + tid; r < R; r += blockDim.x) {
-                const int o = c.owner[r];
-                float key = -INFINITY;
-                if (o >= 0) {
-                    bool cur = false;
-                    for (int jj = 0; jj < k; jj++) cur |= sid[jj] == o;
-                    if (cur) continue;
-                    key = c.score[o];
-                }
-                if (bi < 0 || key < best) { best = key; bi = r; }
-            }
-            for (int o = 16; o > 0; o >>= 1) {
-                const float ok = __shfl_xor_sync(0xffffffffu, best, o);
-                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                if (oi >= 0 && (bi < 0 || ok < best || (ok == best && oi < bi))) { best = ok; bi = oi; }
-            }
-            if (lane == 0) { wkey[warp] = best; widx[warp] = bi; }
-            __syncthreads();
-            if (tid == 0) {
-                float b = INFINITY; int vv = -1;
-                for (int w = 0; w < (int)(blockDim.x >> 5); w++)
-                    if (widx[w] >= 0 && (vv < 0 || wkey[w] < b || (wkey[w] == b && widx[w] < vv))) { b = wkey[w]; vv = widx[w]; }
-                victim = vv;
-            }
-            __syncthreads();
-            v = victim;
-        }
+        if (c.copy_max < 0 || copied < (unsigned long long)c.copy_max) v = pick_victim(c, sid, k);
         if (tid == 0) {
             if (v >= 0) {
-                const int old = c.owner[v];
-                if (old >= 0) {
-                    const uint8_t *h = c.host + (size_t)c.hidx[old] * c.stride;
-                    c.slot_of[old] = -1;
-                    tg[old] = h; tu[old] = h + c.off_up; td[old] = h + c.off_down;
-                }
-                uint8_t *d = c.dev + (size_t)v * c.stride;
-                c.owner[v] = e; c.slot_of[e] = v;
-                tg[e] = d; tu[e] = d + c.off_up; td[e] = d + c.off_down;
-                c.miss_src[nmiss] = c.host + (size_t)c.hidx[e] * c.stride;
-                c.miss_dst[nmiss] = d;
-                nmiss++;
+                install(c, v, e, tg, tu, td, nmiss++);
                 if (c.ids_miss && !(c.cpu && c.async)) { c.ids_miss[j] = e; ids[j] = -1; }   /* computed after its copy */
             }
             if (c.cpu && (v < 0 || c.async)) {   /* the workers compute it; the GPU runs the zero record */
@@ -120,6 +131,28 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
         *c.miss_n = nmiss;
         c.stats[0] += hits; c.stats[1] += copied; c.stats[2] += direct; c.stats[3] += oncpu;
     }
+}
+
+/* --prefetch: the experts pids[0..k) that the next layer's router predicts (from this layer's FFN
+ * input) into that layer's slots ahead of its own routing: victims as for a miss (the predicted
+ * experts are kept), no score or counter of the routing touched; the copies are listed for a copy
+ * kernel on a side stream that the layer waits for before its own update. stats[4] counts them. */
+__global__ void __launch_bounds__(CACHE_THREADS) k_cache_prefetch(const dcache c, const int *pids, int k, const void **tg,
+                                                                  const void **tu, const void **td) {
+    __shared__ int sid[64], n;
+    const int tid = threadIdx.x;
+    if (tid < k) sid[tid] = pids[tid];
+    if (tid == 0) n = 0;
+    __syncthreads();
+    for (int j = 0; j < k; j++) {
+        const int e = sid[j];
+        if (e < 0 || e >= c.n_expert || c.slot_of[e] >= 0) continue;   /* the same value in every thread */
+        const int v = pick_victim(c, sid, k);
+        if (v < 0) break;
+        if (tid == 0) install(c, v, e, tg, tu, td, n++);
+        __syncthreads();   /* owners and slot_of settle before the next one */
+    }
+    if (tid == 0) { *c.miss_n = n; c.stats[4] += n; }
 }
 
 __global__ void __launch_bounds__(CACHE_THREADS) k_cache_copy(const uint8_t *const *src, uint8_t *const *dst,
@@ -160,6 +193,15 @@ void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, co
     cudaStreamWaitEvent(side, fork, 0);
     /* few blocks: PCIe is saturated by 64 x 256 threads with 64 B each in flight, the rest of the
      * SMs run the hits' GEMVs meanwhile */
+    k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    cudaEventRecord(join, side);
+}
+
+void cache_record_prefetch(const dcache *c, const int *pids, int k, const dexperts *tab, cudaStream_t s, cudaStream_t side,
+                           cudaEvent_t fork, cudaEvent_t join) {
+    k_cache_prefetch<<<1, CACHE_THREADS, 0, s>>>(*c, pids, k, tab->gate, tab->up, tab->down);
+    cudaEventRecord(fork, s);
+    cudaStreamWaitEvent(side, fork, 0);
     k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
     cudaEventRecord(join, side);
 }

@@ -140,6 +140,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     op_rmsnorm(g->x, g->L[g->l0].attn_norm, g->xn, D, c->rms_eps, s);
     mark(g, P_NORM);
     const int nl = g->l1 - g->l0;
+    int pf_for = -1;   /* --prefetch: the layer whose copies ahead are on the way (joined before its update) */
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
         size_t kvoff = ((size_t)seq * nl + (il - g->l0)) * g->n_ctx * c->kv_dim;
@@ -199,6 +200,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         mark(g, P_ROUTER);
         dexperts *x = &l->exps;
+        if (pf_for == il) cudaStreamWaitEvent(s, g->pf_join, 0);
         const int overlap = l->cache && l->cache->ids_miss;
         if (overlap) {   /* the hits' GEMVs (copied misses skipped: id -1) beside the copies, then the misses' */
             cache_record_step_overlap(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->ov_fork, g->ov_join);
@@ -206,6 +208,19 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         } else if (l->cache) {
             cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->side_fork);
             mark(g, P_CACHE);
+        }
+        if (g->prefetch && l->cache) {   /* the next MoE layer's likely experts, copied beside this layer's work */
+            int nx = il + 1;
+            while (nx < g->l1 && !g->L[nx].cache) nx++;
+            if (nx < g->l1) {
+                const dlayer *ln = &g->L[nx];
+                gpu_gemv(ln->router.type, ln->router.d, g->xn, g->pf_rlog, D, c->n_expert, s);
+                op_router(g->pf_rlog, ln->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
+                          c->n_group, c->topk_group, g->pf_ids, g->pf_w, s);
+                cache_record_prefetch(ln->cache, g->pf_ids, c->n_expert_used, &ln->exps, s, g->side2, g->pf_fork, g->pf_join);
+                pf_for = nx;
+                mark(g, P_CACHE);
+            }
         }
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
@@ -359,9 +374,9 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
         !(hc.miss_src = (const uint8_t **)dalloc(g, sizeof(void *) * k, err, errlen)) ||
         !(hc.miss_dst = (uint8_t **)dalloc(g, sizeof(void *) * k, err, errlen)) ||
         !(hc.miss_n = (int *)dalloc(g, sizeof(int), err, errlen)) ||
-        !(hc.stats = (unsigned long long *)dalloc(g, 4 * 8, err, errlen)))
+        !(hc.stats = (unsigned long long *)dalloc(g, GPU_CACHE_STATS * 8, err, errlen)))
         goto done;
-    if (cudaMemset(hc.miss_n, 0, sizeof(int)) != cudaSuccess || cudaMemset(hc.stats, 0, 4 * 8) != cudaSuccess) {
+    if (cudaMemset(hc.miss_n, 0, sizeof(int)) != cudaSuccess || cudaMemset(hc.stats, 0, GPU_CACHE_STATS * 8) != cudaSuccess) {
         fail(err, errlen, "cuda: memset failed");
         goto done;
     }
@@ -673,6 +688,17 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         for (int il = g->l0; il < g->l1; il++)
             if (g->L[il].cache && !g->L[il].cache->async) g->L[il].cache->ids_miss = g->ids_miss;
     }
+    if (o->prefetch && g->n_streamed && !g->xch_interval) {   /* --prefetch (the exchange owns the slots when on) */
+        g->cat = VRAM_WORKSPACE;
+        if (!(g->pf_rlog = (float *)dalloc(g, sizeof(float) * (c->n_expert + 128), err, errlen)) ||
+            !(g->pf_ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)))
+            goto bad;
+        g->pf_w = g->pf_rlog + c->n_expert;
+        CK(cudaStreamCreateWithFlags(&g->side2, cudaStreamNonBlocking));
+        CK(cudaEventCreateWithFlags(&g->pf_fork, cudaEventDisableTiming));
+        CK(cudaEventCreateWithFlags(&g->pf_join, cudaEventDisableTiming));
+        g->prefetch = 1;
+    }
     g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
         if (capture(g, 1, q, &g->graphs[2 * q + 1], err, errlen) || capture(g, 0, q, &g->graphs[2 * q], err, errlen)) goto bad;
@@ -770,15 +796,15 @@ extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
     out->prefill_chunk = g->pf_cap; out->prefill_reserved = g->pf_reserved; out->vram_prefill = gpu_exec_prefill_bytes(g);
 }
 
-extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen) {
-    out[0] = out[1] = out[2] = out[3] = 0;
+extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[GPU_CACHE_STATS], int reset, char *err, size_t errlen) {
+    for (int i = 0; i < GPU_CACHE_STATS; i++) out[i] = 0;
     CK(cudaSetDevice(g->dev));
     for (int il = 0; il < g->m->cfg.n_layer; il++) {
         const dcache *c = g->L[il].cache;
         if (!c) continue;
-        unsigned long long v[4];
+        unsigned long long v[GPU_CACHE_STATS];
         CK(cudaMemcpy(v, c->stats, sizeof v, cudaMemcpyDeviceToHost));
-        for (int i = 0; i < 4; i++) out[i] += v[i];
+        for (int i = 0; i < GPU_CACHE_STATS; i++) out[i] += v[i];
         if (reset) CK(cudaMemset(c->stats, 0, sizeof v));
     }
     return 0;
@@ -827,6 +853,9 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->stage_s) cudaStreamDestroy(g->stage_s);
     if (g->side_join) cudaEventDestroy(g->side_join);
     if (g->ov_fork) cudaEventDestroy(g->ov_fork);
+    if (g->pf_fork) cudaEventDestroy(g->pf_fork);
+    if (g->pf_join) cudaEventDestroy(g->pf_join);
+    if (g->side2) cudaStreamDestroy(g->side2);
     if (g->ov_join) cudaEventDestroy(g->ov_join);
     free(g->allocs); free(g->L); free(g);
 }

@@ -32,6 +32,8 @@ typedef struct {
     double swap_floor, swap_hyst;   /* exchange: incoming count >= floor (0: 4) and > hyst x outgoing (0: 2.0) */
     int swap_per_layer;     /* exchange: swap_max per layer instead of over all layers */
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
+    int prefetch;           /* --prefetch: after a MoE layer's routing, the next MoE layer's router on the same
+                               input predicts its experts and those are copied ahead into its slots */
     int overlap_misses;     /* --overlap-misses: a step's copied misses move on a side stream while the hit
                                experts' GEMVs run; the missed ones are computed after their copies */
     int staging;            /* --staging N: prefill copies up to N cold experts of the next layer beside the
@@ -73,8 +75,10 @@ void gpu_exec_free(gpu_exec *g);
 void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out);
 /* Expert cache counters summed over layers since creation or the last reset: [0] hits, [1] misses
  * copied into a slot, [2] misses read in place from host RAM, [3] misses computed by the CPU
- * workers. Returns 0, or -1 with err set. */
-int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen);
+ * workers, [4] experts copied ahead by --prefetch (not selections: [0..3] sum to the routed
+ * selections). Returns 0, or -1 with err set. */
+#define GPU_CACHE_STATS 5
+int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[GPU_CACHE_STATS], int reset, char *err, size_t errlen);
 /* With route_io: the (n_layer, k) choices of the last step (-1 rows: dense layers), and the
  * pinned (n_layer, k) row the next step replaces the router's choice with (benchmark-only
  * --replay-routing; a row starting with -1 keeps the router's choice; weights are recomputed from

@@ -55,7 +55,7 @@ typedef struct {
     const uint8_t **miss_src;        /* device [k]: this step's copies: host record -> */
     uint8_t **miss_dst;              /*                                  VRAM record */
     int *miss_n;
-    unsigned long long *stats;       /* device [4]: hits, misses copied in, misses read in place, misses on the CPU
+    unsigned long long *stats;       /* device [5]: hits, misses copied in, misses read in place, misses on the CPU, prefetched
                                         (cpu: a swap-in counts as copied and as on the CPU) */
 } dcache;
 
@@ -83,6 +83,10 @@ struct gpu_exec {
     cudaEvent_t side_fork, side_join;
     cudaEvent_t ov_fork, ov_join;         /* --overlap-misses: the copies' fork and join, per layer */
     int *ids_miss;                        /* --overlap-misses: device [64], the copied misses of the layer */
+    int prefetch;                         /* --prefetch */
+    cudaStream_t side2;                   /* --prefetch: the copies ahead */
+    cudaEvent_t pf_fork, pf_join;
+    float *pf_rlog, *pf_w; int *pf_ids;   /* --prefetch: the next layer's router on this layer's input */
     dlayer *L;
     float *out_norm; dmat output;
     float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
@@ -142,6 +146,10 @@ void route_replay(const float *logits, int n, int k, int fn, int norm, float sca
                   cudaStream_t s);
 void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
                        cudaEvent_t fork);
+/* --prefetch: the predicted experts pids[0..k) into the cache's slots, copied on `side` (join on
+ * `join`, waited for before that layer's own update). */
+void cache_record_prefetch(const dcache *c, const int *pids, int k, const dexperts *tab, cudaStream_t s, cudaStream_t side,
+                           cudaEvent_t fork, cudaEvent_t join);
 /* --overlap-misses: the update, then this step's copies on `side` (fork after the update, join
  * recorded on `join` for the caller to wait on before the missed experts' GEMVs). */
 void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s,

@@ -30,8 +30,8 @@ gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_
     return gpu_exec_create(m, dev, n_ctx, err, errlen);
 }
 void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) { (void)g; memset(out, 0, sizeof *out); }
-int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[4], int reset, char *err, size_t errlen) {
-    (void)g; (void)reset; out[0] = out[1] = out[2] = out[3] = 0;
+int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[GPU_CACHE_STATS], int reset, char *err, size_t errlen) {
+    (void)g; (void)reset; for (int i = 0; i < GPU_CACHE_STATS; i++) out[i] = 0;
     snprintf(err, errlen, "gpu: this binary was built without CUDA");
     return -1;
 }

@@ -49,6 +49,7 @@ const config_key config_keys[] = {
     { "swap-stats", CONFIG_STRING, RUN, "routing counts for the start placement (.hmrt)" },
     { "no-swap", CONFIG_BOOL, RUN, "turn the exchange off" },
     { "overlap-misses", CONFIG_BOOL, RUN, "copy missed experts beside the hits' GEMVs" },
+    { "prefetch", CONFIG_BOOL, RUN, "copy the next MoE layer's predicted experts ahead" },
     /* HTTP server */
     { "host", CONFIG_STRING, "serve", "listen address (127.0.0.1)" },
     { "port", CONFIG_INT, "serve", "listen port (8080)" },

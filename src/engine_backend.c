@@ -87,17 +87,17 @@ static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, cons
 static void gpu_stats(void *ctx, engine_stats *st) {
     gpu_backend *b = ctx;
     gpu_exec *stage[2] = { b->g, b->g2 };
-    uint64_t tot[4] = { 0, 0, 0, 0 }, swaps = 0, pcie = 0;
+    uint64_t tot[GPU_CACHE_STATS] = { 0 }, swaps = 0, pcie = 0;
     for (int i = 0; i < 2; i++) {
         if (!stage[i]) continue;
-        uint64_t v[4];
+        uint64_t v[GPU_CACHE_STATS];
         char err[256];
         gpu_exec_layout lay;
         gpu_exec_info(stage[i], &lay);
         if (!lay.n_streamed || gpu_exec_cache_stats(stage[i], v, 0, err, sizeof err)) continue;
-        for (int j = 0; j < 4; j++) tot[j] += v[j];
+        for (int j = 0; j < GPU_CACHE_STATS; j++) tot[j] += v[j];
         swaps += (uint64_t)lay.swaps;
-        pcie += (v[1] + v[2]) * (uint64_t)lay.expert_bytes + (uint64_t)lay.swaps * lay.expert_bytes;
+        pcie += (v[1] + v[2] + v[4]) * (uint64_t)lay.expert_bytes + (uint64_t)lay.swaps * lay.expert_bytes;
     }
     const uint64_t sel = tot[0] + tot[1] + tot[2] + tot[3];
     st->expert_hits = tot[0];

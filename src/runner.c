@@ -41,7 +41,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
     go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk; go->staging = o->staging;
-    go->overlap_misses = o->overlap_misses;
+    go->overlap_misses = o->overlap_misses; go->prefetch = o->prefetch;
     /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
     go->cold = o->cold == RUNNER_COLD_AUTO ? (o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE) : o->cold;
 }
@@ -50,6 +50,7 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     double x;
     if (!strcmp(flag, "--no-swap")) { o->swap_max = 0; return 2; }
     if (!strcmp(flag, "--overlap-misses")) { o->overlap_misses = 1; return 2; }
+    if (!strcmp(flag, "--prefetch")) { o->prefetch = 1; return 2; }
     if (!strcmp(flag, "--swap-async")) { o->swap_async = 1; return 2; }
     if (!strcmp(flag, "--gpu-mem") || !strcmp(flag, "--gpu-split") || !strcmp(flag, "--gpus")) {
         /* one value, or two: one per GPU of a two-stage pipeline */
@@ -238,9 +239,10 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     }
     /* the CPU target: every expert is on the CPU, so --cold cpu (configs/cpu-only.json) is what it does */
     if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO && o->cold != GPU_COLD_CPU) || o->gpu_mem_gib > 0 ||
-              o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split || o->n_cpu_experts || o->overlap_misses))
-        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --cpu-experts / --overlap-misses / --gpus / "
-                       "--gpu-split: expected --device cuda, found the CPU target");
+              o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split || o->n_cpu_experts || o->overlap_misses ||
+              o->prefetch))
+        return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --cpu-experts / --overlap-misses / --prefetch / "
+                       "--gpus / --gpu-split: expected --device cuda, found the CPU target");
     if (o && (o->cpu_threads > 0 || o->swap_max >= 0))
         return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu on the GPU target (--device cuda)");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);
@@ -293,15 +295,15 @@ int runner_gpu_step(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token
                : 0;
 }
 
-int runner_cache_stats(hm_runner *r, uint64_t out[4], int reset, hm_error *e) {
-    out[0] = out[1] = out[2] = out[3] = 0;
+int runner_cache_stats(hm_runner *r, uint64_t out[GPU_CACHE_STATS], int reset, hm_error *e) {
+    for (int j = 0; j < GPU_CACHE_STATS; j++) out[j] = 0;
     gpu_exec *st[2] = { r->gpu, r->gpu2 };
     for (int i = 0; i < 2; i++) {
         if (!st[i]) continue;
-        uint64_t v[4];
+        uint64_t v[GPU_CACHE_STATS];
         char msg[512];
         if (gpu_exec_cache_stats(st[i], v, reset, msg, sizeof msg)) return hm_fail(e, "%s", msg);
-        for (int j = 0; j < 4; j++) out[j] += v[j];
+        for (int j = 0; j < GPU_CACHE_STATS; j++) out[j] += v[j];
     }
     return 0;
 }

@@ -45,6 +45,7 @@ typedef struct {
     int split_layer;         /* the second stage's first layer when the planner chose it (--cold auto); 0: from the above */
     int cpu_experts[2], n_cpu_experts;   /* --cpu-experts N | N0,N1: routed experts per MoE layer on the CPU (per GPU) */
     int overlap_misses;      /* --overlap-misses: copies of missed experts beside the hits' GEMVs (not yet the default) */
+    int prefetch;            /* --prefetch: the next MoE layer's predicted experts copied ahead (off by default) */
 } runner_opts;
 
 /* Placement flags checked against the model (expert counts); the executor checks the budgets. */
@@ -79,7 +80,7 @@ void runner_free(hm_runner *r);
 int runner_gpu_step(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int seq, int32_t token, int pos, float *logits,
                     char *err, size_t errlen);
 /* The GPU target's expert cache and CPU workers, summed over its stages (zeros on the CPU target). */
-int runner_cache_stats(hm_runner *r, uint64_t out[4], int reset, hm_error *e);
+int runner_cache_stats(hm_runner *r, uint64_t out[GPU_CACHE_STATS], int reset, hm_error *e);
 void runner_cpu_stats(hm_runner *r, uint64_t *bytes, double *busy_s, int reset);
 void runner_layout(const hm_runner *r, gpu_exec_layout *out);
 const char *runner_device_name(const hm_runner *r);

@@ -37,7 +37,7 @@ static void check(int ok, const char *fmt, const char *label, const char *what) 
 /* Greedy decode of NTOK tokens from a fixed 4-token prompt; logits of every position into out
  * (NTOK+3 rows), tokens into tok (force: feed these instead of the argmax). Returns the
  * executor's counters in st (NULL: not streamed). */
-static int run_forced(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, const int32_t *force, uint64_t st[4],
+static int run_forced(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, const int32_t *force, uint64_t st[GPU_CACHE_STATS],
                       gpu_exec_layout *lay, char *err, size_t n) {
     gpu_exec *g = gpu_exec_create_opts(m, 0, NTOK + 4, o, err, n);
     if (!g) return -1;
@@ -61,7 +61,7 @@ static int run_forced(const hm_model *m, const gpu_exec_opts *o, float *out, int
     return rc;
 }
 
-static int run(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, uint64_t st[4], gpu_exec_layout *lay,
+static int run(const hm_model *m, const gpu_exec_opts *o, float *out, int32_t *tok, uint64_t st[GPU_CACHE_STATS], gpu_exec_layout *lay,
                char *err, size_t n) {
     return run_forced(m, o, out, tok, NULL, st, lay, err, n);
 }
@@ -102,13 +102,15 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         { 0, E - 1, NULL, "E-1 slots", 0 },
         { 0, 1, NULL, "1 slot, --overlap-misses (copies beside the hits' GEMVs)", 1 },
         { 1, k + 1, counts, "1 static + k+1 slots, --overlap-misses", 1 },
+        { 0, k, NULL, "k slots, --prefetch (the next layer's predicted experts copied ahead)", 2 },
+        { 1, k + 1, counts, "1 static + k+1 slots, --prefetch --overlap-misses", 3 },
     };
     for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
-        if ((quick || q8) && i != 1 && i != 7 && !(q8 && i == 0)) continue;   /* large models: the forced-miss cases (each case pins anew) */
+        if ((quick || q8) && i != 1 && i != 7 && i != 9 && !(q8 && i == 0)) continue;   /* large models: the forced-miss cases (each case pins anew) */
         printf("-- %s: %s%s\n", label, cfg[i].name, q8 ? " (q8 GEMV)" : "");
         gpu_exec_opts o = mk(0, GPU_COLD_STREAM, cfg[i].S, cfg[i].C, cfg[i].cnt, 0);
-        o.overlap_misses = cfg[i].ov;
-        uint64_t st[4];
+        o.overlap_misses = cfg[i].ov & 1; o.prefetch = cfg[i].ov >> 1;
+        uint64_t st[GPU_CACHE_STATS];
         for (size_t j = 0; j < rows; j++) got[j] = -1e30f;
         if (run(m, &o, got, gt, st, NULL, err, sizeof err)) { check(0, "%s", label, err); continue; }
         size_t bad = 0;
@@ -117,10 +119,11 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         uint64_t sel = st[0] + st[1] + st[2] + st[3], want = (uint64_t)n_moe * k * (NTOK + 3);
         int counters = sel == want && st[3] == 0 && (cfg[i].S + cfg[i].C > 0 || st[0] == 0) && (cfg[i].C > 0 || st[1] == 0);
         if (cfg[i].C == 1 && k > 1) counters &= st[1] + st[2] >= (uint64_t)n_moe * (k - 1) * (NTOK + 3);
+        counters &= o.prefetch ? n_moe < 2 || st[4] > 0 : st[4] == 0;   /* copies ahead happen with --prefetch only */
         snprintf(what, sizeof what, "%s: %zu of %zu logits differ from all-resident, %d greedy tokens %s; "
-                 "hits %llu, copied %llu, read in place %llu (sum %llu, expected %llu)", cfg[i].name, bad, rows, NTOK,
+                 "hits %llu, copied %llu, read in place %llu (sum %llu, expected %llu), prefetched %llu", cfg[i].name, bad, rows, NTOK,
                  same_tok ? "identical" : "DIFFER", (unsigned long long)st[0], (unsigned long long)st[1],
-                 (unsigned long long)st[2], (unsigned long long)sel, (unsigned long long)want);
+                 (unsigned long long)st[2], (unsigned long long)sel, (unsigned long long)want, (unsigned long long)st[4]);
         check(bad == 0 && same_tok && counters, "%s", label, what);
     }
     /* the all-GPU fast path's error against the exact all-resident run, fed the same tokens: the
@@ -150,6 +153,7 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         { 1, k, 2, -1, "--cold cpu --swap-async, 1 static + k slots, 2 swap-ins per layer and step on the side stream" },
         { 0, E / 2, 8, 8, "--cold cpu, exchange every 8 tokens, at most 8 swaps" },
         { 1, k, 1, -2, "--cold cpu --overlap-misses, 1 static + k slots, 1 swap-in per layer and step" },
+        { 1, k, 1, -3, "--cold cpu --prefetch, 1 static + k slots, 1 swap-in per layer and step" },
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0] && !q8; i++) {
         if (quick && i != 1 && i != 3 && i != 6) continue;
@@ -160,8 +164,9 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
             o.swap_max = cc[i].swap; o.cpu_threads = 4; o.swap_interval = cc[i].interval > 0 ? cc[i].interval : 0;
             o.swap_async = cc[i].interval == -1;
             o.overlap_misses = cc[i].interval == -2;
+            o.prefetch = cc[i].interval == -3;
             if (cc[i].interval == 1) { o.swap_floor = 0.01; o.swap_hyst = 0.01; }   /* any warm CPU expert displaces a slot */
-            uint64_t st[4];
+            uint64_t st[GPU_CACHE_STATS];
             gpu_exec_layout lay;
             hm_kernels_set(fast ? HM_KERNELS_FAST : HM_KERNELS_REF);
             int rc = run_forced(m, &o, got, gt, rt, st, &lay, err, sizeof err);
@@ -202,7 +207,7 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         }
         gpu_exec_opts o = mk(0, GPU_COLD_STREAM, -1, -1, counts, 0);
         o.gpu_mem_gib = (all_b - exp_b / 2 + gpu_exec_prefill_workspace(m, 64)) / 1073741824.0;   /* + the smallest prefill reserve */
-        uint64_t st[4];
+        uint64_t st[GPU_CACHE_STATS];
         gpu_exec_layout lay;
         if (run(m, &o, got, gt, st, &lay, err, sizeof err)) check(0, "budget: all but half the experts: %s", label, err);
         else {
@@ -263,7 +268,7 @@ static void lfu_reference_tests(const char *label, const hm_model *m) {
     gpu_exec *g = gpu_exec_create_opts(m, 0, n, &o, err, sizeof err);
     int *rec = malloc(sizeof(int) * (size_t)n * L * k);
     float *lg = malloc(sizeof(float) * c->n_vocab);
-    uint64_t st[4] = { 0, 0, 0, 0 };
+    uint64_t st[GPU_CACHE_STATS] = { 0 };
     int rc = !g;
     for (int i = 0; i < n && !rc; i++) {
         rc = gpu_exec_forward(g, (int32_t)((i * 977 + 5) % c->n_vocab), i, lg, err, sizeof err);

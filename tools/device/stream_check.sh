@@ -64,13 +64,15 @@ PY
   }
   run() { local tag=$1; shift; local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
           timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
-          echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams" "$OUT/decode-$shape-$tag.log"; }
+          echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch" "$OUT/decode-$shape-$tag.log"; }
   for c in ${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}; do
     case $c in
       resident) run resident; plans ;;
       profile) run profile --runs 1 --prompt-seed 777 --record-routing "$NAT"; cp "$NAT" "$OUT/" 2>/dev/null; plans "$NAT" ;;    # natural routing of another prompt than the measured runs': the profiling run
       stream-ov) run stream-ov --gpu-mem $gib --cold stream --overlap-misses ;;   # copies beside the hits' GEMVs (vs stream)
       cpu-ov) run cpu-ov --gpu-mem $gib --cold cpu --overlap-misses ;;            # (vs cpu)
+      stream-pf) run stream-pf --gpu-mem $gib --cold stream --overlap-misses --prefetch ;;   # + the next layer's experts copied ahead
+      cpu-pf) run cpu-pf --gpu-mem $gib --cold cpu --overlap-misses --prefetch ;;
       stream-prof) run stream-prof --gpu-mem $gib --cold stream --routing "$NAT" ;;   # placement from the profile, natural routing
       cpu-prof) run cpu-prof --gpu-mem $gib --cold cpu --routing "$NAT" ;;
       auto-prof) run auto-prof --gpu-mem $gib --routing "$NAT" ;;
