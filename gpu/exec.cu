@@ -209,6 +209,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             cache_record_step(l->cache, g->ids, c->n_expert_used, g->decay, x, s, g->side, g->side_fork);
             mark(g, P_CACHE);
         }
+        if (l->cache && l->cache->cpu && g->hostfn) hybrid_record_hostfn(g, l->cache->job_h, s);   /* beside the GPU's experts */
         if (g->prefetch && l->cache) {   /* the next MoE layer's likely experts, copied beside this layer's work */
             int nx = il + 1;
             while (nx < g->l1 && !g->L[nx].cache) nx++;
@@ -234,6 +235,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         int kk = c->n_expert_used;
         if (l->cache && l->cache->cpu) {   /* the CPU's share arrives as one more expert row of weight 1 */
+            if (g->hostfn) cudaStreamWaitEvent(s, g->hf_join, 0);
             hybrid_wait(l->cache, g->ey + (size_t)kk * D, g->ew + kk, D, s);
             kk++;
             mark(g, P_CPUWAIT);
@@ -662,12 +664,13 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             else { ca->async = o->swap_async; ca->copy_max = o->swap_max >= 0 ? o->swap_max : 1; }
             g->async_copies |= ca->async && ca->copy_max != 0;
             g->swap_async = ca->async;
-            ca->job = dj + j; ca->step = g->d_step; ca->xn = g->xn; ca->w = g->ew; ca->n_embd = D;
+            ca->job = dj + j; ca->job_h = j; ca->step = g->d_step; ca->xn = g->xn; ca->w = g->ew; ca->n_embd = D;
             g->jobs_layer[j++] = il;
         }
         int nt = o->cpu_threads;
         if (nt <= 0) { long n = sysconf(_SC_NPROCESSORS_ONLN); nt = n > 2 ? (int)n - 2 : 1; }   /* a core each for the main and dispatcher threads */
         if (nt > HM_WORKERS_MAX) nt = HM_WORKERS_MAX;
+        g->hostfn = o->cpu_handoff == 1;
         if (hybrid_start(g, nt, o->cpu_first_core, err, errlen)) goto bad;
         CK(cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking));
         CK(cudaEventCreateWithFlags(&g->side_fork, cudaEventDisableTiming));

@@ -32,6 +32,8 @@ typedef struct {
     double swap_floor, swap_hyst;   /* exchange: incoming count >= floor (0: 4) and > hyst x outgoing (0: 2.0) */
     int swap_per_layer;     /* exchange: swap_max per layer instead of over all layers */
     double ram_gib;         /* most host RAM to pin for cold experts; 0: 90% of what the kernel reports available */
+    int cpu_handoff;        /* GPU_COLD_CPU: 0 mapped flags polled by a dispatcher thread (default); 1 a host
+                               function node in the graph per layer (--cpu-handoff hostfn), beside the GPU's experts */
     int prefetch;           /* --prefetch: after a MoE layer's routing, the next MoE layer's router on the same
                                input predicts its experts and those are copied ahead into its slots */
     int overlap_misses;     /* --overlap-misses: a step's copied misses move on a side stream while the hit

@@ -40,6 +40,7 @@ typedef struct {
     int *ids_miss;                   /* --overlap-misses: device [k]: the copied misses (else -1); their slots
                                         in ids become -1, so the hits' GEMVs run while the copies are on the way */
     hjob *job;                       /* cpu: this layer's hand-off (device address) */
+    int job_h;                       /* cpu: its index in gpu_exec.jobs */
     const int *step;                 /* cpu: device copy of the step number */
     const float *xn;                 /* cpu: the FFN input the workers need */
     float *w;                        /* cpu: the router weights (ew) */
@@ -113,7 +114,11 @@ struct gpu_exec {
     int *d_step; uint32_t *h_step;
     struct workers *pool;
     hm_expert *cpu_experts;           /* (n_layer, n_expert) host views into the pinned records */
-    void *dispatcher;                      /* pthread_t, heap-held */
+    void *dispatcher;                      /* pthread_t, heap-held (not started with the host-function hand-off) */
+    int hostfn;                            /* --cpu-handoff hostfn: each layer's job run by a host node of the graph */
+    struct hostfn_arg { struct gpu_exec *g; int h; } *hf_args;   /* (n_jobs) */
+    cudaStream_t side3;                    /* hostfn: the host nodes' branch */
+    cudaEvent_t hf_fork, hf_join;
     volatile int stop;
     int *jobs_layer;                       /* (n_jobs) model layer of each job */
     void *zero_rec;                        /* an all-zero expert record: adds exactly 0 */
@@ -157,6 +162,9 @@ void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, co
 /* gpu/hybrid.cu: waits for the layer's CPU job and puts its result in y_row (weight 1 in w1). */
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s);
 int hybrid_start(struct gpu_exec *g, int n_threads, int first_core, char *err, size_t errlen);
+/* --cpu-handoff hostfn: records, after the layer's cache update, a host node on side3 that runs job
+ * h on the workers and returns when it is done; the caller waits on hf_join before hybrid_wait. */
+void hybrid_record_hostfn(struct gpu_exec *g, int h, cudaStream_t s);
 int hybrid_exchange(struct gpu_exec *g, char *err, size_t errlen);
 void hybrid_stop(struct gpu_exec *g);
 void gpu_prefill_free(gpu_exec *g);       /* prefill.cu: releases g->pf */

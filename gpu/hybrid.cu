@@ -135,6 +135,50 @@ out:
 
 static void cpu_relax(void) { __builtin_ia32_pause(); }
 
+/* The workers' job for hand-off h at step v (its ids, weights and x as the cache kernel left them). */
+static workers_job make_job(gpu_exec *g, int h, uint32_t v) {
+    const hm_config *c = &g->m->cfg;
+    hjob *j = &g->jobs[h];
+    const int l = g->jobs_layer[h];
+    workers_job wj;
+    memset(&wj, 0, sizeof wj);
+    wj.layer = l; wj.n_tok = 1; wj.n_embd = c->n_embd; wj.x = j->x; wj.k = HJOB_MAX_K;
+    wj.n_cold = &j->n; wj.ids = j->ids; wj.w = j->w;
+    wj.experts = g->cpu_experts + (size_t)l * c->n_expert; wj.n_expert = c->n_expert;
+    wj.out = j->out; wj.flag = (uint32_t *)&j->done; wj.flag_value = v;
+    return wj;
+}
+
+/* A failed submission: NaN out (the step's logits show it) and done, so the GPU does not wait. */
+static void job_failed(gpu_exec *g, int h, uint32_t v, const char *err) {
+    hjob *j = &g->jobs[h];
+    fprintf(stderr, "hotmoe: cpu workers: %s\n", err);
+    for (int i = 0; i < g->m->cfg.n_embd; i++) j->out[i] = __builtin_nanf("");
+    __atomic_store_n(&j->done, v, __ATOMIC_RELEASE);
+}
+
+/* --cpu-handoff hostfn: a host node of the graph, after the layer's cache update completed (its
+ * ids, weights and x are in the mapped job): runs the job on the workers and returns when done. */
+static void CUDART_CB hostfn_job(void *arg) {
+    struct gpu_exec::hostfn_arg *a = (struct gpu_exec::hostfn_arg *)arg;
+    gpu_exec *g = a->g;
+    hjob *j = &g->jobs[a->h];
+    const uint32_t v = *g->h_step;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (j->n <= 0) return;   /* the wait kernel does not wait for an empty job */
+    char err[256];
+    workers_job wj = make_job(g, a->h, v);
+    if (workers_submit(g->pool, &wj, err, sizeof err) < 0) { job_failed(g, a->h, v, err); return; }
+    workers_wait(g->pool);
+}
+
+void hybrid_record_hostfn(gpu_exec *g, int h, cudaStream_t s) {
+    cudaEventRecord(g->hf_fork, s);
+    cudaStreamWaitEvent(g->side3, g->hf_fork, 0);
+    cudaLaunchHostFunc(g->side3, hostfn_job, &g->hf_args[h]);
+    cudaEventRecord(g->hf_join, g->side3);
+}
+
 /* The dispatcher: jobs in layer order, each handled at its newest request. A step whose jobs were
  * all empty does not make the GPU wait, so the GPU may be a step ahead: a job's request is taken
  * as whatever step number it carries now (never an exact expected one, which could be skipped).
@@ -143,7 +187,6 @@ static void cpu_relax(void) { __builtin_ia32_pause(); }
  * the next pass. */
 static void *dispatch_main(void *arg) {
     gpu_exec *g = (gpu_exec *)arg;
-    const hm_config *c = &g->m->cfg;
     char err[256];
     uint32_t *last = (uint32_t *)calloc(g->n_jobs, sizeof(uint32_t));
     while (!g->stop) {
@@ -157,18 +200,10 @@ static void *dispatch_main(void *arg) {
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             last[h] = v;
             if (j->n <= 0) continue;   /* the GPU does not wait for an empty job */
-            const int l = g->jobs_layer[h];
-            workers_job wj;
-            memset(&wj, 0, sizeof wj);
-            wj.layer = l; wj.n_tok = 1; wj.n_embd = c->n_embd; wj.x = j->x; wj.k = HJOB_MAX_K;
-            wj.n_cold = &j->n; wj.ids = j->ids; wj.w = j->w;
-            wj.experts = g->cpu_experts + (size_t)l * c->n_expert; wj.n_expert = c->n_expert;
-            wj.out = j->out; wj.flag = (uint32_t *)&j->done; wj.flag_value = v;
+            workers_job wj = make_job(g, h, v);
             if (workers_submit(g->pool, &wj, err, sizeof err) < 0) {
                 if (j->req != v) continue;   /* torn by the next step's request: handled on the next pass */
-                fprintf(stderr, "hotmoe: cpu workers: %s\n", err);
-                for (int i = 0; i < c->n_embd; i++) j->out[i] = __builtin_nanf("");
-                __atomic_store_n(&j->done, v, __ATOMIC_RELEASE);
+                job_failed(g, h, v, err);
             }
         }
     }
@@ -188,6 +223,18 @@ int hybrid_start(gpu_exec *g, int n_threads, int first_core, char *err, size_t e
     workers_config wc = { n_threads, -1, 1, 5000, first_core };   /* workers spin 5 ms between layers before sleeping */
     g->pool = workers_init(&wc, err, errlen);
     if (!g->pool) return -1;
+    if (g->hostfn) {   /* the graph's host nodes hand the jobs over: no dispatcher */
+        g->hf_args = (struct gpu_exec::hostfn_arg *)calloc(g->n_jobs, sizeof *g->hf_args);
+        for (int h = 0; h < g->n_jobs; h++) { g->hf_args[h].g = g; g->hf_args[h].h = h; }
+        if (cudaStreamCreateWithFlags(&g->side3, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&g->hf_fork, cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&g->hf_join, cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            snprintf(err, errlen, "cpu workers: cannot create the host-function stream");
+            return -1;
+        }
+        return 0;
+    }
     pthread_t *t = (pthread_t *)malloc(sizeof(pthread_t));
     g->stop = 0;
     if (pthread_create(t, NULL, dispatch_main, g)) {
@@ -200,6 +247,10 @@ int hybrid_start(gpu_exec *g, int n_threads, int first_core, char *err, size_t e
 }
 
 void hybrid_stop(gpu_exec *g) {
+    if (g->side3) { cudaStreamDestroy(g->side3); g->side3 = NULL; }
+    if (g->hf_fork) { cudaEventDestroy(g->hf_fork); g->hf_fork = NULL; }
+    if (g->hf_join) { cudaEventDestroy(g->hf_join); g->hf_join = NULL; }
+    free(g->hf_args); g->hf_args = NULL;
     if (g->dispatcher) {
         g->stop = 1;
         pthread_join(*(pthread_t *)g->dispatcher, NULL);

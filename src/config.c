@@ -41,6 +41,7 @@ const config_key config_keys[] = {
     { "record-routing", CONFIG_STRING, RUN, "write every token's expert choices to this .hmrt file" },
     /* CPU workers and the exchange */
     { "cpu-threads", CONFIG_INT, RUN, "CPU expert worker threads" },
+    { "cpu-handoff", CONFIG_STRING, RUN, "flags | hostfn: how a layer's CPU job is handed over" },
     { "swap-interval", CONFIG_INT, RUN, "decode tokens between exchange rounds (64)" },
     { "swap-max", CONFIG_INT, RUN, "swaps per exchange round (64)" },
     { "swap-floor", CONFIG_NUMBER, RUN, "minimum decayed count of an incoming expert (4)" },

@@ -41,7 +41,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
     go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk; go->staging = o->staging;
-    go->overlap_misses = o->overlap_misses; go->prefetch = o->prefetch;
+    go->overlap_misses = o->overlap_misses; go->prefetch = o->prefetch; go->cpu_handoff = o->cpu_handoff;
     /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
     go->cold = o->cold == RUNNER_COLD_AUTO ? (o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE) : o->cold;
 }
@@ -51,6 +51,12 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     if (!strcmp(flag, "--no-swap")) { o->swap_max = 0; return 2; }
     if (!strcmp(flag, "--overlap-misses")) { o->overlap_misses = 1; return 2; }
     if (!strcmp(flag, "--prefetch")) { o->prefetch = 1; return 2; }
+    if (!strcmp(flag, "--cpu-handoff")) {
+        if (val && !strcmp(val, "flags")) o->cpu_handoff = 0;
+        else if (val && !strcmp(val, "hostfn")) o->cpu_handoff = 1;
+        else return hm_fail(e, "--cpu-handoff: expected flags or hostfn, found '%s'", val ? val : "(nothing)"), -1;
+        return 1;
+    }
     if (!strcmp(flag, "--swap-async")) { o->swap_async = 1; return 2; }
     if (!strcmp(flag, "--gpu-mem") || !strcmp(flag, "--gpu-split") || !strcmp(flag, "--gpus")) {
         /* one value, or two: one per GPU of a two-stage pipeline */
@@ -227,8 +233,9 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     r->m = m;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
     if (runner_check_placement(o, m, e)) return -1;
-    if (device == HM_DEVICE_CUDA && o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM) && (o->cpu_threads > 0 || o->swap_max >= 0))
-        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu");
+    if (device == HM_DEVICE_CUDA && o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM) &&
+        (o->cpu_threads > 0 || o->swap_max >= 0 || o->cpu_handoff))
+        return hm_fail(e, "--cpu-threads / --swap-max / --cpu-handoff: expected --cold cpu");
     if (device == HM_DEVICE_CUDA) {
         if (!gpu_built()) return hm_fail(e, "--device cuda: this binary was built without CUDA (-DHOTMOE_CUDA=ON)");
         if (gpu_device_count() == 0) return hm_fail(e, "--device cuda: no CUDA device is present");
@@ -243,8 +250,8 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
               o->prefetch))
         return hm_fail(e, "--gpu-mem / --cold / --static-experts / --cache-slots / --cpu-experts / --overlap-misses / --prefetch / "
                        "--gpus / --gpu-split: expected --device cuda, found the CPU target");
-    if (o && (o->cpu_threads > 0 || o->swap_max >= 0))
-        return hm_fail(e, "--cpu-threads / --swap-max: expected --cold cpu on the GPU target (--device cuda)");
+    if (o && (o->cpu_threads > 0 || o->swap_max >= 0 || o->cpu_handoff))
+        return hm_fail(e, "--cpu-threads / --swap-max / --cpu-handoff: expected --cold cpu on the GPU target (--device cuda)");
     if (cpu_state_init(&r->cpu, &m->cfg, n_ctx)) return hm_fail(e, "context of %d tokens: cannot allocate the KV cache", n_ctx);
     r->device = HM_DEVICE_CPU;
     return 0;

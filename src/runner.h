@@ -46,6 +46,7 @@ typedef struct {
     int cpu_experts[2], n_cpu_experts;   /* --cpu-experts N | N0,N1: routed experts per MoE layer on the CPU (per GPU) */
     int overlap_misses;      /* --overlap-misses: copies of missed experts beside the hits' GEMVs (not yet the default) */
     int prefetch;            /* --prefetch: the next MoE layer's predicted experts copied ahead (off by default) */
+    int cpu_handoff;         /* --cpu-handoff flags|hostfn (--cold cpu): 0 mapped flags + a dispatcher thread, 1 graph host nodes */
 } runner_opts;
 
 /* Placement flags checked against the model (expert counts); the executor checks the budgets. */

@@ -89,6 +89,7 @@ int main(void) {
         { "--device cpu --cpu-experts 4,4", "--gpus", 1 }, { "--device cpu --cpu-experts 4 --cold stream", "--cold cpu", 1 },
         { "--device cpu --cpu-experts 4", "--device cuda", 1 }, { "--device cpu --overlap-misses", "--device cuda", 1 },
         { "--device cpu --prefetch", "--device cuda", 1 },
+        { "--cpu-handoff pigeon", "--cpu-handoff", 2 }, { "--device cpu --cpu-handoff hostfn", "--cold cpu", 1 },
         { "--device cpu --routing /nonexistent.hmrt", "/nonexistent.hmrt", 1 },
         { "--device cpu --routing " HM_TESTS_DIR "/data/routing/decode_83.jsonl", "decode_83.jsonl", 1 },   /* another model's trace */
     };

@@ -154,9 +154,11 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
         { 0, E / 2, 8, 8, "--cold cpu, exchange every 8 tokens, at most 8 swaps" },
         { 1, k, 1, -2, "--cold cpu --overlap-misses, 1 static + k slots, 1 swap-in per layer and step" },
         { 1, k, 1, -3, "--cold cpu --prefetch, 1 static + k slots, 1 swap-in per layer and step" },
+        { 1, k, 1, -4, "--cold cpu --cpu-handoff hostfn (graph host nodes), 1 static + k slots, 1 swap-in per layer and step" },
+        { 0, 0, 0, -4, "--cold cpu --cpu-handoff hostfn, every expert on the CPU" },
     };
     for (size_t i = 0; i < sizeof cc / sizeof cc[0] && !q8; i++) {
-        if (quick && i != 1 && i != 3 && i != 6) continue;
+        if (quick && i != 1 && i != 3 && i != 6 && i != 8) continue;
         for (int fast = 0; fast < 2; fast++) {
             if (fast && i) break;
             printf("-- %s: %s (%s)\n", label, cc[i].name, fast ? "fast" : "ref");
@@ -165,6 +167,7 @@ static void model_tests(const char *label, const hm_model *m, int quick, int q8)
             o.swap_async = cc[i].interval == -1;
             o.overlap_misses = cc[i].interval == -2;
             o.prefetch = cc[i].interval == -3;
+            o.cpu_handoff = cc[i].interval == -4;
             if (cc[i].interval == 1) { o.swap_floor = 0.01; o.swap_hyst = 0.01; }   /* any warm CPU expert displaces a slot */
             uint64_t st[GPU_CACHE_STATS];
             gpu_exec_layout lay;

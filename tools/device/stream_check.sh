@@ -72,6 +72,7 @@ PY
       stream-ov) run stream-ov --gpu-mem $gib --cold stream --overlap-misses ;;   # copies beside the hits' GEMVs (vs stream)
       cpu-ov) run cpu-ov --gpu-mem $gib --cold cpu --overlap-misses ;;            # (vs cpu)
       stream-pf) run stream-pf --gpu-mem $gib --cold stream --overlap-misses --prefetch ;;   # + the next layer's experts copied ahead
+      cpu-hostfn) run cpu-hostfn --gpu-mem $gib --cold cpu --cpu-handoff hostfn ;;   # the hand-off by graph host nodes (vs cpu: mapped flags)
       cpu-pf) run cpu-pf --gpu-mem $gib --cold cpu --overlap-misses --prefetch ;;
       stream-prof) run stream-prof --gpu-mem $gib --cold stream --routing "$NAT" ;;   # placement from the profile, natural routing
       cpu-prof) run cpu-prof --gpu-mem $gib --cold cpu --routing "$NAT" ;;
