@@ -15,6 +15,10 @@
  * copied (and then served from VRAM in the same step); with --swap-async a swap-in is computed by
  * the CPU too and copied on a side stream (c->async) that the step joins at its end, so the copy
  * overlaps the rest of the step and the slot serves from the next step on.
+ * --overlap-misses: the copies go to a side stream and the copied misses' slots of ids become -1
+ * (listed in ids_miss), so the hits' GEMVs run beside the copies and the misses' after the join.
+ * --prefetch: k_cache_prefetch installs the experts that the next layer's router predicts from
+ * this layer's input into that layer's slots, copied on a side stream that the layer waits for.
  * The expert GEMVs that follow read weights through the tables, so the logits are those of the
  * all-resident model bit for bit: the same bytes, the same kernels. Hit and miss counters stay on
  * the device; the host reads them between runs (gpu_exec_cache_stats). */
