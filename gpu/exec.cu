@@ -455,7 +455,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             const size_t stg = o->staging > 0 ? 2 * (size_t)o->staging * max_stride + 6 * (size_t)(E + 1) * sizeof(void *) : 0;
             size_t fixed = need - experts + meta + stg + 4096 + 64 * (size_t)c->n_layer +   /* small buffers the estimate leaves out */
                            (o->route_io ? 2 * sizeof(int) * (size_t)c->n_layer * k : 0) +
-                           (o->cold == GPU_COLD_CPU ? max_stride + sizeof(float) * (c->n_embd + 1) + sizeof(int) : 0);
+                           (o->cold == GPU_COLD_CPU ? max_stride + sizeof(float) * (c->n_embd + 1) + sizeof(int) : 0) +
+                           (o->overlap_misses ? 256 : 0) + (o->prefetch ? sizeof(float) * (E + 128) + 512 : 0);
             /* the prefill workspace of a chunk (--prefill-chunk, 1024 by default) is reserved in the
              * budget, so prompts run batched; a budget too tight for it halves the chunk (down to 64) */
             g->pf_cap = budget ? (o->prefill_chunk > 0 ? o->prefill_chunk : 1024) : 0;
