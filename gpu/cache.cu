@@ -179,35 +179,33 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_copy(const uint8_t *con
     }
 }
 
+/* The layer's listed copies on `side`, forked from s after what s has recorded so far (join: NULL,
+ * or recorded after the copies for the caller to wait on). Few blocks: PCIe is saturated by 64 x
+ * 256 threads with 64 B each in flight; the rest of the SMs go on with the step meanwhile. */
+static void copy_beside(const dcache *c, cudaStream_t s, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join) {
+    cudaEventRecord(fork, s);
+    cudaStreamWaitEvent(side, fork, 0);
+    k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    if (join) cudaEventRecord(join, side);
+}
+
 void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
                        cudaEvent_t fork) {
     k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, k, decay, tab->gate, tab->up, tab->down);
-    if (c->async) {   /* swap-ins on the side stream, beside the rest of the step (joined at its end) */
-        cudaEventRecord(fork, s);
-        cudaStreamWaitEvent(side, fork, 0);
-        k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
-    } else
-        k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    if (c->async) copy_beside(c, s, side, fork, NULL);   /* swap-ins beside the rest of the step (joined at its end) */
+    else k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
 }
 
 void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s,
                                cudaStream_t side, cudaEvent_t fork, cudaEvent_t join) {
     k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, k, decay, tab->gate, tab->up, tab->down);
-    cudaEventRecord(fork, s);
-    cudaStreamWaitEvent(side, fork, 0);
-    /* few blocks: PCIe is saturated by 64 x 256 threads with 64 B each in flight, the rest of the
-     * SMs run the hits' GEMVs meanwhile */
-    k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
-    cudaEventRecord(join, side);
+    copy_beside(c, s, side, fork, join);   /* the hits' GEMVs meanwhile */
 }
 
 void cache_record_prefetch(const dcache *c, const int *pids, int k, const dexperts *tab, cudaStream_t s, cudaStream_t side,
                            cudaEvent_t fork, cudaEvent_t join) {
     k_cache_prefetch<<<1, CACHE_THREADS, 0, s>>>(*c, pids, k, tab->gate, tab->up, tab->down);
-    cudaEventRecord(fork, s);
-    cudaStreamWaitEvent(side, fork, 0);
-    k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
-    cudaEventRecord(join, side);
+    copy_beside(c, s, side, fork, join);
 }
 
 __global__ void k_route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced,

@@ -135,6 +135,21 @@ __device__ __forceinline__ void q8_prefetch_l2(const uint8_t *p, size_t n) {
 #endif
 }
 
+/* The matrix of each slot this block reads (flat: every slot; else slot e) into wp: through the
+ * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w. */
+template <int NMAT>
+__device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK]) {
+    if (p.tab0) {
+        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
+            const int id = p.ids[p.flat ? sl : e];
+            wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
+        }
+    } else if (threadIdx.x == 0) {
+        wp[0][0] = p.w;
+    }
+}
+
 /* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
@@ -164,15 +179,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         if (NMAT == 1 && li == 0 && it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    if (p.tab0) {
-        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
-            const int id = p.ids[p.flat ? sl : e];   /* < 0: a skipped slot (NULL here), its outputs left as they are */
-            wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
-            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
-        }
-    } else if (threadIdx.x == 0) {
-        wp[0][0] = p.w;
-    }
+    q8_slot_tables<NMAT>(p, e, nslot, wp);
     q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
@@ -248,16 +255,8 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
     uint8_t *xs = sm, *slots = sm + xbytes;
     const uint32_t slot0 = (uint32_t)__cvta_generic_to_shared(slots) + threadIdx.x * SB;
 
-    if (p.tab0) {
-        hm_pdl_wait(); /* ids and tables may come from the previous kernel */
-        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
-            const int id = p.ids[p.flat ? sl : e];   /* < 0: a skipped slot (NULL here), its outputs left as they are */
-            wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
-            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
-        }
-    } else if (threadIdx.x == 0) {
-        wp[0][0] = p.w;
-    }
+    if (p.tab0) hm_pdl_wait(); /* ids and tables may come from the previous kernel */
+    q8_slot_tables<NMAT>(p, e, nslot, wp);
     __syncthreads();
 
     /* task tau: step tau / J (item base0 + step * tg + gi), chunk li + (tau % J) * L */

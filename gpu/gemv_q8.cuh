@@ -142,6 +142,32 @@ __device__ __forceinline__ uint4 q8_ld16(const uint8_t *p) {
     else return __ldg((const uint4 *)p);
 }
 
+/* The unaligned load (A == 1) of up to CB bytes at p: the 16-byte words that overlap [p, p + n)
+ * (n <= CB; no other word is read), shifted into w[0..] (w has q8_nw(CB, 1) words). */
+template <int CB, bool SM>
+__device__ __forceinline__ void q8_gather(const uint8_t *p, uint32_t *w, int n) {
+    constexpr int NW = q8_nw(CB, 1), NL = (CB + 30) / 16, NU = (CB + 3) / 4 + 1; /* words loaded; words used */
+    static_assert(4 * NL + 4 == NW && NU + 4 <= NW, "sizes");
+    const uint8_t *base = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)15);
+    const int o = (int)((uintptr_t)p & 15);
+#pragma unroll
+    for (int j = 0; j < NL; j++) {
+        uint4 u = { 0, 0, 0, 0 };
+        if (16 * j < n || 16 * j < o + n) u = q8_ld16<SM>(base + 16 * j);   /* the first test: known at compile time when n is */
+        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+    }
+#pragma unroll
+    for (int k = 4 * NL; k < NW; k++) w[k] = 0;
+    const bool s1 = o & 4, s2 = o & 8;
+#pragma unroll
+    for (int k = 0; k <= NU + 2; k++) w[k] = s1 ? w[k + 1] : w[k];
+#pragma unroll
+    for (int k = 0; k <= NU; k++) w[k] = s2 ? w[k + 2] : w[k];
+    const int sh = 8 * (o & 3);
+#pragma unroll
+    for (int k = 0; k < NU; k++) w[k] = q8_funnel(w[k], w[k + 1], sh);
+}
+
 template <int CB, int A, bool SM = false>
 __device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
     constexpr int NW = q8_nw(CB, A);
@@ -172,26 +198,7 @@ __device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
         for (int k = CB / 4; k < NW; k++) w[k] = 0;
     } else {
         static_assert(A == 1, "A is 16, 8, 4 or 1");
-        constexpr int NL = (CB + 30) / 16, NU = (CB + 3) / 4 + 1; /* words loaded; words used */
-        static_assert(4 * NL + 4 == NW && NU + 4 <= NW, "sizes");
-        const uint8_t *base = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)15);
-        const int o = (int)((uintptr_t)p & 15);
-#pragma unroll
-        for (int j = 0; j < NL; j++) {
-            uint4 u = { 0, 0, 0, 0 };
-            if (16 * j < CB || 16 * j < o + CB) u = q8_ld16<SM>(base + 16 * j);
-            w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
-        }
-#pragma unroll
-        for (int k = 4 * NL; k < NW; k++) w[k] = 0;
-        const bool s1 = o & 4, s2 = o & 8;
-#pragma unroll
-        for (int k = 0; k <= NU + 2; k++) w[k] = s1 ? w[k + 1] : w[k];
-#pragma unroll
-        for (int k = 0; k <= NU; k++) w[k] = s2 ? w[k + 2] : w[k];
-        const int sh = 8 * (o & 3);
-#pragma unroll
-        for (int k = 0; k < NU; k++) w[k] = q8_funnel(w[k], w[k + 1], sh);
+        q8_gather<CB, SM>(p, w, CB);
     }
 }
 
@@ -201,25 +208,8 @@ __device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
  * [p, p + nb), as the A == 1 loader does. */
 template <int CB, bool SM = false>
 __device__ __forceinline__ void q8_load_part(const uint8_t *p, uint32_t *w, int nb) {
-    constexpr int NW = q8_nw(CB, 1), NL = (CB + 30) / 16, NU = (CB + 3) / 4 + 1;
-    const uint8_t *base = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)15);
-    const int o = (int)((uintptr_t)p & 15);
-#pragma unroll
-    for (int j = 0; j < NL; j++) {
-        uint4 u = { 0, 0, 0, 0 };
-        if (16 * j < o + nb) u = q8_ld16<SM>(base + 16 * j);
-        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
-    }
-#pragma unroll
-    for (int k = 4 * NL; k < NW; k++) w[k] = 0;
-    const bool s1 = o & 4, s2 = o & 8;
-#pragma unroll
-    for (int k = 0; k <= NU + 2; k++) w[k] = s1 ? w[k + 1] : w[k];
-#pragma unroll
-    for (int k = 0; k <= NU; k++) w[k] = s2 ? w[k + 2] : w[k];
-    const int sh = 8 * (o & 3);
-#pragma unroll
-    for (int k = 0; k < NU; k++) w[k] = q8_funnel(w[k], w[k + 1], sh);
+    constexpr int NW = q8_nw(CB, 1);
+    q8_gather<CB, SM>(p, w, nb);
 #pragma unroll
     for (int k = 0; k < NW; k++) {
         const int keep = nb - 4 * k; /* bytes of word k that belong to the chunk */

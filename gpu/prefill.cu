@@ -32,6 +32,7 @@ extern "C" {
 struct gpu_prefill {
     int chunk;                /* tokens per pass */
     int grp;                  /* experts dequantized per group */
+    const hm_blas *B;                    /* the loaded cuBLAS's entry points */
     cublasHandle_t blas;
     float *h_emb;             /* pinned (chunk, n_embd): token embeddings as F32 */
     int *h_cnt;               /* pinned (2 * n_expert + 2): counts, offsets, n_used */
@@ -82,7 +83,7 @@ static void pf_release(gpu_prefill *p) {
     if (p->h_emb) cudaFreeHost(p->h_emb);
     if (p->h_cnt) cudaFreeHost(p->h_cnt);
     if (p->h_tiles) cudaFreeHost(p->h_tiles);
-    if (p->blas) hm_blas_get(NULL, 0)->destroy(p->blas);
+    if (p->blas) p->B->destroy(p->blas);
     delete p;
 }
 
@@ -116,6 +117,7 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
     gpu_prefill_free(g);
     for (int chunk = want; chunk >= 64 || chunk == want; chunk /= 2) {
         gpu_prefill *p = new gpu_prefill();
+        p->B = B;
         pf_layout l = pf_layout_of(g->m, chunk);
         p->chunk = chunk; p->grp = l.grp;
         int bad = pf_alloc(p, &p->x, l.x) || pf_alloc(p, &p->xn, l.x) || pf_alloc(p, &p->xh, l.xh) ||
@@ -159,17 +161,17 @@ static int deq_tab(int type, const void *const *tab, const int *ids, int nslots,
 /* Y (n, m) F32 row-major = X (n, k) F16 row-major . W (m, k)^T F16 */
 static int gemm_h(gpu_prefill *p, const __half *W, const __half *X, float *Y, int m, int n, int k, char *err, size_t errlen) {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = hm_blas_get(NULL, 0)->gemm_ex(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, CUDA_R_16F, k, X, CUDA_R_16F, k,
+    cublasStatus_t st = p->B->gemm_ex(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, CUDA_R_16F, k, X, CUDA_R_16F, k,
                                      &zero, Y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasGemmEx (%d x %d x %d) failed: %s", m, n, k, hm_blas_get(NULL, 0)->status_string(st));
+    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasGemmEx (%d x %d x %d) failed: %s", m, n, k, p->B->status_string(st));
     return 0;
 }
 
 /* Y = X . W^T, all F32 (the router: its logits decide the routing, so no F16 rounding) */
 static int gemm_f(gpu_prefill *p, const float *W, const float *X, float *Y, int m, int n, int k, char *err, size_t errlen) {
     const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = hm_blas_get(NULL, 0)->sgemm(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, k, X, k, &zero, Y, m);
-    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasSgemm (%d x %d x %d) failed: %s", m, n, k, hm_blas_get(NULL, 0)->status_string(st));
+    cublasStatus_t st = p->B->sgemm(p->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, W, k, X, k, &zero, Y, m);
+    if (st != CUBLAS_STATUS_SUCCESS) return fail(err, errlen, "gpu prefill: cublasSgemm (%d x %d x %d) failed: %s", m, n, k, p->B->status_string(st));
     return 0;
 }
 

@@ -39,6 +39,23 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
  * taken straight from S's registers. Token t of the chunk is at position pos0 + t and sees [0, pos0 + t]. */
 #define FM_BR 64
 #define FM_BC 64
+
+/* This thread's A fragments of q (two rows r0, r1 of head h; rows past n are zero), F16 straight
+ * from the F32 q rows (row stride ld). */
+template <int HD>
+__device__ __forceinline__ void load_q_frags(const float *qkv, int ld, int h, int r0, int r1, int n, int t, uint32_t (*qf)[4]) {
+    const float *q_0 = qkv + (size_t)r0 * ld + h * HD, *q_1 = qkv + (size_t)r1 * ld + h * HD;
+    const bool v0 = r0 < n, v1 = r1 < n;
+#pragma unroll
+    for (int ks = 0; ks < HD / 16; ks++) {
+        int c = ks * 16 + 2 * t;
+        qf[ks][0] = v0 ? pack_h2(q_0[c], q_0[c + 1]) : 0u;
+        qf[ks][1] = v1 ? pack_h2(q_1[c], q_1[c + 1]) : 0u;
+        qf[ks][2] = v0 ? pack_h2(q_0[c + 8], q_0[c + 9]) : 0u;
+        qf[ks][3] = v1 ? pack_h2(q_1[c + 8], q_1[c + 9]) : 0u;
+    }
+}
+
 /* One tile of 64 positions at t0 for this warp's 16 rows: S = Q K^T in registers, causal mask,
  * online softmax (running max m, partial sums l of this thread's columns), O = O * corr + P V. */
 template <int HD>
@@ -122,18 +139,7 @@ __global__ void __launch_bounds__(128) k_pf_flash_mma(const float *qkv, int ld, 
     const int qp0 = pos0 + r0, qp1 = pos0 + r1;
     /* Q fragments, F16, straight from the F32 q rows */
     uint32_t qf[NKS][4];
-    {
-        const float *q_0 = qkv + (size_t)r0 * ld + h * HD, *q_1 = qkv + (size_t)r1 * ld + h * HD;
-        const bool v0 = r0 < n, v1 = r1 < n;
-#pragma unroll
-        for (int ks = 0; ks < NKS; ks++) {
-            int c = ks * 16 + 2 * t;
-            qf[ks][0] = v0 ? pack_h2(q_0[c], q_0[c + 1]) : 0u;
-            qf[ks][1] = v1 ? pack_h2(q_1[c], q_1[c + 1]) : 0u;
-            qf[ks][2] = v0 ? pack_h2(q_0[c + 8], q_0[c + 9]) : 0u;
-            qf[ks][3] = v1 ? pack_h2(q_1[c + 8], q_1[c + 9]) : 0u;
-        }
-    }
+    load_q_frags<HD>(qkv, ld, h, r0, r1, n, t, qf);
     float o[NDT][4];
 #pragma unroll
     for (int i = 0; i < NDT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -242,18 +248,7 @@ __global__ void __launch_bounds__(128, 3) k_pf_flash_mma2(const float *qkv, int 
     };
     load(0, 0);
     uint32_t qf[NKS][4];
-    {
-        const float *q_0 = qkv + (size_t)r0 * ld + h * HD, *q_1 = qkv + (size_t)r1 * ld + h * HD;
-        const bool v0 = r0 < n, v1 = r1 < n;
-#pragma unroll
-        for (int ks = 0; ks < NKS; ks++) {
-            int c = ks * 16 + 2 * t;
-            qf[ks][0] = v0 ? pack_h2(q_0[c], q_0[c + 1]) : 0u;
-            qf[ks][1] = v1 ? pack_h2(q_1[c], q_1[c + 1]) : 0u;
-            qf[ks][2] = v0 ? pack_h2(q_0[c + 8], q_0[c + 9]) : 0u;
-            qf[ks][3] = v1 ? pack_h2(q_1[c + 8], q_1[c + 9]) : 0u;
-        }
-    }
+    load_q_frags<HD>(qkv, ld, h, r0, r1, n, t, qf);
     float o[NDT][4];
 #pragma unroll
     for (int i = 0; i < NDT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;

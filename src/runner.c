@@ -232,7 +232,6 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
     memset(r, 0, sizeof *r);
     r->m = m;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
-    if (runner_check_placement(o, m, e)) return -1;
     if (device == HM_DEVICE_CUDA && o && (o->cold == GPU_COLD_NONE || o->cold == GPU_COLD_STREAM) &&
         (o->cpu_threads > 0 || o->swap_max >= 0 || o->cpu_handoff))
         return hm_fail(e, "--cpu-threads / --swap-max / --cpu-handoff: expected --cold cpu");
@@ -244,7 +243,10 @@ int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, con
         r->device = HM_DEVICE_CUDA;
         return 0;
     }
-    /* the CPU target: every expert is on the CPU, so --cold cpu (configs/cpu-only.json) is what it does */
+    /* the CPU target: every expert is on the CPU, so --cold cpu (configs/cpu-only.json) is what it does;
+     * the placement flags are still checked against the model first, to name a count it lacks
+     * (the GPU target's are checked by runner_gpu_create) */
+    if (runner_check_placement(o, m, e)) return -1;
     if (o && ((o->cold != GPU_COLD_NONE && o->cold != RUNNER_COLD_AUTO && o->cold != GPU_COLD_CPU) || o->gpu_mem_gib > 0 ||
               o->n_static >= 0 || o->n_slots >= 0 || o->n_gpus > 0 || o->n_split || o->n_cpu_experts || o->overlap_misses ||
               o->prefetch))
