@@ -143,18 +143,27 @@ static uint64_t fill_residents(const plan_inputs *in, int first, int last, const
     return avail;
 }
 
-/* Cold experts of one layer in auto mode: each (most routed first) goes to the path that adds
- * less to the step: streamed (copied, then read from VRAM) or on the CPU (the first one of the
- * layer also pays the hand-off). The executor runs the two one after the other (price_decode). */
+/* Cold experts of one layer in auto mode: each goes to the path that adds less to the step,
+ * streamed (copied, then read from VRAM) or on the CPU. The executor runs the two one after the
+ * other (price_decode), and the CPU's hand-off is paid once per layer whatever the number of its
+ * experts, so the layer's best is one of two: everything streamed, or every expert on its cheaper
+ * path with the hand-off paid once. (Deciding expert by expert with the hand-off charged to the
+ * first CPU expert never pays it: every expert alone is cheaper streamed.) */
 static void assign_auto(const plan_inputs *in, const plan_layer_in *li, const double *prob, plan_layer *pl,
                         int from) {
     const cost_rates *r = &in->rates;
     double pcie = cost_pcie_bps(r), hbm = cost_hbm_bps(r), cpu = cost_cpu_bps(r, li->cpu_class);
+    double all_stream = 0, mixed = r->cpu_sync_us * 1e-6;
+    for (int i = from; i < li->n_expert; i++) {
+        double b = cost_touch(li->k * prob[pl->order[i]], in->streams) * (double)li->expert_bytes;
+        all_stream += b / pcie + b / hbm;
+        mixed += fmin(b / pcie + b / hbm, b / cpu);
+    }
+    int use_cpu = mixed < all_stream;
     for (int i = from; i < li->n_expert; i++) {
         int e = pl->order[i];
         double b = cost_touch(li->k * prob[e], in->streams) * (double)li->expert_bytes;
-        double sync = pl->n_cpu ? 0 : r->cpu_sync_us * 1e-6;
-        if (b / pcie + b / hbm <= b / cpu + sync) { pl->where[e] = PLAN_STREAM; pl->n_stream++; }
+        if (!use_cpu || b / pcie + b / hbm <= b / cpu) { pl->where[e] = PLAN_STREAM; pl->n_stream++; }
         else { pl->where[e] = PLAN_CPU; pl->n_cpu++; }
     }
 }

@@ -161,6 +161,14 @@ static void test_cost(void) {
           "auto: streamed past a slower CPU, 1 / 12 ms = %.4f tok/s", rc ? 0 : p.decode_tok_s);
     if (!rc) plan_free(&p);
     in.rates.dram = 100;
+    /* the CPU's hand-off is paid once per layer: with 3 ms of it each expert alone is cheaper
+     * streamed (2.5 + 3 > 5.25 ms), both together are not (3 + 2.5 + 2.5 < 10.5) -> both on the CPU */
+    in.rates.cpu_sync_us = 3000;
+    rc = plan_build(&p, &in, err, sizeof err);
+    CHECK(rc == 0 && p.layer[0].n_cpu == 2 && p.layer[0].n_stream == 0 && near(p.decode_tok_s, 1 / 0.0095),
+          "auto: the hand-off paid once per layer, both experts on the CPU, 1 / 9.5 ms = %.4f tok/s", rc ? 0 : p.decode_tok_s);
+    if (!rc) plan_free(&p);
+    in.rates.cpu_sync_us = 0;
     /* latencies add per layer: 6 us on the GPU (layer + output head), 10 us CPU hand-off */
     in.cold = PLAN_COLD_CPU; in.rates.gpu_layer_us = 6; in.rates.cpu_sync_us = 10;
     rc = plan_build(&p, &in, err, sizeof err);
