@@ -68,6 +68,7 @@ PY
   for c in ${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}; do
     case $c in
       resident) run resident; plans ;;
+      plans-replay) plans "$T" ;;    # the planner's prediction for the replayed trace (placement from its counts)
       profile) run profile --runs 1 --prompt-seed 777 --record-routing "$NAT"; cp "$NAT" "$OUT/" 2>/dev/null; plans "$NAT" ;;    # natural routing of another prompt than the measured runs': the profiling run
       stream-ov) run stream-ov --gpu-mem $gib --cold stream --overlap-misses ;;   # copies beside the hits' GEMVs (vs stream)
       cpu-ov) run cpu-ov --gpu-mem $gib --cold cpu --overlap-misses ;;            # (vs cpu)
