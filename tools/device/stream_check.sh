@@ -36,7 +36,7 @@ for mix in q4_k_m q8_0; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $
 [ -z "${NO_TEST:-}" ] && { timeout ${TEST_S:-200} ./build-dev/tests/test_gpu_stream "$M"/tiny-*.gguf "$M"/tinyglm-*.gguf >"$OUT/stream_test.log" 2>&1; echo "== test_gpu_stream rc=$? at $(( $(date +%s) - t0 )) s"; grep -E "FAIL|passed" "$OUT/stream_test.log"; tail -1 "$OUT/stream_test.log"; }
 # the GPU server check runs beside the big model's generation (CPU-bound); its result is printed before the benchmarks
 [ -z "${NO_SERVE:-}" ] && { timeout 150 python3 tools/device/serve_check.py ./build-dev/hotmoe tests/fixtures/qwen3moe >"$OUT/serve_check.log" 2>&1 & }
-SERVE_PID=$!
+SERVE_PID=${!:-}
 for spec in $MODELS; do
   shape=${spec%%:*}; gib=${spec##*:}; f="$M/$shape.gguf"; T="$M/$shape.hmrt"; NAT="$M/$shape-natural.hmrt"
   if [ ! -f "$f" ]; then rm -f "$M"/a3b.gguf "$M"/air.gguf "$M"/flash.gguf; $G --shape $shape --seed 1 -o "$f" >"$OUT/gen-$shape.log" 2>&1; fi
