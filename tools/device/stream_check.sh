@@ -38,7 +38,8 @@ for mix in q4_k_m q8_0; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $
 [ -z "${NO_SERVE:-}" ] && { timeout 150 python3 tools/device/serve_check.py ./build-dev/hotmoe tests/fixtures/qwen3moe >"$OUT/serve_check.log" 2>&1 & }
 SERVE_PID=${!:-}
 for spec in $MODELS; do
-  shape=${spec%%:*}; gib=${spec##*:}; f="$M/$shape.gguf"; T="$M/$shape.hmrt"; NAT="$M/$shape-natural.hmrt"
+  # spec: shape:GiB[:config,config] (the configs, when given, replace $CONFIGS for this model)
+  IFS=: read -r shape gib mcfg <<<"$spec"; mcfg=${mcfg//,/ }; f="$M/$shape.gguf"; T="$M/$shape.hmrt"; NAT="$M/$shape-natural.hmrt"
   if [ ! -f "$f" ]; then rm -f "$M"/a3b.gguf "$M"/air.gguf "$M"/flash.gguf; $G --shape $shape --seed 1 -o "$f" >"$OUT/gen-$shape.log" 2>&1; fi
   [ -f "$T" ] || $H simulate --generate $shape --tokens 4096 --seed 7 --write "$T" >"$OUT/trace-$shape.log" 2>&1
   [ "$shape" = a3b ] && [ -n "${A3B_TEST:-}" ] && { timeout 120 ./build-dev/tests/test_gpu_stream --quick "$f" >"$OUT/stream_test_a3b.log" 2>&1; grep -E "FAIL|passed" "$OUT/stream_test_a3b.log"; }
@@ -65,7 +66,7 @@ PY
   run() { local tag=$1; shift; local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
           timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch" "$OUT/decode-$shape-$tag.log"; }
-  for c in ${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}; do
+  for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
     case $c in
       resident) run resident; plans ;;
       plans-replay) plans "$T" ;;    # the planner's prediction for the replayed trace (placement from its counts)
@@ -93,6 +94,8 @@ PY
       s6) run s6 --gpu-mem $gib --cold stream --static-experts 40 --cache-slots 148 ;;   # BENCH.md S6 (flash:96, x2 kind for RAM)
       s3) run s3 --gpus 0,1 --gpu-mem 16,16 --cold cpu ;;          # nvidia-h200-x2: BENCH.md S3
       s3-one) run s3-one --gpu-mem 32 --cold cpu ;;                  # the same budget on one GPU
+      s3-streams) for n in 2 4; do run s3-streams$n --runs 1 --gpus 0,1 --gpu-mem 16,16 --cold cpu --streams $n; done ;;
+      streams-cpu) for n in 2 4; do run streams-cpu$n --runs 1 --gpu-mem $gib --cold cpu --streams $n; done ;;   # S2 at 2 and 4 sequences, natural routing
       streams) for n in 2 4; do run streams$n --runs 1 --gpu-mem $gib --cold cpu --routing "$NAT" --streams $n; done ;;   # 2 and 4 sequences together
       no-swap-prof) run no-swap-prof --gpu-mem $gib --cold cpu --no-swap --routing "$NAT" ;;   # the exchange's "before": the profile's placement, fixed
       exchange-prof) run exchange-prof --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$NAT" ;;
