@@ -278,7 +278,7 @@ int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *
         if (gpu_exec_prefill(r->gpu, tokens, n, pos0, logits_last, msg, sizeof msg)) return hm_fail(e, "%s", msg);
         return 0;
     }
-    if (pos0 < 0 || (long long)pos0 + n > r->cpu.n_ctx)
+    if (r->device == HM_DEVICE_CPU && (pos0 < 0 || (long long)pos0 + n > r->cpu.n_ctx))   /* a pipeline's stages check their own */
         return hm_fail(e, "positions %d..%lld outside the context of %d", pos0, (long long)pos0 + n - 1, r->cpu.n_ctx);
     for (int i = 0; i < n; i++)
         if (runner_forward(r, tokens[i], pos0 + i, i + 1 == n ? logits_last : NULL, e)) return -1;

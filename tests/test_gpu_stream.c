@@ -11,6 +11,7 @@
 #include "gemv.h"
 #include "gpu.h"
 #include "loader.h"
+#include "runner.h"
 #include "test_util.h"
 #ifdef HOTMOE_HAVE_CUDA
 #include "gpu_gemv.h"
@@ -459,6 +460,29 @@ static void pipeline_tests(const char *label, const hm_model *m) {
                       same ? "identical" : "DIFFERS");
         check(!rc && worst <= tol && same, "%s", label, what);
         gpu_exec_free(g); gpu_exec_free(ga); gpu_exec_free(gb);
+    }
+    /* the runner's pipeline (--gpus 0,B) runs a prompt through both stages: its last logits are the
+     * whole executor's; a prompt past the context is refused with the position named */
+    {
+        runner_opts o;
+        runner_opts_init(&o);
+        o.n_gpus = 2; o.gpus[0] = 0; o.gpus[1] = dev_b; o.cold = GPU_COLD_NONE;
+        hm_runner r;
+        hm_error e = { 0 };
+        int32_t *tk = malloc(sizeof(int32_t) * n);
+        for (int i = 0; i < n; i++) tk[i] = (int32_t)((i * 131 + 7) % V);
+        gpu_exec *g = gpu_exec_create(m, 0, n, err, sizeof err);
+        int rc = !g || runner_init_opts(&r, m, HM_DEVICE_CUDA, n, &o, &e);
+        for (int i = 0; i < n && !rc; i++) rc = gpu_exec_forward(g, tk[i], i, ref, err, sizeof err);
+        if (!rc) rc = runner_prefill(&r, tk, n, 0, got, &e);
+        double worst = rc ? 1 : max_rel_err(got, ref, V);
+        check(!rc && worst <= 1e-5, "%s", label, rc ? (e.msg[0] ? e.msg : err) : "runner pipeline prefill: last logits equal the whole executor's");
+        if (!rc) {
+            int bad = runner_prefill(&r, tk, n, 1, got, &e);
+            check(bad && strstr(e.msg, "position"), "%s", label, bad ? e.msg : "runner pipeline prefill past the context accepted");
+            runner_free(&r);
+        }
+        gpu_exec_free(g); free(tk);
     }
     /* a stage refuses what needs the whole model */
     gpu_exec_opts a = mk(0, GPU_COLD_NONE, -1, -1, NULL, 0);
