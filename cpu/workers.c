@@ -67,6 +67,7 @@ struct workers {
     /* synchronisation */
     _Atomic uint32_t gen;       /* futex word of the workers: bumped for each job and at stop */
     _Atomic int sleepers;       /* workers asleep (or about to be) on gen */
+    _Atomic int parked;         /* 1 from workers_park to the next submit: idle workers sleep at once */
     _Atomic uint32_t done_seq;  /* futex word of workers_wait: low bits of the last finished seq */
     _Atomic int waiters;
     _Atomic int left;           /* workers that are out of the current job */
@@ -152,14 +153,15 @@ static void futex_wake(_Atomic uint32_t *a) { (void)a; }
 
 /* Waits until *word != seen: spins for spin_us, then sleeps on the futex, counted in *sleepers
  * so that the writer only pays for a wake-up syscall when somebody sleeps. Returns the new value. */
-static uint32_t wait_change(_Atomic uint32_t *word, uint32_t seen, _Atomic int *sleepers, int spin_us) {
+static uint32_t wait_change(_Atomic uint32_t *word, uint32_t seen, _Atomic int *sleepers, int spin_us,
+                            _Atomic int *parked) {
     uint32_t v;
     unsigned k = 0;
     const double end = now_us() + spin_us;
     for (;;) {
         if ((v = atomic_load_explicit(word, memory_order_acquire)) != seen) return v;
         relax(&k);
-        if ((k & 63) == 0 && now_us() > end) break;
+        if ((k & 63) == 0 && (now_us() > end || (parked && atomic_load_explicit(parked, memory_order_relaxed)))) break;
     }
     atomic_fetch_add(sleepers, 1); /* seq_cst: pairs with the writer's store, then load */
     while ((v = atomic_load(word)) == seen) futex_wait(word, seen);
@@ -321,7 +323,7 @@ static void *worker_main(void *arg) {
     uint32_t seen = 0;
     atomic_fetch_add(&w->started, 1);
     for (;;) {
-        seen = wait_change(&w->gen, seen, &w->sleepers, w->spin_us);
+        seen = wait_change(&w->gen, seen, &w->sleepers, w->spin_us, &w->parked);
         if (atomic_load_explicit(&w->stop, memory_order_acquire)) break;
         job_run(w, me);
         atomic_fetch_add_explicit(&w->left, 1, memory_order_release);
@@ -458,7 +460,7 @@ int workers_poll(const workers *w) {
 void workers_wait(workers *w) {
     const uint32_t target = (uint32_t)w->seq;
     uint32_t v = atomic_load_explicit(&w->done_seq, memory_order_acquire);
-    while (v != target) v = wait_change(&w->done_seq, v, &w->waiters, w->spin_us);
+    while (v != target) v = wait_change(&w->done_seq, v, &w->waiters, w->spin_us, NULL);
 }
 
 /* ---- submit: check the job, plan its items ---- */
@@ -647,7 +649,12 @@ int64_t workers_submit(workers *w, const workers_job *job, char *err, size_t err
     }
     atomic_store_explicit(&w->left, 0, memory_order_relaxed);
     w->seq++;
+    atomic_store_explicit(&w->parked, 0, memory_order_relaxed);
     atomic_fetch_add(&w->gen, 1); /* seq_cst: publishes the plan, then the sleepers count is read */
     if (atomic_load(&w->sleepers) > 0) futex_wake(&w->gen);
     return w->seq;
+}
+
+void workers_park(workers *w) {
+    if (w) atomic_store_explicit(&w->parked, 1, memory_order_relaxed);
 }

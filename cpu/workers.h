@@ -69,6 +69,11 @@ int workers_poll(const workers *w);
  * Returns at once when there is none. */
 void workers_wait(workers *w);
 
+/* Idle workers stop spinning and sleep until the next submit (which wakes them): for a pool that
+ * will not get work for a while, so that it leaves its cores to another pool (the other stage of
+ * a two-GPU pipeline shares them). */
+void workers_park(workers *w);
+
 /* Counters since start or the last reset: jobs finished, expert weight bytes they read (each
  * distinct expert once per job) and the time from submit to finish summed over jobs, so that
  * bytes / busy_s is the DRAM rate while the workers compute. Waits for the job in flight. */

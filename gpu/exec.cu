@@ -780,6 +780,7 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
         }
     if (logits && g->head) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
     if (!g->head) memcpy(x_out, g->h_xout, sizeof(float) * c->n_embd);
+    if ((!g->head || g->l0) && g->pool) workers_park(g->pool);   /* a stage: the other stage's workers get the cores */
     return 0;
 bad:
     return -1;

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "test_util.h"
@@ -225,6 +226,49 @@ static void check_many(const fixture *f, int nt) {
     workers_free(wk);
 }
 
+/* workers_park: workers that would spin for a second after a job sleep at once instead (the
+ * process's CPU time over 50 ms of idle wall time stays near zero; without the park both workers
+ * spin through it), and the next submit wakes them: jobs after a park are still bit-equal. */
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static void idle_ms(int ms) {
+    struct timespec t = { 0, ms * 1000000L };
+    nanosleep(&t, NULL);
+}
+static void check_park(const fixture *f) {
+    workers_config cfg = { .n_threads = 2, .numa_node = -1, .bind = 1, .spin_us = 1000000 };
+    char err[256];
+    workers *wk = workers_init(&cfg, err, sizeof err);
+    if (!wk) { report(0, "park: workers_init: %s", err); return; }
+    const int d = f->s->n_embd;
+    float *out = malloc(sizeof(float) * ((size_t)N_TOK * d + GUARD)), *want = malloc(sizeof(float) * d);
+    uint32_t flag = 0;
+    int bad = 0;
+    double spun = 0, parked = 0;
+    for (int i = 0; i < 6; i++) {
+        routing r;
+        r.n_tok = 1; r.k = 2; r.n_cold[0] = 2; r.ids[0] = i % N_EXPERT; r.ids[1] = (i + 3) % N_EXPERT; r.w[0] = 0.25f; r.w[1] = 0.75f;
+        if (run_job(wk, f, f->experts, &r, out, &flag, (uint32_t)i + 1, 0) || flag != (uint32_t)i + 1) { bad++; continue; }
+        expected(f, &r, f->F, 0, want);
+        if (memcmp(out, want, sizeof(float) * d)) bad++;
+        if (i & 1) workers_park(wk);
+        idle_ms(5); /* the workers leave the job and start their wait */
+        const double c0 = cpu_seconds();
+        idle_ms(50);
+        const double c = cpu_seconds() - c0;
+        if (i & 1) parked += c; else spun += c;
+    }
+    report(!bad && parked < 0.3 * spun && parked < 0.03,
+           "park: idle workers' CPU time over 3 x 50 ms: %.0f ms spinning, %.1f ms parked; jobs after a park bit-equal (%d bad)",
+           spun * 1e3, parked * 1e3, bad);
+    free(out);
+    free(want);
+    workers_free(wk);
+}
+
 /* Malformed jobs are refused with a message and leave the pool usable. */
 static void check_errors(const fixture *f, const fixture *other) {
     workers_config cfg = { .n_threads = 2, .numa_node = -1, .bind = 1, .spin_us = 20 };
@@ -407,6 +451,7 @@ int main(void) {
             for (int ref = 0; ref < 2; ref++) check_shape(&fx[s], nt, ref);
     check_many(&fx[1], 3);
     check_many(&fx[4], 2);
+    check_park(&fx[1]);
     check_errors(&fx[3], &fx[4]);
     check_arena(&fx[3]);
     check_shutdown(&fx[5]);
