@@ -33,6 +33,24 @@ extern int hm_gemv_pf;
     } while (0)
 #endif
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#include <string.h>
+/* Q3_K's 16 six-bit scales as int8 (value - 32), in registers (dot_avx2.c, dot_avx512.c): the low
+ * nibbles of bytes 0..7 are scales 0..7, their high nibbles scales 8..15; byte 8 + j holds the
+ * high bit pairs of scales j, 4 + j, 8 + j, 12 + j (bits 0-1, 2-3, 4-5, 6-7). A scalar unpack
+ * through memory stalled on the store-to-load forward of its 32-bit words: the Q3_K kernels ran
+ * at half the speed of Q2_K's. */
+static inline __m128i hm_q3_K_scales(const uint8_t *s) {
+    uint32_t t;
+    memcpy(&t, s + 8, 4);
+    const __m128i lo8 = _mm_loadl_epi64((const __m128i *)s), m4 = _mm_set1_epi8(0x0F);
+    const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(lo8, m4), _mm_and_si128(_mm_srli_epi16(lo8, 4), m4));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)t), _mm_set_epi32(6, 4, 2, 0)), _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi32(hi, 4)), _mm_set1_epi8(32));
+}
+#endif
+
 extern const hm_dot_isa hm_dot_isa_scalar;
 #if defined(__x86_64__) || defined(__i386__)
 extern const hm_dot_isa hm_dot_isa_avx2;

@@ -243,18 +243,6 @@ static float dot_q2_K(const void *w, const void *xq, int64_t n) {
     return hsum_ps(acc) - accm;
 }
 
-/* Q3_K's 16 six-bit scales as int8 (value - 32), ggml's unpacking of the 12 bytes */
-static inline __m128i q3_K_scales(const uint8_t *s) {
-    uint32_t aux[4];
-    memcpy(aux, s, 12);
-    const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
-    aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-    aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-    aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
-    aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
-    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)aux), _mm_set1_epi8(32));
-}
-
 static float dot_q3_K(const void *w, const void *xq, int64_t n) {
     const hm_block_q3_K *x = w;
     const hm_block_q8_K *y = xq;
@@ -263,7 +251,7 @@ static float dot_q3_K(const void *w, const void *xq, int64_t n) {
     float acco = 0;
     for (int64_t i = 0; i < n / HM_QK_K; i++) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
-        const __m128i sc = q3_K_scales(x[i].scales);
+        const __m128i sc = hm_q3_K_scales(x[i].scales);
         const __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
         __m256i sumi = _mm256_setzero_si256();
         /* w = q + 4 = low 2 bits + 4 * high bit, in 0..7; the 4 comes back out through bsums */

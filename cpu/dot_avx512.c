@@ -92,12 +92,15 @@ static float dot_q8_0(const void *w, const void *xq, int64_t n) {
  * Q2_K, Q3_K and Q6_K share a shape: a 128-element chunk is two zmm of 64 elements, and 16-bit
  * lane group L (16 elements) of part p of chunk h has scale group 8h + 4p + L. */
 
-/* 32 int16 lanes: scale sc[g0 + L] in 128-bit lane L; sc is 16 int8 */
-static inline __m512i scale_quad(__m128i sc, int g0) {
-    const uint64_t b = 0x0101010101010101ULL;
-    const __m256i idx = _mm256_set_epi64x((long long)(b * (uint64_t)(g0 + 3)), (long long)(b * (uint64_t)(g0 + 2)),
-                                          (long long)(b * (uint64_t)(g0 + 1)), (long long)(b * (uint64_t)g0));
-    return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(sc), idx));
+/* The 16 int8 scales of a super-block as int16 in the low half of a zmm (scale_quad's input). */
+static inline __m512i scales16(__m128i sc) { return _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc)); }
+
+/* 32 int16 lanes: scale g0 + L in 128-bit lane L (s16: scales16); one permute */
+static inline __m512i scale_quad(__m512i s16, int g0) {
+    const __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)g0),
+                                         _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,
+                                                          1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0));
+    return _mm512_permutexvar_epi16(idx, s16);
 }
 
 /* the bytes of a 32-byte field twice, shifted right per 16-bit lane by s0 (low half), s1 (high) */
@@ -106,16 +109,18 @@ static inline __m512i shifted2(__m256i v, int s0, int s1) {
     return _mm512_srlv_epi16(cat256(v, v), cnt);
 }
 
-static inline int hsum_epi32_256(__m256i v) {
-    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
-    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 1));
-    return _mm_cvtsi128_si32(r);
+/* acc += f * (the 8 partial sums of scale[g] * bsums[g] over the 16 groups of 16): reduced once
+ * per row instead of a horizontal sum per super-block */
+static inline __m256 scaled_bsums_acc(__m256 acc, float f, __m512i s16, const int16_t *bsums) {
+    const __m256i m = _mm256_madd_epi16(_mm512_castsi512_si256(s16), load256(bsums));
+    return _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(m), acc);
 }
 
-/* sum over the 16 groups of 16 of scale[g] * bsums[g] */
-static inline int scaled_bsums(__m128i sc8, const int16_t *bsums) {
-    return hsum_epi32_256(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), load256(bsums)));
+static inline float hsum256_ps(__m256 a) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
 }
 
 static float dot_q2_K(const void *w, const void *xq, int64_t n) {
@@ -123,12 +128,12 @@ static float dot_q2_K(const void *w, const void *xq, int64_t n) {
     const hm_block_q8_K *y = xq;
     const __m512i m3 = _mm512_set1_epi8(3);
     __m512 acc = _mm512_setzero_ps();
-    float accm = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HM_QK_K; i++) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
         const __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m128i scl = _mm_and_si128(sc, _mm_set1_epi8(0x0F));
-        const __m128i mins = _mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F));
+        const __m512i scl = scales16(_mm_and_si128(sc, _mm_set1_epi8(0x0F)));
+        const __m512i mins = scales16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)));
         __m512i sumi = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
             const __m256i q2 = load256(x[i].qs + 32 * h);
@@ -139,20 +144,9 @@ static float dot_q2_K(const void *w, const void *xq, int64_t n) {
             }
         }
         acc = _mm512_fmadd_ps(_mm512_set1_ps(y[i].d * h2f(x[i].d)), _mm512_cvtepi32_ps(sumi), acc);
-        accm += y[i].d * h2f(x[i].dmin) * (float)scaled_bsums(mins, y[i].bsums);
+        accm = scaled_bsums_acc(accm, y[i].d * h2f(x[i].dmin), mins, y[i].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - accm;
-}
-
-static inline __m128i q3_K_scales(const uint8_t *s) {
-    uint32_t aux[4];
-    memcpy(aux, s, 12);
-    const uint32_t tmp = aux[2], k1 = 0x03030303, k2 = 0x0f0f0f0f;
-    aux[2] = ((aux[0] >> 4) & k2) | (((tmp >> 4) & k1) << 4);
-    aux[3] = ((aux[1] >> 4) & k2) | (((tmp >> 6) & k1) << 4);
-    aux[0] = (aux[0] & k2) | (((tmp >> 0) & k1) << 4);
-    aux[1] = (aux[1] & k2) | (((tmp >> 2) & k1) << 4);
-    return _mm_sub_epi8(_mm_loadu_si128((const __m128i *)aux), _mm_set1_epi8(32));
+    return _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
 }
 
 static float dot_q3_K(const void *w, const void *xq, int64_t n) {
@@ -160,10 +154,10 @@ static float dot_q3_K(const void *w, const void *xq, int64_t n) {
     const hm_block_q8_K *y = xq;
     const __m512i m3 = _mm512_set1_epi8(3), four = _mm512_set1_epi8(4);
     __m512 acc = _mm512_setzero_ps();
-    float acco = 0;
+    __m256 acco = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HM_QK_K; i++) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
-        const __m128i sc = q3_K_scales(x[i].scales);
+        const __m512i sc = scales16(hm_q3_K_scales(x[i].scales));
         const __m512i hm = cat256(load256(x[i].hmask), load256(x[i].hmask));
         __m512i sumi = _mm512_setzero_si512();
         /* w = q + 4 = low 2 bits + 4 * high bit (bit 4h + j of hmask[l]); the 4 returns via bsums */
@@ -180,9 +174,9 @@ static float dot_q3_K(const void *w, const void *xq, int64_t n) {
         }
         const float d = h2f(x[i].d) * y[i].d;
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        acco += d * (float)(4 * scaled_bsums(sc, y[i].bsums));
+        acco = scaled_bsums_acc(acco, 4 * d, sc, y[i].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - acco;
+    return _mm512_reduce_add_ps(acc) - hsum256_ps(acco);
 }
 
 static float dot_q6_K(const void *w, const void *xq, int64_t n) {
@@ -190,10 +184,10 @@ static float dot_q6_K(const void *w, const void *xq, int64_t n) {
     const hm_block_q8_K *y = xq;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(3);
     __m512 acc = _mm512_setzero_ps();
-    float acco = 0;
+    __m256 acco = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HM_QK_K; i++) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
-        const __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m512i sc = scales16(_mm_loadu_si128((const __m128i *)x[i].scales));
         __m512i sumi = _mm512_setzero_si512();
         /* w = q + 32 in 0..63; chunk h: ql[64h..] low nibbles are elements 0..63, high 64..127 */
         for (int h = 0; h < 2; h++) {
@@ -209,9 +203,9 @@ static float dot_q6_K(const void *w, const void *xq, int64_t n) {
         }
         const float d = h2f(x[i].d) * y[i].d;
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        acco += d * (float)(32 * scaled_bsums(sc, y[i].bsums));
+        acco = scaled_bsums_acc(acco, 32 * d, sc, y[i].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - acco;
+    return _mm512_reduce_add_ps(acc) - hsum256_ps(acco);
 }
 
 /* Q4_K/Q5_K: 8 six-bit scales (bytes 0..7) and mins (8..15), ggml's unpacking */
@@ -237,12 +231,6 @@ static inline __m512i pick16(int a, int b) {
     return cat256(_mm256_set1_epi16((short)((2 * a + 1) << 8 | 2 * a)), _mm256_set1_epi16((short)((2 * b + 1) << 8 | 2 * b)));
 }
 
-static inline float hsum256_ps(__m256 v) {
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
 
 /* Q4_K/Q5_K walk 128 elements per step: one 64-byte load of qs holds groups 4jj..4jj+3, low
  * nibbles = groups 4jj and 4jj+2, high = 4jj+1 and 4jj+3; the activation halves are paired to
