@@ -14,6 +14,13 @@ static inline __m512i cat256(__m256i lo, __m256i hi) {
 
 static inline __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+static inline float hsum256_ps(__m256 a) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
 /* s8*s8 pair sums to int16 through |x| * (y negated where x < 0): exact while |x|, |y| <= 127 */
 static inline __m512i maddubs_ss(__m512i x, __m512i y) {
     const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
@@ -53,10 +60,11 @@ DOT_FLOAT(dot_f16, load_f16, 2)
 DOT_FLOAT(dot_bf16, load_bf16, 2)
 
 /* ---- 32-element blocks against Q8_0 ----
- * Only Q8_0 has a kernel here. Q4_0/Q4_1/Q5_0/Q5_1/MXFP4 with two blocks per zmm (vpdpbusd, the
- * offset taken out through the activation sum) measured 25-45% slower than AVX2 at 16 threads on
- * the device: the two fp16 scales per block and the inserts that pair blocks cost more than VNNI
- * saves. Those types run the AVX2 kernels (gemv.c fills this table's holes from AVX2). */
+ * Q8_0 and Q4_0 have kernels here, one block per ymm. Q4_0/Q4_1/Q5_0/Q5_1/MXFP4 with two blocks per
+ * zmm (vpdpbusd, the offset taken out through the activation sum) measured 25-45% slower than AVX2
+ * at 16 threads on the device: the two fp16 scales per block and the inserts that pair blocks cost
+ * more than VNNI saves. Q4_1/Q5_0/Q5_1/MXFP4 run the AVX2 kernels (gemv.c fills this table's holes
+ * from AVX2). */
 
 /* Q8_0 one block per ymm: pairing blocks into a zmm costs two inserts per pair, and the 16-bit
  * fp16 scales dominate anyway; VNNI replaces maddubs + madd. Two accumulators hide FMA latency. */
@@ -81,11 +89,45 @@ static float dot_q8_0(const void *w, const void *xq, int64_t n) {
         const __m256i p = dpbssd256(load256(x[ib].qs), load256(y[ib].qs));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(p), acc0);
     }
-    const __m256 a = _mm256_add_ps(acc0, acc1);
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
+    return hsum256_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* Q4_0, one block per ymm: vpdpbusd of the unsigned nibbles with the activation, less 8 times the
+ * activation's sum (a second vpdpbusd); the fp16 scales of 8 blocks gathered and converted together
+ * (per block: one permute instead of two scalar conversions, a multiply and a broadcast). */
+static float dot_q4_0(const void *w, const void *xq, int64_t n) {
+    const hm_block_q4_0 *x = w;
+    const hm_block_q8_0 *y = xq;
+    const int64_t nb = n / HM_QK;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8), z = _mm256_setzero_si256();
+    const __m256i ix = _mm256_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126), iy = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t ib = 0;
+    for (; ib + 8 <= nb; ib += 8) {
+        HM_PREFETCH(&x[ib], 8 * sizeof x[ib], hm_gemv_pf);
+        /* 32-bit words at each block's start: d in the low half (the rest is the block's own qs) */
+        const __m128i hx = _mm256_cvtepi32_epi16(_mm256_i32gather_epi32((const int *)&x[ib], ix, 1));
+        const __m128i hy = _mm256_cvtepi32_epi16(_mm256_i32gather_epi32((const int *)&y[ib], iy, 1));
+        const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(hx), _mm256_cvtph_ps(hy));
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m128i t = _mm_loadu_si128((const __m128i *)x[ib + j].qs);
+            const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
+            const __m256i v = load256(y[ib + j].qs);
+            const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, v), _mm256_dpbusd_epi32(z, eight, v));
+            const __m256 dj = _mm256_permutexvar_ps(_mm256_set1_epi32(j), d);
+            if (j & 1) acc1 = _mm256_fmadd_ps(dj, _mm256_cvtepi32_ps(p), acc1);
+            else acc0 = _mm256_fmadd_ps(dj, _mm256_cvtepi32_ps(p), acc0);
+        }
+    }
+    for (; ib < nb; ib++) {
+        const __m128i t = _mm_loadu_si128((const __m128i *)x[ib].qs);
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
+        const __m256i v = load256(y[ib].qs);
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, v), _mm256_dpbusd_epi32(z, eight, v));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(p), acc0);
+    }
+    return hsum256_ps(_mm256_add_ps(acc0, acc1));
 }
 
 /* ---- 256-element super-blocks against Q8_K ----
@@ -114,13 +156,6 @@ static inline __m512i shifted2(__m256i v, int s0, int s1) {
 static inline __m256 scaled_bsums_acc(__m256 acc, float f, __m512i s16, const int16_t *bsums) {
     const __m256i m = _mm256_madd_epi16(_mm512_castsi512_si256(s16), load256(bsums));
     return _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(m), acc);
-}
-
-static inline float hsum256_ps(__m256 a) {
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
 }
 
 static float dot_q2_K(const void *w, const void *xq, int64_t n) {
@@ -324,7 +359,7 @@ const hm_dot_isa hm_dot_isa_avx512 = {
     .name = "avx512",
     .dot = {
         [HM_TYPE_F32] = dot_f32,       [HM_TYPE_F16] = dot_f16,       [HM_TYPE_BF16] = dot_bf16,
-        [HM_TYPE_Q8_0] = dot_q8_0,
+        [HM_TYPE_Q8_0] = dot_q8_0,     [HM_TYPE_Q4_0] = dot_q4_0,
         [HM_TYPE_Q2_K] = dot_q2_K,     [HM_TYPE_Q3_K] = dot_q3_K,     [HM_TYPE_Q4_K] = dot_q4_K,
         [HM_TYPE_Q5_K] = dot_q5_K,     [HM_TYPE_Q6_K] = dot_q6_K,     [HM_TYPE_IQ4_XS] = dot_iq4_xs,
     },
