@@ -212,9 +212,11 @@ static float dot_mxfp4(const void *w, const void *xq, int64_t n) {
 
 /* ---- 256-element super-blocks against Q8_K ---- */
 
-/* sum over the 16 groups of 16 of scale[g] * bsums[g] (offset and min corrections) */
-static inline int scaled_bsums(__m128i sc8, const int16_t *bsums) {
-    return hsum_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)bsums)));
+/* acc += f * (the 8 partial sums of scale[g] * bsums[g], the offset and min corrections): reduced
+ * once per row instead of a horizontal sum per super-block */
+static inline __m256 scaled_bsums_acc(__m256 acc, float f, __m128i sc8, const int16_t *bsums) {
+    const __m256i m = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), _mm256_loadu_si256((const __m256i *)bsums));
+    return _mm256_fmadd_ps(_mm256_set1_ps(f), _mm256_cvtepi32_ps(m), acc);
 }
 
 static float dot_q2_K(const void *w, const void *xq, int64_t n) {
@@ -222,7 +224,7 @@ static float dot_q2_K(const void *w, const void *xq, int64_t n) {
     const hm_block_q8_K *y = xq;
     const __m256i m3 = _mm256_set1_epi8(3);
     __m256 acc = _mm256_setzero_ps();
-    float accm = 0;
+    __m256 accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HM_QK_K; i++) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
         const __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
@@ -238,9 +240,9 @@ static float dot_q2_K(const void *w, const void *xq, int64_t n) {
             }
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
-        accm += y[i].d * h2f(x[i].dmin) * (float)scaled_bsums(mins, y[i].bsums);
+        accm = scaled_bsums_acc(accm, y[i].d * h2f(x[i].dmin), mins, y[i].bsums);
     }
-    return hsum_ps(acc) - accm;
+    return hsum_ps(acc) - hsum_ps(accm);
 }
 
 static float dot_q3_K(const void *w, const void *xq, int64_t n) {
@@ -248,7 +250,7 @@ static float dot_q3_K(const void *w, const void *xq, int64_t n) {
     const hm_block_q8_K *y = xq;
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     __m256 acc = _mm256_setzero_ps();
-    float acco = 0;
+    __m256 acco = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HM_QK_K; i++) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
         const __m128i sc = hm_q3_K_scales(x[i].scales);
@@ -267,9 +269,9 @@ static float dot_q3_K(const void *w, const void *xq, int64_t n) {
         }
         const float d = h2f(x[i].d) * y[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        acco += d * (float)(4 * scaled_bsums(sc, y[i].bsums));
+        acco = scaled_bsums_acc(acco, 4 * d, sc, y[i].bsums);
     }
-    return hsum_ps(acc) - acco;
+    return hsum_ps(acc) - hsum_ps(acco);
 }
 
 /* Q4_K/Q5_K: the 8 six-bit scales (bytes 0..7) and mins (8..15), ggml's unpacking */
@@ -351,7 +353,7 @@ static float dot_q6_K(const void *w, const void *xq, int64_t n) {
     const hm_block_q8_K *y = xq;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
     __m256 acc = _mm256_setzero_ps();
-    float acco = 0;
+    __m256 acco = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / HM_QK_K; i++) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
         const __m128i sc = _mm_loadu_si128((const __m128i *)x[i].scales);
@@ -373,9 +375,9 @@ static float dot_q6_K(const void *w, const void *xq, int64_t n) {
         }
         const float d = h2f(x[i].d) * y[i].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        acco += d * (float)(32 * scaled_bsums(sc, y[i].bsums));
+        acco = scaled_bsums_acc(acco, 32 * d, sc, y[i].bsums);
     }
-    return hsum_ps(acc) - acco;
+    return hsum_ps(acc) - hsum_ps(acco);
 }
 
 static float dot_iq4_xs(const void *w, const void *xq, int64_t n) {
