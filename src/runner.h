@@ -44,7 +44,7 @@ typedef struct {
     double split[2]; int n_split;   /* --gpu-split W0,W1: layers split in this ratio (default: the budgets', else half) */
     int split_layer;         /* the second stage's first layer when the planner chose it (--cold auto); 0: from the above */
     int cpu_experts[2], n_cpu_experts;   /* --cpu-experts N | N0,N1: routed experts per MoE layer on the CPU (per GPU) */
-    int overlap_misses;      /* --overlap-misses: copies of missed experts beside the hits' GEMVs (not yet the default) */
+    int overlap_misses;      /* --overlap-misses: copies of missed experts beside the hits' GEMVs (opt-in: no gain measured) */
     int prefetch;            /* --prefetch: the next MoE layer's predicted experts copied ahead (off by default) */
     int cpu_handoff;         /* --cpu-handoff flags|hostfn (--cold cpu): 0 mapped flags + a dispatcher thread, 1 graph host nodes */
 } runner_opts;
