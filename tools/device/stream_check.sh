@@ -16,7 +16,7 @@ t0=$(date +%s)
 BUDGET=${BUDGET:-570}          # seconds this script may take (one run call: 600)
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-TARGETS=${TARGETS:-"hotmoe hotmoe-gen bench_decode test_gpu_stream"}   # TARGETS=all: everything (and ctest of the GPU tests)
+TARGETS=${TARGETS:-"hotmoe hotmoe-gen bench_decode bench_gemv test_gpu_stream"}   # TARGETS=all: everything (and ctest of the GPU tests)
 [ -n "${GPU_TESTS:-}" ] && TARGETS="$TARGETS $GPU_TESTS"   # e.g. GPU_TESTS="test_gpu_gemv test_gpu_model": built and run below
 if [ "$TARGETS" = all ]; then cmake --build build-dev -j"$(nproc)" >"$OUT/build.log" 2>&1
 else cmake --build build-dev -j"$(nproc)" --target $TARGETS >"$OUT/build.log" 2>&1; fi || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
@@ -76,7 +76,9 @@ PY
   for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
     case $c in
       resident) run resident; plans ;;
-      plans-replay) plans "$T" ;;    # the planner's prediction for the replayed trace (placement from its counts)
+      plans-replay) plans "$T" ;;
+      gemv) OMP_PROC_BIND=spread OMP_PLACES=cores timeout $(( $(left) - 3 )) ./build-dev/bench_gemv --size 2048 --runs 3 --threads 16 --isa avx2,avx512 \
+              --types Q3_K,Q4_0,Q2_K,Q4_K,Q6_K,IQ4_XS --json "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; tail -14 "$OUT/gemv.log" ;;   # the CPU kernels at 16 threads    # the planner's prediction for the replayed trace (placement from its counts)
       profile) run profile --runs 1 --prompt-seed 777 --record-routing "$NAT"; cp "$NAT" "$OUT/" 2>/dev/null; plans "$NAT" ;;    # natural routing of another prompt than the measured runs': the profiling run
       stream-ov) run stream-ov --gpu-mem $gib --cold stream --overlap-misses ;;   # copies beside the hits' GEMVs (vs stream)
       cpu-ov) run cpu-ov --gpu-mem $gib --cold cpu --overlap-misses ;;            # (vs cpu)
