@@ -111,16 +111,24 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
     return n;
 }
 
-/* Profiling (HOTMOE_GPU_PROFILE=1): the step runs outside the graph with an event after each
- * op group; times are summed per group and printed when the executor is freed. */
+/* Profiling: HOTMOE_GPU_PROFILE=1 runs the step outside the graph with an event after each op
+ * group (launch-bound at decode sizes: it measures the CPU's launch rate more than the GPU);
+ * HOTMOE_GPU_PROFILE=2 captures one more graph of the step (sequence 0, with logits) with the
+ * events inside it as event-record nodes and runs that one: the GPU's own time per group, with
+ * the graph's launch overhead gone (a group boundary does cost the programmatic launch across
+ * it). Times are summed per group and printed when the executor is freed. */
 enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_CACHE, P_CPUWAIT, P_COUNT };
 static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "attention", "o-proj+res+norm",
                                            "router gemv+topk", "experts gate/up", "experts down", "moe reduce+norm",
                                            "dense/shared ffn", "output head+copy", "expert cache", "wait for CPU experts" };
-typedef struct { int on; cudaEvent_t ev[2048]; int grp[2048]; int n; double ms[P_COUNT]; long steps; } prof_t;
+typedef struct {
+    int on, quiet;                /* mode 1 / 2; quiet: no marks (the executor's own captures in mode 2) */
+    cudaEvent_t ev[2048]; int grp[2048]; int n; double ms[P_COUNT]; long steps;
+    gpu_exec *owner; cudaGraphExec_t graph; int graph_n;   /* mode 2: the profiled graph, its events */
+} prof_t;
 static prof_t prof;
 static void mark(gpu_exec *g, int grp) {
-    if (!prof.on || prof.n >= 2048) return;
+    if (!prof.on || prof.quiet || prof.n >= 2048) return;
     if (!prof.ev[prof.n]) cudaEventCreate(&prof.ev[prof.n]);
     cudaEventRecord(prof.ev[prof.n], g->s);
     prof.grp[prof.n++] = grp;
@@ -407,7 +415,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     g->decay = o->decay > 0 ? o->decay : 0.995f;
     g->n_seq = o->n_seq > 0 ? o->n_seq : 1;
     g->pf_chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 0;
-    prof.on = getenv("HOTMOE_GPU_PROFILE") && *getenv("HOTMOE_GPU_PROFILE") == '1';
+    {
+        const char *pe = getenv("HOTMOE_GPU_PROFILE");
+        prof.on = pe && (*pe == '1' || *pe == '2') ? *pe - '0' : 0;
+        prof.quiet = prof.on == 2;
+    }
     g->m = m; g->dev = dev; g->n_ctx = n_ctx;
     g->l0 = o->layer_last > 0 ? o->layer_first : 0;
     g->l1 = o->layer_last > 0 ? o->layer_last : c->n_layer;
@@ -757,9 +769,20 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
     if (g->xch_interval && g->tokens > 0 && g->tokens % g->xch_interval == 0 && hybrid_exchange(g, err, errlen)) return -1;
     g->tokens++;
     if (g->h_step) ++*g->h_step;   /* the dispatcher expects steps 1, 2, ... in order */
-    if (prof.on) {
-        prof.n = 0;
-        record_step(g, logits != NULL, seq);
+    if (prof.on == 1 || (prof.on == 2 && seq == 0 && logits && (!prof.owner || prof.owner == g))) {
+        if (prof.on == 1) {
+            prof.n = 0;
+            record_step(g, logits != NULL, seq);
+        } else {
+            if (!prof.graph) {   /* the step once more, with the marks: event-record nodes */
+                prof.owner = g; prof.n = 0; prof.quiet = 0;
+                const int rc = capture(g, 1, 0, &prof.graph, err, errlen);
+                prof.quiet = 1; prof.graph_n = prof.n;
+                if (rc) { prof.owner = NULL; prof.graph = NULL; return -1; }
+            }
+            prof.n = prof.graph_n;
+            CK(cudaGraphLaunch(prof.graph, g->s));
+        }
         CK(cudaStreamSynchronize(g->s));
         for (int i = 1; i < prof.n; i++) {
             float ms = 0;
@@ -821,12 +844,19 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (!g) return;
     cudaSetDevice(g->dev);
     gpu_prefill_free(g);
+    if (prof.on == 2 && prof.owner == g) {
+        if (prof.graph) cudaGraphExecDestroy(prof.graph);
+        prof.graph = NULL; prof.owner = NULL;
+    }
     if (prof.on && prof.steps) {
         double tot = 0;
         for (int i = 0; i < P_COUNT; i++) tot += prof.ms[i];
-        fprintf(stderr, "gpu profile over %ld steps (ungraphed, events between op groups): %.3f ms/step\n", prof.steps, tot / prof.steps);
+        fprintf(stderr, "gpu profile over %ld steps (%s, events between op groups): %.3f ms/step\n", prof.steps,
+                prof.on == 2 ? "one graph with event nodes" : "ungraphed", tot / prof.steps);
         for (int i = 0; i < P_COUNT; i++)
             if (prof.ms[i] > 0) fprintf(stderr, "  %-18s %8.1f us/step %5.1f%%\n", prof_names[i], 1e3 * prof.ms[i] / prof.steps, 100 * prof.ms[i] / tot);
+        memset(prof.ms, 0, sizeof prof.ms);   /* the next executor's profile starts from zero */
+        prof.steps = 0;
     }
     hybrid_stop(g);   /* before the pinned memory the workers read goes */
     for (int i = 0; g->graphs && i < 2 * g->n_seq; i++)

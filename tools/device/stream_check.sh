@@ -77,6 +77,8 @@ PY
     case $c in
       resident) run resident; plans ;;
       plans-replay) plans "$T" ;;
+      gprof) export HOTMOE_GPU_PROFILE=2; run gprof --runs 1; unset HOTMOE_GPU_PROFILE   # where a decode step's GPU time goes, in graph mode
+             grep -A14 "^gpu profile" "$OUT/decode-$shape-gprof.log" | head -16 ;;
       gemv) OMP_PROC_BIND=spread OMP_PLACES=cores timeout $(( $(left) - 3 )) ./build-dev/bench_gemv --size 2048 --runs 3 --threads 16 --isa avx2,avx512 \
               --types Q3_K,Q4_0,Q2_K,Q4_K,Q6_K,IQ4_XS --json "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; tail -14 "$OUT/gemv.log" ;;   # the CPU kernels at 16 threads    # the planner's prediction for the replayed trace (placement from its counts)
       profile) run profile --runs 1 --prompt-seed 777 --record-routing "$NAT"; cp "$NAT" "$OUT/" 2>/dev/null; plans "$NAT" ;;    # natural routing of another prompt than the measured runs': the profiling run
