@@ -130,7 +130,9 @@ static prof_t prof;
 static void mark(gpu_exec *g, int grp) {
     if (!prof.on || prof.quiet || prof.n >= 2048) return;
     if (!prof.ev[prof.n]) cudaEventCreate(&prof.ev[prof.n]);
-    cudaEventRecord(prof.ev[prof.n], g->s);
+    /* in a capture, a plain record is only a dependency point; External makes it a graph node */
+    if (prof.on == 2) cudaEventRecordWithFlags(prof.ev[prof.n], g->s, cudaEventRecordExternal);
+    else cudaEventRecord(prof.ev[prof.n], g->s);
     prof.grp[prof.n++] = grp;
 }
 
