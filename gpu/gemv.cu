@@ -200,6 +200,29 @@ extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int n
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
+extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
+                              int ncols, int nrows, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_batch", type, x, ncols, nrows, 1, &t)) return -1;
+    if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv_batch: W at %p is not 16-byte aligned", W);
+    if (nb < 1 || x_stride % 4 || x_stride < ncols || y_stride < nrows)
+        return gemv_fail("gpu_gemv_batch: nb %d, x_stride %lld, y_stride %lld: expected nb >= 1, x_stride >= ncols (%d) and a "
+                         "multiple of 4, y_stride >= nrows (%d)", nb, (long long)x_stride, (long long)y_stride, ncols, nrows);
+    if (nrows == 0) return 0;
+    for (int b0 = 0; b0 < nb;) {   /* groups of up to 4 vectors per weight read; what the q8 path does not take, one by one */
+        const int n = nb - b0 < 4 ? nb - b0 : 4;
+        const float *xb = x + (size_t)b0 * x_stride;
+        float *yb = y + (size_t)b0 * y_stride;
+        int rc = 1;
+        if (n > 1 && gemv_q8_mode()) rc = gemv_q8_try_batch(type, W, xb, x_stride, yb, y_stride, n, ncols, nrows, stream);
+        if (rc < 0) return rc;
+        if (rc == 0) { b0 += n; continue; }
+        if (gpu_gemv(type, W, xb, yb, ncols, nrows, stream)) return -1;
+        b0++;
+    }
+    return 0;
+}
+
 extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
                                        const int *ids, int k, const float *x, float *act, int ncols,
                                        int nrows, void *stream) {

@@ -18,7 +18,9 @@
  *     its shared-memory slots; one block per SM. Measured slower on the H200 (fewer warps to hide
  *     the decode's latency), kept for comparison.
  * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
- * previous kernel has finished. */
+ * previous kernel has finished. The register kernel also multiplies one matrix by up to Q8_NB
+ * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
+ * vector's records, each vector's sums in the single-vector order (bitwise its results). */
 #include <atomic>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,7 +62,10 @@ struct q8_params {
     int flat;                              /* x shared by all slots: items = k * nrows, one list */
     int nitems;                            /* items per blockIdx.y */
     int nch, nbl;                          /* whole chunks per row; bytes of the partial chunk (0: none) */
+    int nb;                                /* vectors per weight read (one matrix only): 1..Q8_NB */
+    int64_t xb_stride, yb_stride;          /* nb > 1: vector b at x + b * xb_stride, its result at y + b * yb_stride */
 };
+#define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
 /* x[0..ncols) -> the chunk records at xs (gemv_q8.cuh). Eight lanes per 32-group, four values
  * each; the float operations are q8_quant32's (max is exact in any order, sums are integers), so
@@ -154,9 +159,9 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A>
+template <class T, int NMAT, int A, int NB>
 __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
-    extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC */
+    extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
     constexpr int NW = q8_nw(T::CB, A);
@@ -180,7 +185,12 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     q8_slot_tables<NMAT>(p, e, nslot, wp);
-    q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
+    /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
+     * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
+    const int xrec = nchunks * Q8_REC;
+    if (NB == 1) q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
+    else
+        for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
@@ -193,6 +203,26 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
         if (li == 0 && it + tg < p.nitems && wp[0][p.flat ? (it + tg) / NMAT / p.nrows : 0])
             q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
+        if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
+            float acc[NB];
+#pragma unroll
+            for (int b = 0; b < NB; b++) acc[b] = 0.f;
+            if (ok)
+                for (int c = li; c < nchunks; c += L) {
+                    uint32_t w[NW];
+                    if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
+                    else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
+#pragma unroll
+                    for (int b = 0; b < NB; b++)
+                        if (b < p.nb) acc[b] += T::dot(w, xs + b * xrec + c * Q8_REC);
+                }
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
+                if (li == 0 && ok && b < p.nb) p.y[b * p.yb_stride + row] = acc[b];
+            }
+            continue;
+        }
         float acc = 0.f;
         if (ok)
             for (int c = li; c < nchunks; c += L) {
@@ -347,7 +377,29 @@ static int q8_lanes_shift(int nchunks) {
 
 template <class T, int NMAT, int A>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    hm_launch(gemv_q8_kernel<T, NMAT, A>, grid, Q8_THREADS, smem, s, p);
+    hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, grid, Q8_THREADS, smem, s, p);
+}
+
+static int q8_smem_optin(void);
+
+/* the batched kernel (p.nb vectors); its records can pass the 48 KB default: raised once per
+ * instantiation and device up to the opt-in limit. 1 when they do not fit (the caller then runs
+ * the vectors one by one). */
+template <class T, int A>
+static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    static std::atomic<unsigned long long> raised(0);
+    const int optin = q8_smem_optin(), stat = (int)sizeof(void *) * Q8_MAXK;
+    int dev = 0;
+    if (smem + stat > (size_t)optin || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
+    if (smem > 48 * 1024 && !(raised.load(std::memory_order_relaxed) >> dev & 1)) {
+        if (cudaFuncSetAttribute(gemv_q8_kernel<T, 1, A, Q8_NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - stat) != cudaSuccess) {
+            cudaGetLastError();
+            return 1;
+        }
+        raised.fetch_or(1ull << dev, std::memory_order_relaxed);
+    }
+    hm_launch(gemv_q8_kernel<T, 1, A, Q8_NB>, grid, Q8_THREADS, smem, s, p);
+    return 0;
 }
 
 /* the pipelined kernel, when HOTMOE_Q8_PIPE=1 (the register kernel is the default: faster on the
@@ -420,6 +472,20 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     /* else the unaligned loader (A = 1), which only b32 types need; it also takes partial chunks */
     const bool aligned = rs % T::A == 0 && p.nbl == 0;
     if (!aligned && !q8_b32<T>::v) return 1;
+    if (p.nb > 1) {   /* one matrix, nb vectors per weight read: the register kernel */
+        const int per_block = Q8_THREADS >> p.lshift;
+        const long need = (p.nitems + per_block - 1) / per_block, cap = 2L * q8_sm_count(), rounds = (need + cap - 1) / cap;
+        int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
+        if (gx < 1) gx = 1;
+        const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
+        int rc = 1;
+        if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
+        else if constexpr (q8_b32<T>::v) rc = q8b_go<T, 1>(p, dim3((unsigned)gx, 1), smem, s);
+        if (rc) return rc;
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
+        return 0;
+    }
     if (q8_pipe_on()) {
         const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
         int rc;
@@ -478,8 +544,22 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     if (x_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
-    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl };
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
+}
+
+/* nb (2..Q8_NB) vectors times one matrix in one launch, each weight row read once; 1 when the
+ * q8 path does not take (type, ncols) or the records do not fit shared memory. */
+int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride, float *y, int64_t yb_stride, int nb,
+                      int ncols, int nrows, void *stream) {
+    const q8_type *t = NULL;
+    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
+        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
+    if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
+    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride };
+    return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
 static std::atomic<int> g_mode(-1);

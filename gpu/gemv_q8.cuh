@@ -489,5 +489,9 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
 
 /* the mode set by gpu_gemv_set_mode (or HOTMOE_GEMV_MODE at first use): 0 or 1 */
 int gemv_q8_mode(void);
+/* nb (2..4) vectors x + b * xb_stride times the matrix w in one launch, each weight row read once;
+ * results bitwise those of nb single calls. 0, -1 (launch failed), or 1 (not taken). */
+int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride, float *y, int64_t yb_stride, int nb,
+                      int ncols, int nrows, void *stream);
 
 #endif

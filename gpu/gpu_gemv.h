@@ -23,6 +23,14 @@ int gpu_gemv_supported(int type);
 /* y[r] = sum_c W[r][c] x[c] for r < nrows. ncols: a positive multiple of the type's block size. */
 int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream);
 
+/* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
+ * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each
+ * weight row once, with every vector's result bitwise that of gpu_gemv on it; otherwise (mode 0,
+ * float types, shapes the q8 path does not take) the vectors go one by one through gpu_gemv.
+ * x_stride: >= ncols, a multiple of 4 (rows stay 16-byte aligned); y_stride >= nrows. */
+int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
+                   int ncols, int nrows, void *stream);
+
 /* For j < k, e = ids[j]: act[j][r] = silu(gate_e[r] . x) * (up_e[r] . x), one launch.
  * gate_tab, up_tab: DEVICE arrays of per-expert matrix pointers ([nrows][ncols] each), read at
  * run time (a cache manager may rewrite them between launches); ids: device [k]; x: [ncols],

@@ -183,6 +183,68 @@ static void test_gemv(int t) {
     report(!failed, "gemv", hm_type_name(t), detail);
 }
 
+/* ---- gpu_gemv_batch: nb vectors per call, each bitwise what gpu_gemv gives it ----
+ * x rows padded to a stride (>= ncols, a multiple of 4), y rows to another; the padding and every
+ * output poisoned before the call; nb 1..7 (groups of 4 and the rest), every element compared. */
+static int test_batch_shape(int t, int nrows, int ncols, int nb, char *msg, size_t cap) {
+    const size_t rs = hm_row_size(t, ncols);
+    const int64_t xs = (ncols + 3) / 4 * 4 + 4, ys = nrows + 3;
+    void *W = malloc(rs * nrows);
+    float *x = (float *)malloc(nb * xs * sizeof(float)), *y = (float *)malloc(nb * ys * sizeof(float)),
+          *y1 = (float *)malloc(nrows * sizeof(float));
+    fill_weights(t, W, (int64_t)nrows * ncols);
+    for (int64_t i = 0; i < nb * xs; i++) x[i] = i % xs < ncols ? rndf() : 1e30f;   /* padding must not be read */
+    void *dW = dev_upload(W, rs * nrows);
+    float *dx = (float *)dev_upload(x, nb * xs * sizeof(float)), *dy, *dy1;
+    CK(cudaMalloc(&dy, nb * ys * sizeof(float))); CK(cudaMalloc(&dy1, nrows * sizeof(float)));
+    CK(cudaMemset(dy, 0xFF, nb * ys * sizeof(float)));
+    int bad = 0;
+    if (gpu_gemv_batch(t, dW, dx, xs, dy, ys, nb, ncols, nrows, NULL)) {
+        snprintf(msg, cap, "gpu_gemv_batch returned -1: %s", gpu_gemv_error());
+        bad = -1;
+    } else {
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(y, dy, nb * ys * sizeof(float), cudaMemcpyDeviceToHost));
+        for (int b = 0; b < nb && bad >= 0; b++) {
+            CK(cudaMemset(dy1, 0xFF, nrows * sizeof(float)));
+            if (gpu_gemv(t, dW, dx + b * xs, dy1, ncols, nrows, NULL)) { snprintf(msg, cap, "gpu_gemv: %s", gpu_gemv_error()); bad = -1; break; }
+            CK(cudaMemcpy(y1, dy1, nrows * sizeof(float), cudaMemcpyDeviceToHost));
+            for (int r = 0; r < ys; r++) {
+                const float g = y[b * ys + r];
+                const int want_poison = r >= nrows;
+                uint32_t gb, wb;
+                memcpy(&gb, &g, 4);
+                if (!want_poison) memcpy(&wb, &y1[r], 4);
+                if (want_poison ? gb != 0xFFFFFFFFu : gb != wb) {
+                    if (!bad++) snprintf(msg, cap, "vector %d row %d: %s %.9g, gpu_gemv %.9g", b, r,
+                                         want_poison ? "padding written:" : "batch", g, want_poison ? 0.0 : y1[r]);
+                }
+            }
+        }
+    }
+    CK(cudaFree(dW)); CK(cudaFree(dx)); CK(cudaFree(dy)); CK(cudaFree(dy1));
+    free(W); free(x); free(y); free(y1);
+    return bad;
+}
+
+static void test_batch(int t) {
+    static const int rows[] = { 1, 33, 1000 }, nbs[] = { 1, 2, 3, 4, 7 };
+    static const int cols32[] = { 32, 1408, 4096 }, cols256[] = { 256, 1536, 4096 }, colsf[] = { 7, 512, 1411 };
+    const int blck = hm_type_get(t)->blck;
+    const int *cols = blck == 1 ? colsf : blck == 32 ? cols32 : cols256;
+    char msg[256] = "", detail[320] = "";
+    int shapes = 0, failed = 0;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            for (int n = 0; n < 5; n++) {
+                shapes++;
+                const int bad = test_batch_shape(t, rows[i], cols[j], nbs[n], msg, sizeof msg);
+                if (bad && !failed++) snprintf(detail, sizeof detail, "%dx%d nb %d: %s", rows[i], cols[j], nbs[n], msg);
+            }
+    if (!failed) snprintf(detail, sizeof detail, "%d shapes x nb 1-7, bitwise equal to gpu_gemv per vector", shapes);
+    report(!failed, "gemv_batch", hm_type_name(t), detail);
+}
+
 /* ---- the expert variants: 128 experts in separate allocations, tables on the device ---- */
 
 #define NEXP 128
@@ -555,6 +617,36 @@ static double bench_gemv(int t, int nrows, int ncols, cudaEvent_t e0, cudaEvent_
     return bytes / (*us * 1e-6) / 1e9;
 }
 
+/* gpu_gemv_batch of nb vectors against nb gpu_gemv calls on the same matrices: time per call of
+ * each, matrices rotated past L2 as above */
+static void bench_batch(int t, int nrows, int ncols, int nb, cudaEvent_t e0, cudaEvent_t e1, double *us_batch, double *us_single) {
+    const size_t bytes = hm_row_size(t, ncols) * (size_t)nrows;
+    int ncopy = (int)((512u << 20) / bytes) + 1;
+    if (ncopy < 2) ncopy = 2;
+    if (ncopy > 64) ncopy = 64;
+    void *w[64];
+    float *x, *y;
+    for (int i = 0; i < ncopy; i++) { CK(cudaMalloc(&w[i], bytes)); CK(cudaMemset(w[i], 0x11, bytes)); }
+    CK(cudaMalloc(&x, (size_t)nb * ncols * sizeof(float))); CK(cudaMemset(x, 0, (size_t)nb * ncols * sizeof(float)));
+    CK(cudaMalloc(&y, (size_t)nb * nrows * sizeof(float)));
+    const int iters = 100;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = -3; i < iters; i++) {
+            if (i == 0) CK(cudaEventRecord(e0));
+            const void *wi = w[(i + 3) % ncopy];
+            int rc = 0;
+            if (pass == 0) rc = gpu_gemv_batch(t, wi, x, ncols, y, nrows, nb, ncols, nrows, NULL);
+            else for (int b = 0; b < nb && !rc; b++) rc = gpu_gemv(t, wi, x + (size_t)b * ncols, y + (size_t)b * nrows, ncols, nrows, NULL);
+            if (rc) { fprintf(stderr, "%s\n", gpu_gemv_error()); exit(1); }
+        }
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        *(pass ? us_single : us_batch) = time_ms(e0, e1) * 1e3 / iters;
+    }
+    for (int i = 0; i < ncopy; i++) CK(cudaFree(w[i]));
+    CK(cudaFree(x)); CK(cudaFree(y));
+}
+
 /* MoE decode step of a Qwen3-30B-A3B layer: 128 experts, gate/up (768, 2048), down (2048, 768),
  * k = 8 random experts per call; GB/s over the bytes of the 8 experts' matrices */
 static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, double *gbs_down) {
@@ -616,6 +708,21 @@ static int bench(int only_mode) {
                100 * dn / copy);
     }
   }
+    if (only_mode != 0) {   /* several tokens' vectors per weight read (mode 1) */
+        gpu_gemv_set_mode(1);
+        printf("\ngpu_gemv_batch (mode 1) vs one gpu_gemv per vector, us per call (GB/s of weights read once):\n");
+        static const int bt[] = { HM_TYPE_Q4_K, HM_TYPE_Q6_K, HM_TYPE_Q3_K, HM_TYPE_Q8_0, HM_TYPE_Q4_0 };
+        static const int shp[][2] = { { 4096, 2048 }, { 12288, 4096 }, { 14336, 4096 } };
+        for (size_t i = 0; i < sizeof bt / sizeof bt[0]; i++)
+            for (int sh = 0; sh < 3; sh++)
+                for (int nb = 2; nb <= 4; nb += 2) {
+                    double ub = 0, us = 0;
+                    bench_batch(bt[i], shp[sh][0], shp[sh][1], nb, e0, e1, &ub, &us);
+                    const double gb = hm_row_size(bt[i], shp[sh][1]) * (double)shp[sh][0] / 1e9;
+                    printf("%-7s %5dx%-5d nb %d: batch %7.1f us (%5.0f GB/s), %d singles %7.1f us: %.2fx\n", hm_type_name(bt[i]),
+                           shp[sh][0], shp[sh][1], nb, ub, gb / (ub * 1e-6), nb, us, us / ub);
+                }
+    }
     gpu_gemv_set_mode(0);
     printf("\nGB/s: weight bytes read per call / time per call (100-200 calls, matrices rotated past L2);\n"
            "%%cp: of the copy figure above. moe: 128 experts (gate/up 768x2048, down 2048x768), k=8 random per call.\n");
@@ -638,6 +745,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NTYPES; i++) {
         const int t = k_types[i];
         test_gemv(t);
+        test_batch(t);
         test_experts(t, 512);
         if (is_float_type(t)) test_experts(t, 515); /* the scalar path */
         test_dequant(t);
@@ -651,6 +759,7 @@ int main(int argc, char **argv) {
         const int t = k_types[i];
         if (is_float_type(t)) continue;
         test_gemv(t);
+        test_batch(t);
         test_experts(t, 512);
         test_experts(t, 2048, 768); /* Qwen3-30B-A3B's expert shapes (fewer rows) */
         if (hm_type_get(t)->blck == 32) test_experts(t, 1408, 1408); /* GLM-4.5-Air's: partial chunks */
