@@ -36,6 +36,14 @@ extern int hm_gemv_pf;
 #if defined(__AVX2__)
 #include <immintrin.h>
 #include <string.h>
+/* the sum of a vector's 8 floats */
+static inline float hm_hsum256_ps(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
 /* Q3_K's 16 six-bit scales as int8 (value - 32), in registers (dot_avx2.c, dot_avx512.c): the low
  * nibbles of bytes 0..7 are scales 0..7, their high nibbles scales 8..15; byte 8 + j holds the
  * high bit pairs of scales j, 4 + j, 8 + j, 12 + j (bits 0-1, 2-3, 4-5, 6-7). A scalar unpack

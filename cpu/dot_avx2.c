@@ -9,13 +9,6 @@
 
 static inline float h2f(hm_half h) { return _cvtsh_ss(h); }
 
-static inline float hsum_ps(__m256 v) {
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
-
 static inline int hsum_epi32(__m256i v) {
     __m128i r = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     r = _mm_add_epi32(r, _mm_unpackhi_epi64(r, r));
@@ -72,7 +65,7 @@ static float dot_f32(const void *w, const void *xq, int64_t n) {
         s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(x + i + 24), s3);
     }
     for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(x + i), s0);
-    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+    float s = hm_hsum256_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
     for (; i < n; i++) s += a[i] * x[i];
     return s;
 }
@@ -96,7 +89,7 @@ static inline __m256 load_bf16(const uint16_t *p) {
             s3 = _mm256_fmadd_ps(load(a + i + 24), _mm256_loadu_ps(x + i + 24), s3);          \
         }                                                                                     \
         for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(load(a + i), _mm256_loadu_ps(x + i), s0); \
-        float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));       \
+        float s = hm_hsum256_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));       \
         for (; i < n; i++) s += scalar(a[i]) * x[i];                                          \
         return s;                                                                             \
     }
@@ -121,7 +114,7 @@ static float dot_q8_0(const void *w, const void *xq, int64_t n) {
         const __m256i p = dot_ss(_mm256_loadu_si256((const __m256i *)x[ib].qs), _mm256_loadu_si256((const __m256i *)y[ib].qs));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(p), acc0);
     }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
+    return hm_hsum256_ps(_mm256_add_ps(acc0, acc1));
 }
 
 static float dot_q4_0(const void *w, const void *xq, int64_t n) {
@@ -142,7 +135,7 @@ static float dot_q4_0(const void *w, const void *xq, int64_t n) {
         const __m256i p = dot_ss(_mm256_sub_epi8(nibbles32(x[ib].qs), off), _mm256_loadu_si256((const __m256i *)y[ib].qs));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(p), acc0);
     }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
+    return hm_hsum256_ps(_mm256_add_ps(acc0, acc1));
 }
 
 /* d*q + m types: unsigned q straight into maddubs, plus m times the activation block's sum */
@@ -158,7 +151,7 @@ static float dot_q4_1(const void *w, const void *xq, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * dy), _mm256_cvtepi32_ps(dot_us(nibbles32(x[ib].qs), qy)), acc);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].m) * dy), _mm256_cvtepi32_ps(dot_us(ones, qy)), accm);
     }
-    return hsum_ps(_mm256_add_ps(acc, accm));
+    return hm_hsum256_ps(_mm256_add_ps(acc, accm));
 }
 
 static float dot_q5_0(const void *w, const void *xq, int64_t n) {
@@ -173,7 +166,7 @@ static float dot_q5_0(const void *w, const void *xq, int64_t n) {
         const __m256i p = dot_ss(qx, _mm256_loadu_si256((const __m256i *)y[ib].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(p), acc);
     }
-    return hsum_ps(acc);
+    return hm_hsum256_ps(acc);
 }
 
 static float dot_q5_1(const void *w, const void *xq, int64_t n) {
@@ -190,7 +183,7 @@ static float dot_q5_1(const void *w, const void *xq, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * dy), _mm256_cvtepi32_ps(dot_us(qx, qy)), acc);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].m) * dy), _mm256_cvtepi32_ps(dot_us(ones, qy)), accm);
     }
-    return hsum_ps(_mm256_add_ps(acc, accm));
+    return hm_hsum256_ps(_mm256_add_ps(acc, accm));
 }
 
 static float dot_mxfp4(const void *w, const void *xq, int64_t n) {
@@ -207,7 +200,7 @@ static float dot_mxfp4(const void *w, const void *xq, int64_t n) {
         const __m256i p = dot_ss(_mm256_set_m128i(hi, lo), _mm256_loadu_si256((const __m256i *)y[ib].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(y[ib].d) * hm_e8m0_to_f32_half(x[ib].e)), _mm256_cvtepi32_ps(p), acc);
     }
-    return hsum_ps(acc);
+    return hm_hsum256_ps(acc);
 }
 
 /* ---- 256-element super-blocks against Q8_K ---- */
@@ -242,7 +235,7 @@ static float dot_q2_K(const void *w, const void *xq, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
         accm = scaled_bsums_acc(accm, y[i].d * h2f(x[i].dmin), mins, y[i].bsums);
     }
-    return hsum_ps(acc) - hsum_ps(accm);
+    return hm_hsum256_ps(acc) - hm_hsum256_ps(accm);
 }
 
 static float dot_q3_K(const void *w, const void *xq, int64_t n) {
@@ -271,7 +264,7 @@ static float dot_q3_K(const void *w, const void *xq, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         acco = scaled_bsums_acc(acco, 4 * d, sc, y[i].bsums);
     }
-    return hsum_ps(acc) - hsum_ps(acco);
+    return hm_hsum256_ps(acc) - hm_hsum256_ps(acco);
 }
 
 /* Q4_K/Q5_K: the 8 six-bit scales (bytes 0..7) and mins (8..15), ggml's unpacking */
@@ -315,7 +308,7 @@ static float dot_q4_K(const void *w, const void *xq, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].dmin) * y[i].d), _mm256_cvtepi32_ps(k4_mins_prod(utmp, y[i].bsums)), accm);
     }
-    return hsum_ps(_mm256_sub_ps(acc, accm));
+    return hm_hsum256_ps(_mm256_sub_ps(acc, accm));
 }
 
 static float dot_q5_K(const void *w, const void *xq, int64_t n) {
@@ -345,7 +338,7 @@ static float dot_q5_K(const void *w, const void *xq, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].dmin) * y[i].d), _mm256_cvtepi32_ps(k4_mins_prod(utmp, y[i].bsums)), accm);
     }
-    return hsum_ps(_mm256_sub_ps(acc, accm));
+    return hm_hsum256_ps(_mm256_sub_ps(acc, accm));
 }
 
 static float dot_q6_K(const void *w, const void *xq, int64_t n) {
@@ -377,7 +370,7 @@ static float dot_q6_K(const void *w, const void *xq, int64_t n) {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         acco = scaled_bsums_acc(acco, 32 * d, sc, y[i].bsums);
     }
-    return hsum_ps(acc) - hsum_ps(acco);
+    return hm_hsum256_ps(acc) - hm_hsum256_ps(acco);
 }
 
 static float dot_iq4_xs(const void *w, const void *xq, int64_t n) {
@@ -401,7 +394,7 @@ static float dot_iq4_xs(const void *w, const void *xq, int64_t n) {
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    return hsum_ps(acc);
+    return hm_hsum256_ps(acc);
 }
 
 /* ---- activation quantizers: the bytes of quantize_row_q8_0_ref / q8_K_ref ---- */

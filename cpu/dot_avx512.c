@@ -14,13 +14,6 @@ static inline __m512i cat256(__m256i lo, __m256i hi) {
 
 static inline __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-static inline float hsum256_ps(__m256 a) {
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
-}
-
 /* s8*s8 pair sums to int16 through |x| * (y negated where x < 0): exact while |x|, |y| <= 127 */
 static inline __m512i maddubs_ss(__m512i x, __m512i y) {
     const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
@@ -89,17 +82,24 @@ static float dot_q8_0(const void *w, const void *xq, int64_t n) {
         const __m256i p = dpbssd256(load256(x[ib].qs), load256(y[ib].qs));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(p), acc0);
     }
-    return hsum256_ps(_mm256_add_ps(acc0, acc1));
+    return hm_hsum256_ps(_mm256_add_ps(acc0, acc1));
 }
 
 /* Q4_0, one block per ymm: vpdpbusd of the unsigned nibbles with the activation, less 8 times the
  * activation's sum (a second vpdpbusd); the fp16 scales of 8 blocks gathered and converted together
  * (per block: one permute instead of two scalar conversions, a multiply and a broadcast). */
+/* one Q4_0 block against one Q8_0 block: the 8 int32 partial sums of (q - 8) * y */
+static inline __m256i q4_0_block(const hm_block_q4_0 *x, const hm_block_q8_0 *y) {
+    const __m128i t = _mm_loadu_si128((const __m128i *)x->qs);
+    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
+    const __m256i v = load256(y->qs), z = _mm256_setzero_si256();
+    return _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, v), _mm256_dpbusd_epi32(z, _mm256_set1_epi8(8), v));
+}
+
 static float dot_q4_0(const void *w, const void *xq, int64_t n) {
     const hm_block_q4_0 *x = w;
     const hm_block_q8_0 *y = xq;
     const int64_t nb = n / HM_QK;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8), z = _mm256_setzero_si256();
     const __m256i ix = _mm256_setr_epi32(0, 18, 36, 54, 72, 90, 108, 126), iy = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t ib = 0;
@@ -111,23 +111,15 @@ static float dot_q4_0(const void *w, const void *xq, int64_t n) {
         const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(hx), _mm256_cvtph_ps(hy));
 #pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
-            const __m128i t = _mm_loadu_si128((const __m128i *)x[ib + j].qs);
-            const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
-            const __m256i v = load256(y[ib + j].qs);
-            const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, v), _mm256_dpbusd_epi32(z, eight, v));
+            const __m256i p = q4_0_block(&x[ib + j], &y[ib + j]);
             const __m256 dj = _mm256_permutexvar_ps(_mm256_set1_epi32(j), d);
             if (j & 1) acc1 = _mm256_fmadd_ps(dj, _mm256_cvtepi32_ps(p), acc1);
             else acc0 = _mm256_fmadd_ps(dj, _mm256_cvtepi32_ps(p), acc0);
         }
     }
-    for (; ib < nb; ib++) {
-        const __m128i t = _mm_loadu_si128((const __m128i *)x[ib].qs);
-        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), m4);
-        const __m256i v = load256(y[ib].qs);
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, q, v), _mm256_dpbusd_epi32(z, eight, v));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(p), acc0);
-    }
-    return hsum256_ps(_mm256_add_ps(acc0, acc1));
+    for (; ib < nb; ib++)
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[ib].d) * h2f(y[ib].d)), _mm256_cvtepi32_ps(q4_0_block(&x[ib], &y[ib])), acc0);
+    return hm_hsum256_ps(_mm256_add_ps(acc0, acc1));
 }
 
 /* ---- 256-element super-blocks against Q8_K ----
@@ -181,7 +173,7 @@ static float dot_q2_K(const void *w, const void *xq, int64_t n) {
         acc = _mm512_fmadd_ps(_mm512_set1_ps(y[i].d * h2f(x[i].d)), _mm512_cvtepi32_ps(sumi), acc);
         accm = scaled_bsums_acc(accm, y[i].d * h2f(x[i].dmin), mins, y[i].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+    return _mm512_reduce_add_ps(acc) - hm_hsum256_ps(accm);
 }
 
 static float dot_q3_K(const void *w, const void *xq, int64_t n) {
@@ -211,7 +203,7 @@ static float dot_q3_K(const void *w, const void *xq, int64_t n) {
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
         acco = scaled_bsums_acc(acco, 4 * d, sc, y[i].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - hsum256_ps(acco);
+    return _mm512_reduce_add_ps(acc) - hm_hsum256_ps(acco);
 }
 
 static float dot_q6_K(const void *w, const void *xq, int64_t n) {
@@ -240,7 +232,7 @@ static float dot_q6_K(const void *w, const void *xq, int64_t n) {
         acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
         acco = scaled_bsums_acc(acco, 32 * d, sc, y[i].bsums);
     }
-    return _mm512_reduce_add_ps(acc) - hsum256_ps(acco);
+    return _mm512_reduce_add_ps(acc) - hm_hsum256_ps(acco);
 }
 
 /* Q4_K/Q5_K: 8 six-bit scales (bytes 0..7) and mins (8..15), ggml's unpacking */
@@ -300,7 +292,7 @@ static float dot_q4_K(const void *w, const void *xq, int64_t n) {
         HM_PREFETCH(&x[i], sizeof x[i], hm_gemv_pf);
         K4_BODY()
     }
-    return _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+    return _mm512_reduce_add_ps(acc) - hm_hsum256_ps(accm);
 }
 
 static float dot_q5_K(const void *w, const void *xq, int64_t n) {
@@ -319,7 +311,7 @@ static float dot_q5_K(const void *w, const void *xq, int64_t n) {
             lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(hb, blo), lo, sixteen);
             hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(hb, bhi), hi, sixteen);)
     }
-    return _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+    return _mm512_reduce_add_ps(acc) - hm_hsum256_ps(accm);
 }
 
 /* per-16-bit shift counts 0, 4, 0, 4 for the four 128-bit lanes: low nibbles, high, low, high */

@@ -771,30 +771,30 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
     if (g->xch_interval && g->tokens > 0 && g->tokens % g->xch_interval == 0 && hybrid_exchange(g, err, errlen)) return -1;
     g->tokens++;
     if (g->h_step) ++*g->h_step;   /* the dispatcher expects steps 1, 2, ... in order */
-    if (prof.on == 1 || (prof.on == 2 && seq == 0 && logits && (!prof.owner || prof.owner == g))) {
-        if (prof.on == 1) {
-            prof.n = 0;
-            record_step(g, logits != NULL, seq);
-        } else {
-            if (!prof.graph) {   /* the step once more, with the marks: event-record nodes */
-                prof.owner = g; prof.n = 0; prof.quiet = 0;
-                const int rc = capture(g, 1, 0, &prof.graph, err, errlen);
-                prof.quiet = 1; prof.graph_n = prof.n;
-                if (rc) { prof.owner = NULL; prof.graph = NULL; return -1; }
-            }
-            prof.n = prof.graph_n;
-            CK(cudaGraphLaunch(prof.graph, g->s));
-        }
-        CK(cudaStreamSynchronize(g->s));
+    /* mode 2 profiles one executor's steps of sequence 0 with logits; the others run as usual */
+    int profiled;
+    profiled = prof.on == 1 || (prof.on == 2 && seq == 0 && logits && (!prof.owner || prof.owner == g));
+    if (profiled && prof.on == 2 && !prof.graph) {   /* the step once more, with the marks: event-record nodes */
+        prof.owner = g; prof.n = 0; prof.quiet = 0;
+        const int rc = capture(g, 1, 0, &prof.graph, err, errlen);
+        prof.quiet = 1; prof.graph_n = prof.n;
+        if (rc) { prof.owner = NULL; prof.graph = NULL; return -1; }
+    }
+    if (profiled && prof.on == 1) {
+        prof.n = 0;
+        record_step(g, logits != NULL, seq);
+    } else {
+        if (profiled) prof.n = prof.graph_n;
+        CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[2 * seq + (logits != NULL)], g->s));
+    }
+    CK(cudaStreamSynchronize(g->s));
+    if (profiled) {
         for (int i = 1; i < prof.n; i++) {
             float ms = 0;
             cudaEventElapsedTime(&ms, prof.ev[i - 1], prof.ev[i]);
             if (prof.grp[i] >= 0) prof.ms[prof.grp[i]] += ms;
         }
         prof.steps++;
-    } else {
-        CK(cudaGraphLaunch(g->graphs[2 * seq + (logits != NULL)], g->s));
-        CK(cudaStreamSynchronize(g->s));
     }
     for (int h = 0; h < g->n_jobs; h++)
         if (g->jobs[h].late) {

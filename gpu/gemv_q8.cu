@@ -382,22 +382,40 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
 
 static int q8_smem_optin(void);
 
-/* the batched kernel (p.nb vectors); its records can pass the 48 KB default: raised once per
- * instantiation and device up to the opt-in limit. 1 when they do not fit (the caller then runs
- * the vectors one by one). */
-template <class T, int A>
-static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    static std::atomic<unsigned long long> raised(0);
-    const int optin = q8_smem_optin(), stat = (int)sizeof(void *) * Q8_MAXK;
+/* Lets kernel take smem bytes of dynamic shared memory beside stat bytes of static: past the 48 KB
+ * default the limit is raised to the device's opt-in once per kernel and device (raised: the
+ * kernel's own bit set). 0, or 1 when it does not fit (the caller takes another path). */
+template <typename K>
+static int q8_allow_smem(K kernel, size_t smem, size_t stat, std::atomic<unsigned long long> &raised) {
+    const int optin = q8_smem_optin();
     int dev = 0;
     if (smem + stat > (size_t)optin || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
     if (smem > 48 * 1024 && !(raised.load(std::memory_order_relaxed) >> dev & 1)) {
-        if (cudaFuncSetAttribute(gemv_q8_kernel<T, 1, A, Q8_NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - stat) != cudaSuccess) {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
             cudaGetLastError();
             return 1;
         }
         raised.fetch_or(1ull << dev, std::memory_order_relaxed);
     }
+    return 0;
+}
+
+/* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
+ * per_sm blocks per SM, the rounds balanced. */
+static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
+    const int per_block = Q8_THREADS >> lshift;   /* items one block takes per round */
+    const long need = (long)nslices * ((nitems + per_block - 1) / per_block), cap = (long)per_sm * q8_sm_count();
+    const long rounds = (need + cap - 1) / cap;
+    const int gx = (int)((nitems + per_block * rounds - 1) / (per_block * rounds));
+    return gx < 1 ? 1 : gx;
+}
+
+/* the batched kernel (p.nb vectors); 1 when its records do not fit shared memory (the caller then
+ * runs the vectors one by one) */
+template <class T, int A>
+static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    static std::atomic<unsigned long long> raised(0);
+    if (q8_allow_smem(gemv_q8_kernel<T, 1, A, Q8_NB>, smem, sizeof(void *) * Q8_MAXK, raised)) return 1;
     hm_launch(gemv_q8_kernel<T, 1, A, Q8_NB>, grid, Q8_THREADS, smem, s, p);
     return 0;
 }
@@ -433,26 +451,10 @@ template <class T, int NMAT, bool DIRECT>
 static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
     constexpr int SB = q8p_slot(T::CB, DIRECT), P = q8p_stages(T::CB, DIRECT);
     const size_t xbytes = ((size_t)(p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~(size_t)15;
-    const size_t smem = xbytes + (size_t)P * Q8_THREADS * SB, stat = sizeof(void *) * NMAT * Q8_MAXK;
-    const int optin = q8_smem_optin();
-    if (smem + stat > (size_t)optin) return 1;
-    /* once per instantiation and device: allow up to the opt-in limit */
+    const size_t smem = xbytes + (size_t)P * Q8_THREADS * SB;
     static std::atomic<unsigned long long> raised(0);
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
-    if (!(raised.load(std::memory_order_relaxed) >> dev & 1)) {
-        if (cudaFuncSetAttribute(gemv_q8p_kernel<T, NMAT, DIRECT>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
-            cudaGetLastError();
-            return 1;
-        }
-        raised.fetch_or(1ull << dev, std::memory_order_relaxed);
-    }
-    const int per_block = Q8_THREADS >> p.lshift;
-    const long need = (long)nslices * ((p.nitems + per_block - 1) / per_block);
-    const long cap = q8_sm_count(); /* one block per SM */
-    const long rounds = (need + cap - 1) / cap;
-    int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
-    if (gx < 1) gx = 1;
+    if (q8_allow_smem(gemv_q8p_kernel<T, NMAT, DIRECT>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 1);   /* one block per SM */
     hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d pipelined blocks failed: %s", gx, nslices, cudaGetErrorString(err));
@@ -473,10 +475,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const bool aligned = rs % T::A == 0 && p.nbl == 0;
     if (!aligned && !q8_b32<T>::v) return 1;
     if (p.nb > 1) {   /* one matrix, nb vectors per weight read: the register kernel */
-        const int per_block = Q8_THREADS >> p.lshift;
-        const long need = (p.nitems + per_block - 1) / per_block, cap = 2L * q8_sm_count(), rounds = (need + cap - 1) / cap;
-        int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
-        if (gx < 1) gx = 1;
+        const int gx = q8_grid_x(p.nitems, p.lshift, 1, 2);
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
         int rc = 1;
         if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
@@ -497,12 +496,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
-    const int per_block = Q8_THREADS >> p.lshift;                /* items one block takes per round */
-    const long need = (long)nslices * ((p.nitems + per_block - 1) / per_block);
-    const long cap = 2L * q8_sm_count();
-    const long rounds = (need + cap - 1) / cap;
-    int gx = (int)((p.nitems + per_block * rounds - 1) / (per_block * rounds));
-    if (gx < 1) gx = 1;
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (nmat == 2) {

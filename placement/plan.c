@@ -154,17 +154,18 @@ static void assign_auto(const plan_inputs *in, const plan_layer_in *li, const do
     const cost_rates *r = &in->rates;
     double pcie = cost_pcie_bps(r), hbm = cost_hbm_bps(r), cpu = cost_cpu_bps(r, li->cpu_class);
     double all_stream = 0, mixed = r->cpu_sync_us * 1e-6;
-    for (int i = from; i < li->n_expert; i++) {
-        double b = cost_touch(li->k * prob[pl->order[i]], in->streams) * (double)li->expert_bytes;
-        all_stream += b / pcie + b / hbm;
-        mixed += fmin(b / pcie + b / hbm, b / cpu);
-    }
-    int use_cpu = mixed < all_stream;
-    for (int i = from; i < li->n_expert; i++) {
+    for (int i = from; i < li->n_expert; i++) {   /* each on its cheaper path, the two totals beside */
         int e = pl->order[i];
         double b = cost_touch(li->k * prob[e], in->streams) * (double)li->expert_bytes;
-        if (!use_cpu || b / pcie + b / hbm <= b / cpu) { pl->where[e] = PLAN_STREAM; pl->n_stream++; }
-        else { pl->where[e] = PLAN_CPU; pl->n_cpu++; }
+        double ts = b / pcie + b / hbm, tc = b / cpu;
+        all_stream += ts;
+        mixed += fmin(ts, tc);
+        pl->where[e] = ts <= tc ? PLAN_STREAM : PLAN_CPU;
+    }
+    for (int i = from; i < li->n_expert; i++) {
+        int e = pl->order[i];
+        if (mixed >= all_stream) pl->where[e] = PLAN_STREAM;   /* the hand-off costs more than the CPU saves */
+        if (pl->where[e] == PLAN_CPU) pl->n_cpu++; else pl->n_stream++;
     }
 }
 

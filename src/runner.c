@@ -195,8 +195,8 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
     b.gpu_mem_gib = o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib;
     if (a.cold == GPU_COLD_CPU) {
         /* both stages' workers on the same cores: a token goes through the stages one after the
-         * other, so one pool works while the other sleeps (its workers spin 50 us after a job,
-         * then wait on a futex). Measured with the cores split between the pools instead (air,
+         * other, so one pool works while the other sleeps (a stage parks its pool after its step:
+         * gpu_exec_forward_stage, workers_park). Measured with the cores split between the pools instead (air,
          * 2 x 16 GiB, x2 kind, 2026-11-30): each stage's 14-15 workers read experts at 38.6 GB/s,
          * a third of the DRAM ceiling, against 72 GB/s for one GPU's 30 workers in the same call. */
         long nc = sysconf(_SC_NPROCESSORS_ONLN);

@@ -594,15 +594,22 @@ static double bench_copy(cudaEvent_t e0, cudaEvent_t e1) {
     return 2.0 * n * 10 / (time_ms(e0, e1) * 1e-3) / 1e9;
 }
 
-/* one matrix (nrows, ncols), rotated among enough copies that L2 (60 MB) cannot hold them */
-static double bench_gemv(int t, int nrows, int ncols, cudaEvent_t e0, cudaEvent_t e1, double *us) {
-    const size_t bytes = hm_row_size(t, ncols) * (size_t)nrows;
+/* copies of one matrix of `bytes`, enough that L2 (60 MB) cannot hold them: a benchmark rotates
+ * among them. Returns how many (2..64) are in w. */
+static int rot_alloc(size_t bytes, void *w[64]) {
     int ncopy = (int)((512u << 20) / bytes) + 1;
     if (ncopy < 2) ncopy = 2;
     if (ncopy > 64) ncopy = 64;
-    void *w[64];
-    float *x, *y;
     for (int i = 0; i < ncopy; i++) { CK(cudaMalloc(&w[i], bytes)); CK(cudaMemset(w[i], 0x11, bytes)); }
+    return ncopy;
+}
+
+/* one matrix (nrows, ncols), rotated among copies (rot_alloc) */
+static double bench_gemv(int t, int nrows, int ncols, cudaEvent_t e0, cudaEvent_t e1, double *us) {
+    const size_t bytes = hm_row_size(t, ncols) * (size_t)nrows;
+    void *w[64];
+    const int ncopy = rot_alloc(bytes, w);
+    float *x, *y;
     CK(cudaMalloc(&x, ncols * sizeof(float))); CK(cudaMemset(x, 0, ncols * sizeof(float)));
     CK(cudaMalloc(&y, nrows * sizeof(float)));
     const int iters = 100;
@@ -620,13 +627,9 @@ static double bench_gemv(int t, int nrows, int ncols, cudaEvent_t e0, cudaEvent_
 /* gpu_gemv_batch of nb vectors against nb gpu_gemv calls on the same matrices: time per call of
  * each, matrices rotated past L2 as above */
 static void bench_batch(int t, int nrows, int ncols, int nb, cudaEvent_t e0, cudaEvent_t e1, double *us_batch, double *us_single) {
-    const size_t bytes = hm_row_size(t, ncols) * (size_t)nrows;
-    int ncopy = (int)((512u << 20) / bytes) + 1;
-    if (ncopy < 2) ncopy = 2;
-    if (ncopy > 64) ncopy = 64;
     void *w[64];
+    const int ncopy = rot_alloc(hm_row_size(t, ncols) * (size_t)nrows, w);
     float *x, *y;
-    for (int i = 0; i < ncopy; i++) { CK(cudaMalloc(&w[i], bytes)); CK(cudaMemset(w[i], 0x11, bytes)); }
     CK(cudaMalloc(&x, (size_t)nb * ncols * sizeof(float))); CK(cudaMemset(x, 0, (size_t)nb * ncols * sizeof(float)));
     CK(cudaMalloc(&y, (size_t)nb * nrows * sizeof(float)));
     const int iters = 100;
