@@ -84,16 +84,21 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, con
 }
 
 /* --streams N: N sequences decoded together, each with its own KV cache in one executor (as
- * `serve --parallel N` runs them): every round one greedy token per sequence, steps one after the
- * other (no batched kernels yet), all sharing the expert cache. Reports the summed and the
- * per-sequence rate and the cache's hit rate. */
+ * `serve --parallel N` runs them): every round one greedy token per sequence, up to GPU_BATCH_MAX
+ * of them per batched step (gpu_exec_forward_batch; --no-batch: one step per sequence, for
+ * comparison), all sharing the expert cache. Reports the summed and the per-sequence rate and the
+ * cache's hit rate. */
 static int bench_streams(const hm_model *m, const runner_opts *ro, const char *model, int n_streams, int n_prompt, int n_gen,
-                         int runs, const char *json) {
+                         int runs, int no_batch, const char *json) {
     const hm_config *c = &m->cfg;
     gpu_exec *g1, *g2;
     hm_error e;
     if (runner_gpu_create(m, n_prompt + n_gen, ro, n_streams, &g1, &g2, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
-    float *logits = hm_malloc(sizeof(float) * c->n_vocab * (size_t)n_streams), *x = hm_malloc(sizeof(float) * c->n_embd);
+    float *logits = hm_malloc(sizeof(float) * c->n_vocab * (size_t)n_streams), *x = hm_malloc(sizeof(float) * c->n_embd * GPU_BATCH_MAX);
+    const int nbm = no_batch ? 1 : runner_gpu_batch_max(g1, g2);
+    int sq[GPU_BATCH_MAX], ps[GPU_BATCH_MAX];
+    int32_t tk[GPU_BATCH_MAX];
+    printf("bench_decode: %d streams, %s\n", n_streams, nbm > 1 ? "batched steps of up to 4 sequences" : "one step per sequence");
     int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt);
     double rate[32];
     uint64_t st[GPU_CACHE_STATS] = { 0 };
@@ -112,11 +117,18 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
         for (int i = 0; i < 2; i++) if (stg[i]) gpu_exec_cache_stats(stg[i], v, 1, msg, sizeof msg);   /* the prompts' counts dropped */
         double t0 = hm_now();
         for (int i = 0; i < n_gen; i++)
-            for (int q = 0; q < n_streams; q++) {
-                float *l = logits + (size_t)q * c->n_vocab;
-                int best = 0;
-                for (int t = 1; t < c->n_vocab; t++) if (l[t] > l[best]) best = t;
-                if (runner_gpu_step(g1, g2, x, q, best, n_prompt + i, l, msg, sizeof msg)) { fprintf(stderr, "bench_decode: %s\n", msg); return 1; }
+            for (int q0 = 0; q0 < n_streams; q0 += nbm > 1 ? nbm : 1) {
+                const int nb = nbm > 1 ? (n_streams - q0 < nbm ? n_streams - q0 : nbm) : 1;
+                for (int q = q0; q < q0 + nb; q++) {   /* greedy: each sequence's next token from its last logits */
+                    const float *l = logits + (size_t)q * c->n_vocab;
+                    int best = 0;
+                    for (int t = 1; t < c->n_vocab; t++) if (l[t] > l[best]) best = t;
+                    sq[q - q0] = q; tk[q - q0] = best; ps[q - q0] = n_prompt + i;
+                }
+                float *l = logits + (size_t)q0 * c->n_vocab;
+                const int rc = nb > 1 ? runner_gpu_step_batch(g1, g2, x, nb, sq, tk, ps, l, msg, sizeof msg)
+                                      : runner_gpu_step(g1, g2, x, q0, tk[0], ps[0], l, msg, sizeof msg);
+                if (rc) { fprintf(stderr, "bench_decode: %s\n", msg); return 1; }
             }
         rate[run] = (double)n_streams * n_gen / (hm_now() - t0);
         for (int i = 0; i < 2; i++)
@@ -130,8 +142,8 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
     if (json) {
         FILE *f = fopen(json, "w");
         if (f) {
-            fprintf(f, "{\"model\":\"%s\",\"streams\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"runs\":%d,\"decode_tok_s\":%.3f,"
-                       "\"per_stream_tok_s\":%.3f,\"hit_rate\":%.5f,\"runs_tok_s\":[", model, n_streams, n_prompt, n_gen, runs, med,
+            fprintf(f, "{\"model\":\"%s\",\"streams\":%d,\"batched\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"runs\":%d,\"decode_tok_s\":%.3f,"
+                       "\"per_stream_tok_s\":%.3f,\"hit_rate\":%.5f,\"runs_tok_s\":[", model, n_streams, nbm > 1, n_prompt, n_gen, runs, med,
                     med / n_streams, sel > 0 ? st[0] / sel : 1.0);
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", rate[i]);
             fprintf(f, "]}\n");
@@ -145,7 +157,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
 
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
-    int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0, n_streams = 1;
+    int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0, n_streams = 1, no_batch = 0;
     long prompt_seed = 12345;   /* --prompt-seed: run r's random prompt is seeded with this + r */
     runner_opts ro; runner_opts_init(&ro);
     hm_error e;
@@ -159,6 +171,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--streams") && i + 1 < argc) n_streams = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-batch")) no_batch = 1;   /* --streams: one step per sequence */
         else if (!strcmp(argv[i], "--prompt-seed") && i + 1 < argc) prompt_seed = atol(argv[++i]);   /* a profiling run on other prompts */
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
@@ -167,7 +180,7 @@ int main(int argc, char **argv) {
             for (char *t = strtok(argv[++i], ","); t && n_sizes < 8; t = strtok(NULL, ",")) sizes[n_sizes++] = atoi(t);
             for (int k = 0; k < n_sizes; k++) if (sizes[k] < 1) { fprintf(stderr, "bench_decode: bad --prefill size\n"); return 2; }
         } else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) setenv("HOTMOE_PREFILL_CHUNK", argv[++i], 1);
-        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N] [--prompt-seed S] (and runner flags)\n"); return 2; }
+        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N [--no-batch]] [--prompt-seed S] (and runner flags)\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
     hm_model m;
@@ -188,7 +201,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         free(counts);
-        int rc = bench_streams(&m, &ro, model, n_streams, n_prompt, n_gen, runs, json);
+        int rc = bench_streams(&m, &ro, model, n_streams, n_prompt, n_gen, runs, no_batch, json);
         model_free(&m);
         return rc;
     }

@@ -83,13 +83,18 @@ __device__ void install(const dcache &c, int v, int e, const void **tg, const vo
     c.miss_dst[n] = d;
 }
 
-__global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, int *ids, int k, float decay,
+/* ids: nt tokens' choices, kt each (k = nt * kt <= 64; a decode step: nt 1). --cold cpu: token t's
+ * CPU experts take their weights from w[t * wstride + j] and its x from xn + t * n_embd. */
+__global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, int *ids, int nt, int kt, const float *xn,
+                                                                const float *w, int wstride, int overlap, float decay,
                                                                 const void **tg, const void **tu, const void **td) {
-    __shared__ int sid[64], nmiss, ncpu;
-    const int tid = threadIdx.x;
+    __shared__ int sid[64], nmiss, ncpu[HJOB_MAX_T];
+    const int tid = threadIdx.x, k = nt * kt;
+    int *ids_miss = overlap ? c.ids_miss : NULL;
     if (tid < k) sid[tid] = ids[tid];
-    if (tid < k && c.ids_miss) c.ids_miss[tid] = -1;
-    if (tid == 0) nmiss = ncpu = 0;
+    if (tid < k && ids_miss) ids_miss[tid] = -1;
+    if (tid < HJOB_MAX_T) ncpu[tid] = 0;
+    if (tid == 0) nmiss = 0;
     __syncthreads();
     for (int e = tid; e < c.n_expert; e += blockDim.x) {
         float add = 0.f;
@@ -99,7 +104,7 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
     __syncthreads();
     unsigned long long hits = 0, copied = 0, direct = 0, oncpu = 0;
     for (int j = 0; j < k; j++) {
-        const int e = sid[j];
+        const int e = sid[j], t = j / kt;
         if (e < 0 || e >= c.n_expert) continue;          /* never produced by the router */
         if (c.slot_of[e] >= 0) { hits++; continue; }      /* the same value in every thread */
         int v = -1;
@@ -107,12 +112,12 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
         if (tid == 0) {
             if (v >= 0) {
                 install(c, v, e, tg, tu, td, nmiss++);
-                if (c.ids_miss && !(c.cpu && c.async)) { c.ids_miss[j] = e; ids[j] = -1; }   /* computed after its copy */
+                if (ids_miss && !(c.cpu && c.async)) { ids_miss[j] = e; ids[j] = -1; }   /* computed after its copy */
             }
             if (c.cpu && (v < 0 || c.async)) {   /* the workers compute it; the GPU runs the zero record */
-                c.job->ids[ncpu] = e;
-                c.job->w[ncpu] = c.w[j];
-                ncpu++;
+                c.job->ids[t][ncpu[t]] = e;
+                c.job->w[t][ncpu[t]] = w[t * wstride + j - t * kt];
+                ncpu[t]++;
                 ids[j] = c.n_expert;
             }
         }
@@ -123,10 +128,13 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_update(const dcache c, 
     if (c.cpu) {
         hjob *jb = c.job;
         float *dx = jb->dx;
-        for (int i = tid; i < c.n_embd; i += blockDim.x) dx[i] = c.xn[i];
+        for (int i = tid; i < nt * c.n_embd; i += blockDim.x) dx[i] = xn[i];
         __syncthreads();
         if (tid == 0) {
-            jb->n = ncpu;
+            int n = 0;
+            for (int t = 0; t < nt; t++) { jb->nt[t] = ncpu[t]; n += ncpu[t]; }
+            jb->n_tok = nt;
+            jb->n = n;
             __threadfence_system();
             jb->req = (uint32_t)*c.step;
         }
@@ -189,16 +197,21 @@ static void copy_beside(const dcache *c, cudaStream_t s, cudaStream_t side, cuda
     if (join) cudaEventRecord(join, side);
 }
 
-void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
-                       cudaEvent_t fork) {
-    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, k, decay, tab->gate, tab->up, tab->down);
+void cache_record_step_batch(const dcache *c, int *ids, int nt, int kt, const float *xn, float *w, int wstride, float decay,
+                             const dexperts *tab, cudaStream_t s, cudaStream_t side, cudaEvent_t fork) {
+    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, nt, kt, xn, w, wstride, 0, decay, tab->gate, tab->up, tab->down);
     if (c->async) copy_beside(c, s, side, fork, NULL);   /* swap-ins beside the rest of the step (joined at its end) */
     else k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
 }
 
+void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
+                       cudaEvent_t fork) {
+    cache_record_step_batch(c, ids, 1, k, c->xn, c->w, 0, decay, tab, s, side, fork);
+}
+
 void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s,
                                cudaStream_t side, cudaEvent_t fork, cudaEvent_t join) {
-    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, k, decay, tab->gate, tab->up, tab->down);
+    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, 1, k, c->xn, c->w, 0, 1, decay, tab->gate, tab->up, tab->down);
     copy_beside(c, s, side, fork, join);   /* the hits' GEMVs meanwhile */
 }
 

@@ -88,6 +88,23 @@ static size_t tsz(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
 static size_t vsz(const hm_tensor *t) { return t->data ? (size_t)t->ne[0] * 4 : 0; }
 static size_t fsz(const hm_ffn_w *f) { return tsz(&f->gate) + tsz(&f->up) + tsz(&f->down); }
 
+/* Floats of each batched-decode buffer per row (GPU_BATCH_MAX rows each, allocated when n_seq > 1). */
+typedef struct { size_t x, q, att, logits, rlog, ew, act, ey, sh_act, part; } batch_sizes;
+static batch_sizes batch_rows(const hm_config *c) {
+    int ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
+    if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
+    const size_t k = (size_t)c->n_expert_used;
+    batch_sizes b = { (size_t)c->n_embd, (size_t)c->q_dim + 2 * (size_t)c->kv_dim, (size_t)c->q_dim, (size_t)c->n_vocab,
+                      (size_t)c->n_expert, k + 1, (size_t)ff * k, (size_t)c->n_embd * (k + 1), (size_t)ff,
+                      op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim) };
+    return b;
+}
+static size_t batch_workspace(const hm_config *c) {
+    const batch_sizes b = batch_rows(c);   /* x, xn, tmp, sh: n_embd each */
+    return GPU_BATCH_MAX * (sizeof(float) * (4 * b.x + b.q + b.att + b.logits + b.rlog + b.ew + b.act + b.ey + b.sh_act + b.part) +
+                            sizeof(int) * ((size_t)c->n_expert_used + 2)) + 4096;
+}
+
 extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
     return gpu_exec_vram_needed_range(m, n_ctx, 0, m->cfg.n_layer, 1);
 }
@@ -108,6 +125,7 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
                           c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
                           op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
+    if (n_seq > 1) n += batch_workspace(c);
     return n;
 }
 
@@ -273,6 +291,107 @@ static int capture(gpu_exec *g, int with_logits, int seq, cudaGraphExec_t *out, 
     cudaGraph_t graph;
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
     record_step(g, with_logits, seq);
+    CK(cudaStreamEndCapture(g->s, &graph));
+    CK(cudaGraphInstantiate(out, graph, 0));
+    cudaGraphDestroy(graph);
+    return 0;
+bad:
+    return -1;
+}
+
+/* Records one batched decode step of nb tokens (rows of the b* buffers; each row's sequence and
+ * position in bseq/bpos). The same kernels as record_step per row, so each row's results are its
+ * single step's bit for bit; the weight matrices of the dense part go through gpu_gemv_batch (read
+ * once for all rows), the expert cache and the CPU hand-off run once per layer for all rows. */
+static void record_step_batch(gpu_exec *g, int nb) {
+    const hm_config *c = &g->m->cfg;
+    cudaStream_t s = g->s;
+    const int D = c->n_embd, k = c->n_expert_used, E = c->n_expert, QKV = c->q_dim + 2 * c->kv_dim, V = c->n_vocab;
+    const batch_sizes b = batch_rows(c);
+    const long long seq_stride = (long long)(g->l1 - g->l0) * g->n_ctx * c->kv_dim;
+    cudaMemcpyAsync(g->bx, g->hb_x, sizeof(float) * D * nb, cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(g->bpos, g->hb_pos, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
+    cudaMemcpyAsync(g->bseq, g->hb_seq, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
+    if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
+    for (int r = 0; r < nb; r++) op_rmsnorm(g->bx + (size_t)r * D, g->L[g->l0].attn_norm, g->bxn + (size_t)r * D, D, c->rms_eps, s);
+    for (int il = g->l0; il < g->l1; il++) {
+        dlayer *l = &g->L[il];
+        const size_t kvl = (size_t)(il - g->l0) * g->n_ctx * c->kv_dim;   /* the layer's cache within a sequence's */
+        const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : g->head ? g->out_norm : NULL;
+        if (l->n_fused) gpu_gemv_batch(l->wqkv.type, l->wqkv.d, g->bxn, D, g->bq, QKV, nb, D, (int)l->wqkv.ne1, s);
+        else {
+            gpu_gemv_batch(l->wq.type, l->wq.d, g->bxn, D, g->bq, QKV, nb, D, c->q_dim, s);
+            gpu_gemv_batch(l->wk.type, l->wk.d, g->bxn, D, g->bq + c->q_dim, QKV, nb, D, c->kv_dim, s);
+        }
+        if (l->n_fused != 3) gpu_gemv_batch(l->wv.type, l->wv.d, g->bxn, D, g->bq + c->q_dim + c->kv_dim, QKV, nb, D, c->kv_dim, s);
+        for (int r = 0; r < nb; r++) {
+            float *q = g->bq + (size_t)r * QKV;
+            op_qkv_post_seq(q, q + c->q_dim, q + c->q_dim + c->kv_dim, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head,
+                            c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos + r, g->kc + kvl, g->vc + kvl,
+                            g->bseq + r, seq_stride, s);
+            op_attn_decode_seq(q, g->kc + kvl, g->vc + kvl, g->batt + (size_t)r * c->q_dim, g->bpart + (size_t)r * b.part, c->n_head,
+                               c->n_head_kv, c->head_dim, g->n_ctx, g->bpos + r, g->bseq + r, seq_stride, s);
+        }
+        gpu_gemv_batch(l->wo.type, l->wo.d, g->batt, c->q_dim, g->btmp, D, nb, c->q_dim, D, s);
+        for (int r = 0; r < nb; r++)
+            op_residual_norm(g->bx + (size_t)r * D, g->btmp + (size_t)r * D, NULL, 1, NULL, l->ffn_norm, g->bxn + (size_t)r * D, D,
+                             c->rms_eps, s);
+        int shared = 0;
+        if (l->has_single) {   /* dense FFN, or the shared expert: per row (one x per launch) */
+            dexperts *x = &l->single;
+            const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
+            for (int r = 0; r < nb; r++) {
+                gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->bxn + (size_t)r * D, g->bsh_act + r * b.sh_act,
+                                        D, ff, s);
+                gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->bsh_act + r * b.sh_act, g->bsh + (size_t)r * D, ff, D, s);
+            }
+            if (!l->is_moe) {
+                for (int r = 0; r < nb; r++)
+                    op_residual_norm(g->bx + (size_t)r * D, g->bsh + (size_t)r * D, NULL, 1, NULL, next_norm, g->bxn + (size_t)r * D,
+                                     D, c->rms_eps, s);
+                continue;
+            }
+            shared = 1;
+        }
+        gpu_gemv_batch(l->router.type, l->router.d, g->bxn, D, g->brlog, b.rlog, nb, D, E, s);
+        for (int r = 0; r < nb; r++)
+            op_router(g->brlog + r * b.rlog, l->router_bias, E, k, c->router_fn, c->norm_topk, c->routed_scale, c->n_group,
+                      c->topk_group, g->bids + r * k, g->bew + r * b.ew, s);
+        dexperts *x = &l->exps;
+        if (l->cache)
+            cache_record_step_batch(l->cache, g->bids, nb, k, g->bxn, g->bew, (int)b.ew, g->decay, x, s, g->side, g->side_fork);
+        if (l->cache && l->cache->cpu && g->hostfn) hybrid_record_hostfn(g, l->cache->job_h, s);
+        for (int r = 0; r < nb; r++) {
+            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->bids + r * k, k, g->bxn + (size_t)r * D, g->bact + r * b.act, D,
+                                    c->n_ff_exp, s);
+            gpu_gemv_experts(x->type_down, x->down, g->bids + r * k, k, g->bact + r * b.act, g->bey + r * b.ey, c->n_ff_exp, D, s);
+        }
+        int kk = k;
+        if (l->cache && l->cache->cpu) {   /* each row's CPU share arrives as one more expert row of weight 1 */
+            if (g->hostfn) cudaStreamWaitEvent(s, g->hf_join, 0);
+            hybrid_wait_batch(l->cache, nb, g->bey + (size_t)k * D, b.ey, g->bew + k, (int)b.ew, D, s);
+            kk++;
+        }
+        for (int r = 0; r < nb; r++)
+            op_residual_norm(g->bx + (size_t)r * D, g->bey + r * b.ey, g->bew + r * b.ew, kk, shared ? g->bsh + (size_t)r * D : NULL,
+                             next_norm, g->bxn + (size_t)r * D, D, c->rms_eps, s);
+    }
+    if (g->async_copies) {   /* the step ends when this step's swap-ins are in */
+        cudaEventRecord(g->side_join, g->side);
+        cudaStreamWaitEvent(s, g->side_join, 0);
+    }
+    if (!g->head) {
+        cudaMemcpyAsync(g->hb_xout, g->bx, sizeof(float) * D * nb, cudaMemcpyDeviceToHost, s);
+        return;
+    }
+    gpu_gemv_batch(g->output.type, g->output.d, g->bxn, D, g->blogits, V, nb, D, V, s);
+    cudaMemcpyAsync(g->hb_logits, g->blogits, sizeof(float) * V * nb, cudaMemcpyDeviceToHost, s);
+}
+
+static int capture_batch(gpu_exec *g, int nb, cudaGraphExec_t *out, char *err, size_t errlen) {
+    cudaGraph_t graph;
+    CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
+    record_step_batch(g, nb);
     CK(cudaStreamEndCapture(g->s, &graph));
     CK(cudaGraphInstantiate(out, graph, 0));
     cudaGraphDestroy(graph);
@@ -530,7 +649,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                     CK(cudaMemset(g->zero_rec, 0, max_stride));
                     /* the hand-off jobs and their x/out vectors, pinned and mapped */
                     g->n_jobs = n_moe;
-                    g->jobs_bytes = (size_t)n_moe * (sizeof(hjob) + 2 * ALIGN256(sizeof(float) * c->n_embd));
+                    g->jobs_bytes = (size_t)n_moe * (sizeof(hjob) + 2 * ALIGN256(sizeof(float) * HJOB_MAX_T * c->n_embd));
                     if (cudaHostAlloc((void **)&g->jobs, g->jobs_bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
                         cudaGetLastError(); g->jobs = NULL;
                         fail(err, errlen, "--cold cpu: cannot pin %zu bytes for the CPU hand-off", g->jobs_bytes);
@@ -541,7 +660,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                     CK(cudaHostGetDevicePointer((void **)&db, g->jobs, 0));
                     db += (size_t)n_moe * sizeof(hjob);
                     for (int j = 0; j < n_moe; j++) {
-                        const size_t v = ALIGN256(sizeof(float) * c->n_embd), off = 2 * v * j;
+                        const size_t v = ALIGN256(sizeof(float) * HJOB_MAX_T * c->n_embd), off = 2 * v * j;
                         g->jobs[j].x = (float *)(hb + off); g->jobs[j].out = (float *)(hb + off + v);
                         g->jobs[j].dx = (float *)(db + off); g->jobs[j].dout = (float *)(db + off + v);
                     }
@@ -636,11 +755,27 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-#undef A
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
+        if (g->n_seq > 1) {   /* batched decode: GPU_BATCH_MAX rows of each buffer (in the estimate: batch_workspace) */
+            const batch_sizes b = batch_rows(c);
+            const size_t R = GPU_BATCH_MAX;
+            A(g->bx, R * b.x); A(g->bxn, R * b.x); A(g->btmp, R * b.x); A(g->bsh, R * b.x); A(g->bq, R * b.q);
+            A(g->batt, R * b.att); A(g->blogits, R * b.logits); A(g->brlog, R * b.rlog); A(g->bew, R * b.ew);
+            A(g->bact, R * b.act); A(g->bey, R * b.ey); A(g->bsh_act, R * b.sh_act); A(g->bpart, R * b.part);
+            if (!(g->bids = (int *)dalloc(g, sizeof(int) * R * c->n_expert_used, err, errlen)) ||
+                !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))
+                goto bad;
+            CK(cudaMallocHost(&g->hb_x, sizeof(float) * R * D));
+            CK(cudaMallocHost(&g->hb_xout, sizeof(float) * R * D));
+            CK(cudaMallocHost(&g->hb_logits, sizeof(float) * R * c->n_vocab));
+            CK(cudaMallocHost(&g->hb_pos, sizeof(int) * R));
+            CK(cudaMallocHost(&g->hb_seq, sizeof(int) * R));
+            /* the cache kernel takes the union of the tokens' choices, at most 64 */
+            g->nb_max = c->n_expert_used * GPU_BATCH_MAX <= 64 ? GPU_BATCH_MAX : 64 / c->n_expert_used;
+        }
         CK(cudaMallocHost(&g->h_x, sizeof(float) * D));
         CK(cudaMallocHost(&g->h_logits, sizeof(float) * c->n_vocab));
         CK(cudaMallocHost(&g->h_pos, sizeof(int)));
@@ -654,6 +789,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             for (size_t i = 0; i < nk; i++) g->h_rec[i] = g->h_replay[i] = -1;
             CK(cudaMemset(g->d_rec, 0xFF, sizeof(int) * nk));
         }
+#undef A
     }
     if (g->n_streamed && o->staging > 0) {   /* prefill staging: two buffers, tables, a copy stream */
         g->cat = VRAM_WORKSPACE;
@@ -754,6 +890,25 @@ extern "C" int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos
     return gpu_exec_forward_stage(g, seq, token, NULL, pos, logits, NULL, err, errlen);
 }
 
+/* --swap-interval N: the histogram exchange between two steps, every N tokens */
+static int exchange_due(gpu_exec *g, char *err, size_t errlen) {
+    if (!g->xch_interval || g->tokens < g->xch_next) return 0;
+    g->xch_next = g->tokens + g->xch_interval;
+    return g->tokens > 0 && hybrid_exchange(g, err, errlen) ? -1 : 0;
+}
+
+/* A step whose CPU experts did not come back in time (the GPU's wait gave up) fails, naming the layer. */
+static int late_jobs(gpu_exec *g, char *err, size_t errlen) {
+    for (int h = 0; h < g->n_jobs; h++)
+        if (g->jobs[h].late) {
+            const unsigned st = g->jobs[h].late;
+            g->jobs[h].late = 0;
+            return fail(err, errlen, "gpu: the CPU workers did not return layer %d's experts of step %u within 5 s "
+                        "(dispatcher stalled at request %u, done %u)", g->jobs_layer[h], st, g->jobs[h].req, g->jobs[h].done);
+        }
+    return 0;
+}
+
 extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
                                       char *err, size_t errlen) {
     const hm_config *c = &g->m->cfg;
@@ -768,7 +923,7 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
     }
     CK(cudaSetDevice(g->dev));   /* stages of a pipeline live on different devices of one process */
     *g->h_pos = pos;
-    if (g->xch_interval && g->tokens > 0 && g->tokens % g->xch_interval == 0 && hybrid_exchange(g, err, errlen)) return -1;
+    if (exchange_due(g, err, errlen)) return -1;
     g->tokens++;
     if (g->h_step) ++*g->h_step;   /* the dispatcher expects steps 1, 2, ... in order */
     /* mode 2 profiles one executor's steps of sequence 0 with logits; the others run as usual */
@@ -796,16 +951,51 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
         }
         prof.steps++;
     }
-    for (int h = 0; h < g->n_jobs; h++)
-        if (g->jobs[h].late) {
-            const unsigned st = g->jobs[h].late;
-            g->jobs[h].late = 0;
-            return fail(err, errlen, "gpu: the CPU workers did not return layer %d's experts of step %u within 5 s "
-                        "(dispatcher stalled at request %u, done %u)", g->jobs_layer[h], st, g->jobs[h].req, g->jobs[h].done);
-        }
+    if (late_jobs(g, err, errlen)) return -1;
     if (logits && g->head) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
     if (!g->head) memcpy(x_out, g->h_xout, sizeof(float) * c->n_embd);
     if ((!g->head || g->l0) && g->pool) workers_park(g->pool);   /* a stage: the other stage's workers get the cores */
+    return 0;
+bad:
+    return -1;
+}
+
+extern "C" int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
+                                      float *logits, float *x_out, char *err, size_t errlen) {
+    const hm_config *c = &g->m->cfg;
+    const int D = c->n_embd;
+    if (nb == 1) return gpu_exec_forward_stage(g, seq[0], tokens ? tokens[0] : 0, x_in, pos[0], logits, x_out, err, errlen);
+    if (!g->nb_max) return fail(err, errlen, "gpu: a batched step needs an executor with several sequences (it has %d)", g->n_seq);
+    if (g->d_rec) return fail(err, errlen, "gpu: a batched step does not record or replay routing (run the sequences one by one)");
+    if (nb < 1 || nb > g->nb_max) return fail(err, errlen, "gpu: a batched step takes 1 to %d tokens, found %d", g->nb_max, nb);
+    if (!g->head && !x_out) return fail(err, errlen, "gpu: stage of layers %d..%d: x_out expected", g->l0, g->l1 - 1);
+    if (!x_in && g->l0) return fail(err, errlen, "gpu: stage of layers %d..%d: x_in expected", g->l0, g->l1 - 1);
+    for (int r = 0; r < nb; r++) {
+        if (seq[r] < 0 || seq[r] >= g->n_seq) return fail(err, errlen, "gpu: sequence %d outside [0, %d)", seq[r], g->n_seq);
+        for (int q = 0; q < r; q++)
+            if (seq[q] == seq[r]) return fail(err, errlen, "gpu: sequence %d twice in one batched step", seq[r]);
+        if (pos[r] < 0 || pos[r] >= g->n_ctx) return fail(err, errlen, "gpu: position %d outside the context of %d", pos[r], g->n_ctx);
+        if (x_in) memcpy(g->hb_x + (size_t)r * D, x_in + (size_t)r * D, sizeof(float) * D);
+        else {
+            if (tokens[r] < 0 || tokens[r] >= c->n_vocab)
+                return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", tokens[r], c->n_vocab);
+            const hm_tensor *te = &g->m->tok_embd;
+            hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)tokens[r] * hm_row_size(te->type, te->ne[0]),
+                                            g->hb_x + (size_t)r * D, te->ne[0]);
+        }
+        g->hb_pos[r] = pos[r]; g->hb_seq[r] = seq[r];
+    }
+    CK(cudaSetDevice(g->dev));
+    if (exchange_due(g, err, errlen)) return -1;
+    g->tokens += nb;
+    if (g->h_step) ++*g->h_step;
+    if (!g->bgraphs[nb] && capture_batch(g, nb, &g->bgraphs[nb], err, errlen)) return -1;
+    CK(cudaGraphLaunch(g->bgraphs[nb], g->s));
+    CK(cudaStreamSynchronize(g->s));
+    if (late_jobs(g, err, errlen)) return -1;
+    if (logits && g->head) memcpy(logits, g->hb_logits, sizeof(float) * c->n_vocab * nb);
+    if (!g->head) memcpy(x_out, g->hb_xout, sizeof(float) * D * nb);
+    if ((!g->head || g->l0) && g->pool) workers_park(g->pool);
     return 0;
 bad:
     return -1;
@@ -824,6 +1014,7 @@ extern "C" void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out) {
     out->n_static = g->n_static; out->n_slots = g->n_slots; out->expert_bytes = g->rec_bytes;
     out->cpu_threads = g->cpu_threads; out->swaps = g->swaps; out->swap_async = g->swap_async;
     out->prefill_chunk = g->pf_cap; out->prefill_reserved = g->pf_reserved; out->vram_prefill = gpu_exec_prefill_bytes(g);
+    out->batch_max = g->d_rec || g->nb_max < 1 ? 1 : g->nb_max;
 }
 
 extern "C" int gpu_exec_cache_stats(gpu_exec *g, uint64_t out[GPU_CACHE_STATS], int reset, char *err, size_t errlen) {
@@ -864,7 +1055,12 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     for (int i = 0; g->graphs && i < 2 * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs);
+    for (int i = 0; i <= GPU_BATCH_MAX; i++)
+        if (g->bgraphs[i]) cudaGraphExecDestroy(g->bgraphs[i]);
     for (int i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
+    void *hb[] = { g->hb_x, g->hb_xout, g->hb_logits, g->hb_pos, g->hb_seq };
+    for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++)
+        if (hb[i]) cudaFreeHost(hb[i]);
     if (g->h_x) cudaFreeHost(g->h_x);
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_pos) cudaFreeHost(g->h_pos);

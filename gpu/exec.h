@@ -62,6 +62,7 @@ typedef struct {
     size_t expert_bytes;    /* one expert record (gate + up + down, aligned) */
     int prefill_chunk;      /* --gpu-mem: the prefill chunk whose workspace is reserved in the budget */
     size_t prefill_reserved, vram_prefill;   /* that reservation; the prefill workspace allocated now (0 before a prompt) */
+    int batch_max;          /* most tokens gpu_exec_forward_batch takes in one step (1: no batched decode) */
 } gpu_exec_layout;
 
 /* Bytes of VRAM gpu_exec_create would allocate for m with n_ctx positions. */
@@ -102,6 +103,19 @@ int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *lo
  * others x_out (n_embd floats). */
 int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
                            char *err, size_t errlen);
+/* Batched decode: nb tokens (1..GPU_BATCH_MAX) of nb different sequences in one step (one CUDA
+ * graph per batch size): token r of sequence seq[r] at position pos[r]. Every weight matrix of
+ * the dense part (attention, router, shared expert, output head) is read once for all of them, the
+ * expert cache is updated once for the union of their experts (a victim is never an expert of any
+ * of them), and with --cold cpu the workers get one job per layer for all tokens. Each token's
+ * logits equal those of gpu_exec_forward_seq on it, bit for bit (the same kernels per row; CPU
+ * experts: the same per-token arithmetic). x_in: NULL (the tokens' embeddings) or (nb, n_embd),
+ * the residual stream entering a pipeline stage; logits: (nb, n_vocab) or NULL (the last stage);
+ * x_out: (nb, n_embd) for a stage without the head. Needs an executor made with n_seq > 1 and
+ * without route_io; sequences must be distinct. Returns 0, or -1 with err set. */
+#define GPU_BATCH_MAX 4
+int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
+                           float *logits, float *x_out, char *err, size_t errlen);
 /* VRAM for layers [l0, l1) (with the output head when l1 == n_layer) and n_seq KV caches. */
 size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, int n_seq);
 size_t gpu_exec_vram_used(const gpu_exec *g);

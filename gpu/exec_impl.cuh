@@ -19,16 +19,21 @@ typedef struct {
  * (hidx[e] is its record there), mapped into the device's address space. The device-side state
  * (scores, owners, the pointer tables) changes only in cache kernels: nothing goes to the host. */
 /* One MoE layer's hand-off to the CPU workers (--cold cpu), in pinned host memory mapped into the
- * GPU: the GPU writes n, ids, w and x, then req = step; the dispatcher thread hands the job to
- * the workers, which write out, then done = step (release order); the GPU waits for done. */
+ * GPU: the GPU writes each token's cold experts (nt[t] entries of ids[t], w[t]), their count n over
+ * the step's n_tok tokens and x (n_tok rows), then req = step; the dispatcher thread hands the job
+ * to the workers, which write out (n_tok rows), then done = step (release order); the GPU waits
+ * for done. A decode step has one token, a batched step (gpu_exec_forward_batch) up to HJOB_MAX_T. */
 #define HJOB_MAX_K 64
+#define HJOB_MAX_T 4
 typedef struct {
     volatile uint32_t req, done;
     volatile uint32_t late;      /* set by the GPU's wait when the workers did not answer in time (the step that gave up) */
-    int n;                       /* cold experts of this step (0: nothing to wait for) */
-    int ids[HJOB_MAX_K];
-    float w[HJOB_MAX_K];
-    float *x, *out;              /* (n_embd) each, host addresses (device addresses: dx, dout) */
+    int n;                       /* cold experts of this step, all tokens (0: nothing to wait for) */
+    int n_tok;                   /* tokens of this step (1..HJOB_MAX_T) */
+    int nt[HJOB_MAX_T];          /* cold experts per token */
+    int ids[HJOB_MAX_T][HJOB_MAX_K];
+    float w[HJOB_MAX_T][HJOB_MAX_K];
+    float *x, *out;              /* (HJOB_MAX_T, n_embd) each, host addresses (device addresses: dx, dout) */
     float *dx, *dout;
 } hjob;
 
@@ -140,6 +145,14 @@ struct gpu_exec {
     size_t pinned_bytes;
     void **allocs; int n_allocs, cap_allocs;
     struct gpu_prefill *pf;               /* prefill workspace (prefill.cu), NULL until used */
+    /* batched decode (gpu_exec_forward_batch, n_seq > 1): up to GPU_BATCH_MAX tokens of different
+     * sequences per step, row r of each buffer is token r's; one graph per batch size */
+    int nb_max;
+    float *bx, *bxn, *bq, *batt, *btmp, *blogits, *brlog, *bew, *bact, *bey, *bsh, *bsh_act, *bpart;
+    int *bids, *bpos, *bseq;              /* device: (nb, k) expert ids; each row's position and sequence */
+    float *hb_x, *hb_logits, *hb_xout; int *hb_pos, *hb_seq;   /* pinned */
+    cudaGraphExec_t bgraphs[GPU_BATCH_MAX + 1];
+    long long xch_next;                   /* the exchange's next token count (--swap-interval) */
 };
 
 enum { VRAM_WEIGHTS, VRAM_EXPERTS, VRAM_KV, VRAM_WORKSPACE };
@@ -151,6 +164,11 @@ void route_replay(const float *logits, int n, int k, int fn, int norm, float sca
                   cudaStream_t s);
 void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
                        cudaEvent_t fork);
+/* The same for a batched step: nt tokens' ids (nt x kt, row-major) at once (a victim is never an
+ * expert of any of them); --cold cpu: token t's CPU experts take their weights from w + t * wstride
+ * and its x from xn + t * n_embd. --overlap-misses does not apply (every copy before the GEMVs). */
+void cache_record_step_batch(const dcache *c, int *ids, int nt, int kt, const float *xn, float *w, int wstride, float decay,
+                             const dexperts *tab, cudaStream_t s, cudaStream_t side, cudaEvent_t fork);
 /* --prefetch: the predicted experts pids[0..k) into the cache's slots, copied on `side` (join on
  * `join`, waited for before that layer's own update). */
 void cache_record_prefetch(const dcache *c, const int *pids, int k, const dexperts *tab, cudaStream_t s, cudaStream_t side,
@@ -161,6 +179,8 @@ void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, co
                                cudaStream_t side, cudaEvent_t fork, cudaEvent_t join);
 /* gpu/hybrid.cu: waits for the layer's CPU job and puts its result in y_row (weight 1 in w1). */
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s);
+/* The same for nt tokens: token t's result into y + t * ystride, weight 1 into w + t * wstride. */
+void hybrid_wait_batch(const dcache *c, int nt, float *y, size_t ystride, float *w, int wstride, int n_embd, cudaStream_t s);
 int hybrid_start(struct gpu_exec *g, int n_threads, int first_core, char *err, size_t errlen);
 /* --cpu-handoff hostfn: records, after the layer's cache update, a host node on side3 that runs job
  * h on the workers and returns when it is done; the caller waits on hf_join before hybrid_wait. */

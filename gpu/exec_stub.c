@@ -20,6 +20,12 @@ int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_i
     snprintf(err, errlen, "gpu: this binary was built without CUDA");
     return -1;
 }
+int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
+                           float *logits, float *x_out, char *err, size_t errlen) {
+    (void)g; (void)nb; (void)seq; (void)tokens; (void)x_in; (void)pos; (void)logits; (void)x_out;
+    snprintf(err, errlen, "gpu: this binary was built without CUDA");
+    return -1;
+}
 size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, int n_seq) {
     (void)m; (void)n_ctx; (void)l0; (void)l1; (void)n_seq;
     return 0;

@@ -28,7 +28,7 @@ extern "C" {
 #include <string.h>
 #include <time.h>
 
-__global__ void k_hybrid_wait(const hjob *job, const int *step, float *y_row, float *w1, int n) {
+__global__ void k_hybrid_wait(const hjob *job, const int *step, int nt, float *y, size_t ystride, float *w, int wstride, int n) {
     __shared__ int have;
     if (threadIdx.x == 0) {
         const uint32_t want = (uint32_t)*step;
@@ -45,15 +45,21 @@ __global__ void k_hybrid_wait(const hjob *job, const int *step, float *y_row, fl
             }
             __threadfence_system();
         }
-        *w1 = 1.0f;
+        for (int t = 0; t < nt; t++) w[(size_t)t * wstride] = 1.0f;
     }
     __syncthreads();
     const volatile float *out = job->dout;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) y_row[i] = have > 0 ? out[i] : have < 0 ? __int_as_float(0x7fc00000) : 0.0f;
+    for (int t = 0; t < nt; t++)
+        for (int i = threadIdx.x; i < n; i += blockDim.x)
+            y[t * ystride + i] = have > 0 ? out[(size_t)t * n + i] : have < 0 ? __int_as_float(0x7fc00000) : 0.0f;
 }
 
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s) {
-    k_hybrid_wait<<<1, 1024, 0, s>>>(c->job, c->step, y_row, w1, n_embd);
+    k_hybrid_wait<<<1, 1024, 0, s>>>(c->job, c->step, 1, y_row, 0, w1, 0, n_embd);
+}
+
+void hybrid_wait_batch(const dcache *c, int nt, float *y, size_t ystride, float *w, int wstride, int n_embd, cudaStream_t s) {
+    k_hybrid_wait<<<1, 1024, 0, s>>>(c->job, c->step, nt, y, ystride, w, wstride, n_embd);
 }
 
 /* evict: expert e leaves record r (its tables point at its host record again) */
@@ -142,8 +148,8 @@ static workers_job make_job(gpu_exec *g, int h, uint32_t v) {
     const int l = g->jobs_layer[h];
     workers_job wj;
     memset(&wj, 0, sizeof wj);
-    wj.layer = l; wj.n_tok = 1; wj.n_embd = c->n_embd; wj.x = j->x; wj.k = HJOB_MAX_K;
-    wj.n_cold = &j->n; wj.ids = j->ids; wj.w = j->w;
+    wj.layer = l; wj.n_tok = j->n_tok; wj.n_embd = c->n_embd; wj.x = j->x; wj.k = HJOB_MAX_K;
+    wj.n_cold = j->nt; wj.ids = &j->ids[0][0]; wj.w = &j->w[0][0];
     wj.experts = g->cpu_experts + (size_t)l * c->n_expert; wj.n_expert = c->n_expert;
     wj.out = j->out; wj.flag = (uint32_t *)&j->done; wj.flag_value = v;
     return wj;
@@ -153,7 +159,7 @@ static workers_job make_job(gpu_exec *g, int h, uint32_t v) {
 static void job_failed(gpu_exec *g, int h, uint32_t v, const char *err) {
     hjob *j = &g->jobs[h];
     fprintf(stderr, "hotmoe: cpu workers: %s\n", err);
-    for (int i = 0; i < g->m->cfg.n_embd; i++) j->out[i] = __builtin_nanf("");
+    for (int i = 0; i < HJOB_MAX_T * g->m->cfg.n_embd; i++) j->out[i] = __builtin_nanf("");
     __atomic_store_n(&j->done, v, __ATOMIC_RELEASE);
 }
 

@@ -142,16 +142,23 @@ void op_residual_norm(float *x, const float *y, const float *wt, int k, const fl
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
-                           float eps, const int *pos_p, float *kcache, float *vcache) {
+                           float eps, const int *pos_p, float *kcache, float *vcache, const int *seq_p, long long seq_stride) {
     hm_pdl_wait();
-    qkv_post_head(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, blockIdx.x, *pos_p, kcache, vcache);
+    const long long so = seq_p ? *seq_p * seq_stride : 0;   /* a batched step: the row's sequence's cache */
+    qkv_post_head(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, blockIdx.x, *pos_p, kcache + so, vcache + so);
+}
+
+void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
+                     const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
+                     float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, cudaStream_t s) {
+    hm_launch(k_qkv_post, n_head + n_head_kv, (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd,
+              n_rot, theta, eps, pos, kcache, vcache, seq, seq_stride);
 }
 
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s) {
-    hm_launch(k_qkv_post, n_head + n_head_kv, (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd,
-              n_rot, theta, eps, pos, kcache, vcache);
+    op_qkv_post_seq(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, NULL, 0, s);
 }
 
 /* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)
@@ -180,8 +187,10 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
 
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
                                                           const float *__restrict__ vc, float *__restrict__ part,
-                                                          int n_head, int n_head_kv, int hd, int tp, const int *pos_p) {
+                                                          int n_head, int n_head_kv, int hd, int tp, const int *pos_p,
+                                                          const int *seq_p, long long seq_stride) {
     hm_pdl_wait();
+    if (seq_p) { kc += *seq_p * seq_stride; vc += *seq_p * seq_stride; }   /* a batched step: the row's sequence's cache */
     extern __shared__ __align__(16) float att_sm[];
     const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
     const int grp = n_head / n_head_kv, h0 = blockIdx.z * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
@@ -279,11 +288,16 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
+    op_attn_decode_seq(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, s);
+}
+
+void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, cudaStream_t s) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
     const dim3 grid(n_head_kv, nsplit, (grp + ATT_MAXG - 1) / ATT_MAXG);
-    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos);
+    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride);
     hm_launch(k_attn_combine, n_head, hd < 1024 ? hd : 1024, 0, s, part, out, hd, nsplit);
 }
 

@@ -10,12 +10,18 @@ void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cu
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s);
+/* The same for a row of a batched step: the caches of sequence *seq (kcache + *seq * seq_stride). */
+void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
+                     const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
+                     float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, cudaStream_t s);
 /* Decode attention (split-K flash decoding, one pass over each kv head for all its q heads) over
  * positions [0, *pos]; out (n_head*hd). hd % 4 == 0, hd <= 256, n_head % n_head_kv == 0; q, caches
  * 16-byte aligned. part: scratch of op_attn_part_floats(n_head, n_head_kv, hd) floats. */
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
+void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, cudaStream_t s);
 /* x += sum_j wt[j] * y[j] (+ shared) (wt NULL: weights 1; y: [k][n]); then, when w is not NULL,
  * out = rmsnorm(x) * w. One launch for the residual update and the next norm. */
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,

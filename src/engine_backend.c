@@ -52,8 +52,9 @@ int engine_backend_cpu(engine_backend *out, const hm_model *m, int n_slots, int 
 
 typedef struct {
     gpu_exec *g, *g2;    /* g2: the second stage of a two-GPU pipeline, or NULL */
-    float *x;            /* (n_embd) the residual stream between the stages */
-    int n_slots, n_vocab;
+    float *x;            /* (GPU_BATCH_MAX, n_embd) the residual stream between the stages */
+    float *lbuf;         /* (GPU_BATCH_MAX, n_vocab) a batched step's logits */
+    int n_slots, n_vocab, batch;   /* batch: most decode tokens per step (1: one by one) */
     int32_t eos;
 } gpu_backend;
 
@@ -63,23 +64,57 @@ static int gpu_slot_open(void *ctx, int slot, hm_error *e) {
     return 0;
 }
 
+/* A failed step ends its sequence: the next sampled token is EOS. */
+static void gpu_step_failed(gpu_backend *b, int slot, int pos, float *logits, const char *err) {
+    fprintf(stderr, "hotmoe: gpu step failed (slot %d, position %d): %s; ending the sequence\n", slot, pos, err);
+    if (!logits) return;
+    for (int v = 0; v < b->n_vocab; v++) logits[v] = -1e30f;
+    if (b->eos >= 0 && b->eos < b->n_vocab) logits[b->eos] = 0.0f;
+}
+
+/* The pending decode tokens (entries idx[0..n) of the step, distinct slots) in one batched step. */
+static void gpu_flush(gpu_backend *b, int n, const int *idx, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+    char err[1024];
+    if (n == 1) {
+        const int i = idx[0];
+        if (runner_gpu_step(b->g, b->g2, b->x, slot[i], tok[i], pos[i], logits[i], err, sizeof err))
+            gpu_step_failed(b, slot[i], pos[i], logits[i], err);
+        return;
+    }
+    int sq[GPU_BATCH_MAX] = { 0 }, ps[GPU_BATCH_MAX] = { 0 };
+    int32_t tk[GPU_BATCH_MAX] = { 0 };
+    for (int q = 0; q < n; q++) { sq[q] = slot[idx[q]]; tk[q] = tok[idx[q]]; ps[q] = pos[idx[q]]; }
+    if (runner_gpu_step_batch(b->g, b->g2, b->x, n, sq, tk, ps, b->lbuf, err, sizeof err)) {
+        for (int q = 0; q < n; q++) gpu_step_failed(b, sq[q], ps[q], logits[idx[q]], err);
+        return;
+    }
+    for (int q = 0; q < n; q++) memcpy(logits[idx[q]], b->lbuf + (size_t)q * b->n_vocab, sizeof(float) * b->n_vocab);
+}
+
 static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
     gpu_backend *b = ctx;
     char err[1024];
+    int pend[GPU_BATCH_MAX], np = 0;   /* decode tokens of different slots, run together */
     for (int i = 0; i < n; i++) {
         /* a slot's prompt chunk (consecutive positions, logits only at its end): one batched prefill */
         int j = i;
         while (j + 1 < n && slot[j + 1] == slot[i] && pos[j + 1] == pos[j] + 1 && !logits[j]) j++;
+        if (j == i && logits[i] && b->batch > 1) {   /* one decode token: batched with the other slots' */
+            for (int q = 0; q < np; q++)
+                if (slot[pend[q]] == slot[i]) { gpu_flush(b, np, pend, slot, tok, pos, logits); np = 0; break; }
+            pend[np++] = i;
+            if (np == b->batch) { gpu_flush(b, np, pend, slot, tok, pos, logits); np = 0; }
+            continue;
+        }
+        if (np) { gpu_flush(b, np, pend, slot, tok, pos, logits); np = 0; }
         if (j > i && !b->g2 && !gpu_exec_prefill_seq(b->g, slot[i], tok + i, j - i + 1, pos[i], logits[j], err, sizeof err)) {
             i = j;
             continue;
         }   /* else (one token, a pipeline, or a prefill that could not run): token by token */
-        if (!runner_gpu_step(b->g, b->g2, b->x, slot[i], tok[i], pos[i], logits[i], err, sizeof err)) continue;
-        fprintf(stderr, "hotmoe: gpu step failed (slot %d, position %d): %s; ending the sequence\n", slot[i], pos[i], err);
-        if (!logits[i]) continue;   /* the sequence ends: the next sampled token is EOS */
-        for (int v = 0; v < b->n_vocab; v++) logits[i][v] = -1e30f;
-        if (b->eos >= 0 && b->eos < b->n_vocab) logits[i][b->eos] = 0.0f;
+        if (runner_gpu_step(b->g, b->g2, b->x, slot[i], tok[i], pos[i], logits[i], err, sizeof err))
+            gpu_step_failed(b, slot[i], pos[i], logits[i], err);
     }
+    if (np) gpu_flush(b, np, pend, slot, tok, pos, logits);
 }
 
 /* /metrics: the expert caches' device counters (hits, copied in, read in place, on the CPU) of
@@ -111,7 +146,7 @@ static void gpu_free(void *ctx) {
     gpu_backend *b = ctx;
     gpu_exec_free(b->g);
     gpu_exec_free(b->g2);
-    free(b->x);
+    free(b->x); free(b->lbuf);
     free(b);
 }
 
@@ -121,7 +156,10 @@ int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int 
     if (runner_gpu_create(m, n_ctx, o, n_slots, &g, &g2, e)) return -1;
     gpu_backend *b = hm_calloc(1, sizeof *b);
     b->g = g; b->g2 = g2; b->n_slots = n_slots; b->n_vocab = m->cfg.n_vocab; b->eos = eos_id;
-    if (g2) b->x = hm_malloc(sizeof(float) * (size_t)m->cfg.n_embd);
+    b->x = hm_malloc(sizeof(float) * GPU_BATCH_MAX * (size_t)m->cfg.n_embd);
+    b->lbuf = hm_malloc(sizeof(float) * GPU_BATCH_MAX * (size_t)m->cfg.n_vocab);
+    const char *nob = getenv("HOTMOE_NO_BATCH");   /* decode tokens one by one (for comparison) */
+    b->batch = nob && *nob == '1' ? 1 : runner_gpu_batch_max(g, g2);
     *out = (engine_backend){ .name = "cuda", .ctx = b, .slot_open = gpu_slot_open, .step = gpu_step, .free = gpu_free,
                              .stats = gpu_stats };
     return 0;

@@ -308,6 +308,23 @@ int runner_gpu_step(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token
                : 0;
 }
 
+int runner_gpu_step_batch(gpu_exec *g1, gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok, const int *pos,
+                          float *logits, char *err, size_t errlen) {
+    if (!g2) return gpu_exec_forward_batch(g1, n, seq, tok, NULL, pos, logits, NULL, err, errlen);
+    return gpu_exec_forward_batch(g1, n, seq, tok, NULL, pos, NULL, x, err, errlen) ||   /* the stages one after the other */
+                   gpu_exec_forward_batch(g2, n, seq, tok, x, pos, logits, NULL, err, errlen)
+               ? -1
+               : 0;
+}
+
+int runner_gpu_batch_max(gpu_exec *g1, gpu_exec *g2) {
+    gpu_exec_layout a, b;
+    gpu_exec_info(g1, &a);
+    if (!g2) return a.batch_max;
+    gpu_exec_info(g2, &b);
+    return a.batch_max < b.batch_max ? a.batch_max : b.batch_max;
+}
+
 int runner_cache_stats(hm_runner *r, uint64_t out[GPU_CACHE_STATS], int reset, hm_error *e) {
     for (int j = 0; j < GPU_CACHE_STATS; j++) out[j] = 0;
     gpu_exec *st[2] = { r->gpu, r->gpu2 };

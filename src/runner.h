@@ -80,6 +80,13 @@ void runner_free(hm_runner *r);
  * NULL; x: n_embd floats between them). Returns 0, or -1 with err. */
 int runner_gpu_step(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int seq, int32_t token, int pos, float *logits,
                     char *err, size_t errlen);
+/* n tokens (1..GPU_BATCH_MAX) of n different sequences in one batched step (gpu_exec_forward_batch),
+ * through one executor or the two stages (x: n * n_embd floats between them); logits: (n, n_vocab).
+ * Returns 0, or -1 with err. */
+int runner_gpu_step_batch(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok,
+                          const int *pos, float *logits, char *err, size_t errlen);
+/* The most tokens runner_gpu_step_batch takes at once on g1 (and g2); 1: none batched. */
+int runner_gpu_batch_max(struct gpu_exec *g1, struct gpu_exec *g2);
 /* The GPU target's expert cache and CPU workers, summed over its stages (zeros on the CPU target). */
 int runner_cache_stats(hm_runner *r, uint64_t out[GPU_CACHE_STATS], int reset, hm_error *e);
 void runner_cpu_stats(hm_runner *r, uint64_t *bytes, double *busy_s, int reset);

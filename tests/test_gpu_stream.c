@@ -499,6 +499,100 @@ static void pipeline_tests(const char *label, const hm_model *m) {
     free(ref); free(got); free(x);
 }
 
+/* Batched decode (gpu_exec_forward_batch): 4 sequences started one step apart (so a step batches
+ * 1-4 tokens at different positions, listed in reverse sequence order) against the same executor
+ * configuration run one sequence at a time with gpu_exec_forward_seq: every logit equal bit for
+ * bit (the same kernels per row), and with CPU experts (reference kernels) within 1e-4. Also a
+ * two-stage pipeline batched against the whole executor, and the error paths. */
+static void batch_tests(const char *label, const hm_model *m, int q8) {
+    const hm_config *c = &m->cfg;
+    const int V = c->n_vocab, NS = 4, NP = 10, n_ctx = NP, steps = NP + NS - 1, L = c->n_layer;
+    float *ref = malloc(sizeof(float) * (size_t)V * NS * NP), *got = malloc(sizeof(float) * (size_t)V * NS * NP);
+    float *lb = malloc(sizeof(float) * (size_t)V * NS), *x = malloc(sizeof(float) * (size_t)c->n_embd * NS);
+    char err[1024], what[1600];
+    struct { int cold, S, C, xch, pipe; const char *name; } cfg[] = {
+        { GPU_COLD_NONE, -1, -1, 0, 0, "resident" },
+        { GPU_COLD_STREAM, 0, 1, 0, 0, "--cold stream, 1 slot (the tokens' union mostly read in place)" },
+        { GPU_COLD_STREAM, 1, 2 * 4, 0, 0, "--cold stream, 1 static + 8 slots" },
+        { GPU_COLD_CPU, 1, 1, 0, 0, "--cold cpu, 1 static + 1 slot" },
+        { GPU_COLD_CPU, 0, 0, 0, 0, "--cold cpu, every expert on the CPU" },
+        { GPU_COLD_CPU, 1, 2, 2, 0, "--cold cpu, exchange every 2 steps" },
+        { GPU_COLD_NONE, -1, -1, 0, 1, "pipeline of two stages, resident" },
+        { GPU_COLD_CPU, 1, 1, 0, 1, "pipeline of two stages, --cold cpu" },
+    };
+    gemv_mode(q8);
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        const int cpu = cfg[ci].cold == GPU_COLD_CPU;
+        if (q8 && (cpu || cfg[ci].pipe)) continue;   /* q8: the GPU-only paths (the CPU's sums differ from the q8 GEMVs) */
+        if (cfg[ci].pipe && L < 2) continue;
+        printf("-- %s: batched decode, %s%s\n", label, cfg[ci].name, q8 ? " (q8 GEMVs)" : "");
+        if (cpu) hm_kernels_set(HM_KERNELS_REF);
+        gpu_exec_opts o = mk(0, cfg[ci].cold, cfg[ci].S, cfg[ci].C, NULL, 0), a, b;
+        o.n_seq = NS; o.cpu_threads = 2;
+        if (cfg[ci].xch) { o.swap_interval = cfg[ci].xch; o.swap_floor = 0.01; o.swap_hyst = 0.01; }
+        a = o; b = o;
+        const int sp = L / 2 > 0 ? L / 2 : 1;
+        a.layer_first = 0; a.layer_last = sp; b.layer_first = sp; b.layer_last = L; b.cpu_first_core = 2;
+        gpu_exec *r = gpu_exec_create_opts(m, 0, n_ctx, &o, err, sizeof err), *g = NULL, *g2 = NULL;
+        if (r && cfg[ci].pipe) {
+            g = gpu_exec_create_opts(m, 0, n_ctx, &a, err, sizeof err);
+            g2 = g ? gpu_exec_create_opts(m, gpu_device_count() > 1 ? 1 : 0, n_ctx, &b, err, sizeof err) : NULL;
+        } else if (r)
+            g = gpu_exec_create_opts(m, 0, n_ctx, &o, err, sizeof err);
+        int rc = !r || !g || (cfg[ci].pipe && !g2), maxnb = 0;
+        for (int st = 0; st < steps && !rc; st++) {
+            int sq[4], ps[4], nb = 0;
+            int32_t tk[4];
+            for (int q = NS - 1; q >= 0; q--) {   /* sequence q runs positions 0..NP-1 from step q on */
+                const int p = st - q;
+                if (p < 0 || p >= NP) continue;
+                sq[nb] = q; ps[nb] = p; tk[nb] = (int32_t)((p * 131 + 7 + 17 * q) % V);
+                rc = rc || gpu_exec_forward_seq(r, q, tk[nb], p, ref + ((size_t)q * NP + p) * V, err, sizeof err);
+                nb++;
+            }
+            if (rc || !nb) continue;
+            if (nb > maxnb) maxnb = nb;
+            rc = runner_gpu_step_batch(g, g2, x, nb, sq, tk, ps, lb, err, sizeof err);
+            for (int j = 0; j < nb && !rc; j++) memcpy(got + ((size_t)sq[j] * NP + ps[j]) * V, lb + (size_t)j * V, sizeof(float) * V);
+        }
+        size_t diff = 0;
+        double worst = 0;
+        if (!rc) {
+            for (size_t i = 0; i < (size_t)V * NS * NP; i++) diff += memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+            for (int q = 0; q < NS * NP; q++) {
+                const double e = max_rel_err(got + (size_t)q * V, ref + (size_t)q * V, V);
+                if (!(e <= worst)) worst = e;
+            }
+        }
+        hm_kernels_set(HM_KERNELS_FAST);
+        const int exact = !cpu;
+        if (rc) snprintf(what, sizeof what, "batched decode, %s: %s", cfg[ci].name, err);
+        else if (exact) snprintf(what, sizeof what, "batched decode (1-%d tokens per step), %s%s: %zu of %zu logits differ from one "
+                                 "sequence at a time", maxnb, cfg[ci].name, q8 ? " (q8)" : "", diff, (size_t)V * NS * NP);
+        else snprintf(what, sizeof what, "batched decode (1-%d tokens per step), %s (ref kernels on the CPU): max rel err vs one "
+                      "sequence at a time %.3g (<= 1e-4), %zu of %zu logits not bitwise equal", maxnb, cfg[ci].name, worst,
+                      diff, (size_t)V * NS * NP);
+        check(!rc && maxnb == NS && (exact ? diff == 0 : worst <= 1e-4), "%s", label, what);
+        gpu_exec_free(r); gpu_exec_free(g); gpu_exec_free(g2);
+    }
+    gemv_mode(0);
+    if (!q8) {   /* refused: the same sequence twice, more tokens than the batch takes, an executor of one sequence */
+        gpu_exec_opts o = mk(0, GPU_COLD_NONE, -1, -1, NULL, 0);
+        o.n_seq = NS;
+        gpu_exec *g = gpu_exec_create_opts(m, 0, n_ctx, &o, err, sizeof err), *g1 = gpu_exec_create(m, 0, n_ctx, err, sizeof err);
+        int sq[5] = { 0, 0, 1, 2, 3 }, ps[5] = { 0 };
+        int32_t tk[5] = { 1, 1, 1, 1, 1 };
+        char e1[512] = "", e2[512] = "", e3[512] = "";
+        const int r1 = g ? gpu_exec_forward_batch(g, 2, sq, tk, NULL, ps, lb, NULL, e1, sizeof e1) : 0;
+        const int r2 = g ? gpu_exec_forward_batch(g, 5, sq, tk, NULL, ps, lb, NULL, e2, sizeof e2) : 0;
+        const int r3 = g1 ? gpu_exec_forward_batch(g1, 2, sq + 1, tk, NULL, ps, lb, NULL, e3, sizeof e3) : 0;
+        snprintf(what, sizeof what, "batched decode refuses a sequence twice (%s), 5 tokens (%s), a one-sequence executor (%s)", e1, e2, e3);
+        check(r1 == -1 && r2 == -1 && r3 == -1 && strstr(e1, "twice") && strstr(e2, "5") && strstr(e3, "several"), "%s", label, what);
+        gpu_exec_free(g); gpu_exec_free(g1);
+    }
+    free(ref); free(got); free(lb); free(x);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* a stalled case shows as the last "-- " line */
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_stream needs a GPU)\n"); return 77; }
@@ -515,6 +609,8 @@ int main(int argc, char **argv) {
         lfu_reference_tests(fixtures[f], &m);
         pipeline_tests(fixtures[f], &m);
         prefill_tests(fixtures[f], &m);
+        batch_tests(fixtures[f], &m, 0);
+        batch_tests(fixtures[f], &m, 1);
         model_free(&m);
     }
     int quick = 0;
@@ -525,6 +621,7 @@ int main(int argc, char **argv) {
         model_tests(argv[i], &m, quick, 0);
         model_tests(argv[i], &m, 1, 1);
         if (!quick) { route_tests(argv[i], &m); lfu_reference_tests(argv[i], &m); pipeline_tests(argv[i], &m); prefill_tests(argv[i], &m); }
+        batch_tests(argv[i], &m, 1);
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);
