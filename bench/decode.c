@@ -7,6 +7,7 @@
  * usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt 128] [--gen 512] [--runs 3] [--json FILE]
  *        [--prefill 8192,32768] [--chunk 4096]
  *        [--gpu-mem GiB --cold auto|stream|cpu [--static-experts N] [--cache-slots N] [--routing TRACE] ...]
+ *        (--gpu-mem: the process's VRAM per GPU; the engine's budget is it less --gpu-reserve, default 1 GiB)
  *        [--replay-routing TRACE] [--record-routing OUT]   (replay: each run replays the trace from token 0;
  *        the prompt then runs token by token, as the routing side channels need)
  * With an expert cache it also reports it over the decode phase: hit rate, misses and PCIe bytes
@@ -29,8 +30,8 @@ static void random_tokens(int32_t *t, int n, int n_vocab, uint64_t seed) {
 }
 
 /* --prefill: prompts of each size, median of runs; one table line and one JSON object per size. */
-static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, const int *sizes, int n_sizes, int runs,
-                         const char *json, double tl) {
+static int bench_prefill(hm_runner *r, const hm_model *m, const runner_opts *ro, const char *model, const int *sizes,
+                         int n_sizes, int runs, const char *json, double tl) {
     const hm_config *c = &m->cfg;
     int nmax = 0;
     for (int i = 0; i < n_sizes; i++) if (sizes[i] > nmax) nmax = sizes[i];
@@ -71,8 +72,10 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const char *model, con
         printf(" | %.2f GiB | %.2f GiB | %.2f GiB | %.1f | %.2f |\n", vram / 1073741824.0, engine / 1073741824.0, ws / 1073741824.0, tl, tw);
         if (f) {
             fprintf(f, "%s{\"model\":\"%s\",\"device\":\"%s\",\"n_prompt\":%d,\"chunk\":%d,\"runs\":%d,\"prefill_tok_s\":%.3f,"
-                       "\"ttft_s\":%.4f,\"vram_bytes\":%zu,\"engine_vram_bytes\":%zu,\"workspace_bytes\":%zu,\"prefill_runs_tok_s\":[",
-                    si ? "," : "", model, runner_device_name(r), n, chunk, runs, med, mt, vram, engine, ws);
+                       "\"ttft_s\":%.4f,\"vram_bytes\":%zu,\"engine_vram_bytes\":%zu,\"workspace_bytes\":%zu,\"gpu_mem_gib\":%.2f,"
+                       "\"gpu_reserve_gib\":%.2f,\"prefill_runs_tok_s\":[",
+                    si ? "," : "", model, runner_device_name(r), n, chunk, runs, med, mt, vram, engine, ws, ro->gpu_mem_gib,
+                    ro->gpu_reserve_gib);
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", rate[i]);
             fprintf(f, "]}");
         }
@@ -213,7 +216,7 @@ int main(int argc, char **argv) {
     free(counts);
     tl = hm_now() - tl;
     if (n_sizes) {
-        int rc = bench_prefill(&r, &m, model, sizes, n_sizes, runs, json, tl);
+        int rc = bench_prefill(&r, &m, &ro, model, sizes, n_sizes, runs, json, tl);
         routeio_close(&io, NULL); runner_free(&r); model_free(&m);
         return rc;
     }
@@ -314,12 +317,13 @@ int main(int argc, char **argv) {
                        "\"ceiling_gb_s\":%.1f,\"fraction_of_ceiling\":%.4f,\"vram_bytes\":%zu,\"decode_runs\":[",
                     model, runner_device_name(&r), n_prompt, n_gen, runs, tok_s, pre_s, w, kv, gbs, ceiling, gbs / ceiling, vram);
             for (int i = 0; i < runs; i++) fprintf(f, "%s%.3f", i ? "," : "", dec[i]);
-            fprintf(f, "],\"gpu_mem_gib\":%.2f,\"engine_vram_bytes\":%zu,\"streamed_layers\":%d,\"static_experts\":%d,"
-                       "\"cache_slots\":%d,\"pinned_host_bytes\":%zu,\"hit_rate\":%.5f,\"misses_per_token\":%.4f,"
+            /* gpu_mem_gib bounds the process on each GPU; the engine (engine_vram_bytes) keeps within it less gpu_reserve_gib */
+            fprintf(f, "],\"gpu_mem_gib\":%.2f,\"gpu_reserve_gib\":%.2f,\"engine_vram_bytes\":%zu,\"streamed_layers\":%d,"
+                       "\"static_experts\":%d,\"cache_slots\":%d,\"pinned_host_bytes\":%zu,\"hit_rate\":%.5f,\"misses_per_token\":%.4f,"
                        "\"pcie_bytes_per_token\":%.0f,\"cpu_expert_bytes_per_token\":%.0f,\"cpu_threads\":%d,\"copy_kernel_gb_s\":%.2f,\"h2d_gb_s\":%.2f,"
                        "\"cpu_gb_s_busy\":%.2f,\"dram_ceiling_gb_s\":%.2f,\"swaps\":%lld}\n",
-                    ro.gpu_mem_gib, lay.vram_total, lay.n_streamed, lay.n_static, lay.n_slots, lay.pinned_host, hit, mpt, pcie_tok,
-                    cpu_tok, lay.cpu_threads, copy_gbs, h2d, cpu_gbs, dram, lay.swaps);
+                    ro.gpu_mem_gib, ro.gpu_reserve_gib, lay.vram_total, lay.n_streamed, lay.n_static, lay.n_slots, lay.pinned_host, hit,
+                    mpt, pcie_tok, cpu_tok, lay.cpu_threads, copy_gbs, h2d, cpu_gbs, dram, lay.swaps);
             fclose(f);
         }
     }

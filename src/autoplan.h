@@ -20,7 +20,8 @@ typedef struct {
     char why[256];         /* one line: what the planner chose and its bottleneck */
 } autoplan;
 
-/* The planner's placement of m on one GPU with gpu_mem_gib of VRAM and ctx positions; routing: a
+/* The planner's placement of m on one GPU with gpu_mem_gib of VRAM for the engine (a --gpu-mem less
+ * --gpu-reserve: runner_engine_gib; autoplan_apply passes it) and ctx positions; routing: a
  * trace (NULL: uniform). Rates come from `hotmoe calibrate`'s file when present. Returns 0, or -1
  * with e (a budget too small names the minimum). */
 int autoplan_choose(const hm_model *m, double gpu_mem_gib, const char *routing, int ctx, autoplan *out, hm_error *e);
@@ -34,8 +35,9 @@ int autoplan_choose2(const hm_model *m, double gib0, double gib1, const char *ro
 float autoplan_lfu_decay(const routing *r, int n_static, int n_slots, double *hit_default, double *hit_best);
 
 /* Resolves o->cold == RUNNER_COLD_AUTO for a run of model m on device with n_ctx positions: no GPU
- * budget (or a CPU target) -> everything resident (GPU_COLD_NONE); else the planner's choice, with
- * the static count and swap settings it implies where the flags left them open. Prints the choice
+ * budget (or a CPU target) -> everything resident (GPU_COLD_NONE); else the planner's choice for the
+ * engine's budgets (runner_engine_gib), with the static count and swap settings it implies where
+ * the flags left them open. First, whatever the cold path, runner_check_budget. Prints the choice
  * on stderr unless quiet. Returns 0, or -1 with e. */
 int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int quiet, hm_error *e);
 

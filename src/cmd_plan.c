@@ -30,6 +30,8 @@ int cmd_plan(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 
 #define GIB 1073741824.0
+/* after a planner's budget error: the budgets it names are the engine's */
+#define RESERVE_NOTE " (the budgets named are the engine's: each --gpu-mem less --gpu-reserve)"
 
 
 /* ---------------------------------------------------------------- options */
@@ -38,20 +40,22 @@ typedef struct {
     const char *model, *routing, *calibration;
     int json;
     double gpu_mem[PLAN_MAX_GPU], gpu_split[PLAN_MAX_GPU], ram, workspace_mib;
+    double gpu_reserve;   /* --gpu-reserve GiB: subtracted from each --gpu-mem (runner_engine_gib) */
     int n_gpu_mem, n_gpu_split, n_cpu_experts;
     double pcie, dram, hbm, hbm_eff, gpu_layer_us;
     plan_inputs in;
 } plan_opts;
 
 static const char plan_usage[] =
-    "usage: hotmoe plan -m MODEL [--gpu-mem GiB[,GiB...]] [--ram GiB] [--routing TRACE] [--ctx N] [--streams N]\n"
+    "usage: hotmoe plan -m MODEL [--gpu-mem GiB[,GiB...]] [--gpu-reserve GiB] [--ram GiB] [--routing TRACE] [--ctx N] [--streams N]\n"
     "                   [--cold auto|stream|cpu] [--static-experts N] [--cache-slots N] [--cpu-experts N|N0,N1]\n"
     "                   [--gpu-split W0,W1] [--staging N] [--workspace-mib X] [--prompt N] [--prefill-chunk N]\n"
     "                   [--decode-pos N] [--calibration FILE] [--pcie-gbs X] [--dram-gbs X] [--hbm-gbs X]\n"
     "                   [--hbm-eff F] [--gpu-layer-us U]   (the share of --hbm-gbs the decode kernels reach; latency per layer)\n"
     "                   [--config FILE] [--json]\n"
-    "  --gpu-mem 0 (or no GPU and no --gpu-mem): CPU only. Rates: --calibration FILE, else the file of\n"
-    "  `hotmoe calibrate` when present, else ../shared/design/DEVICE.md's; --*-gbs override either.\n";
+    "  --gpu-mem 0 (or no GPU and no --gpu-mem): CPU only. --gpu-mem is the process's VRAM per GPU: the engine plans\n"
+    "  with it less --gpu-reserve (default 1 GiB, kept for the CUDA context and cuBLAS). Rates: --calibration FILE,\n"
+    "  else the file of `hotmoe calibrate` when present, else ../shared/design/DEVICE.md's; --*-gbs override either.\n";
 
 static int bad(const char *flag, const char *want, const char *found) {
     fprintf(stderr, "hotmoe plan: %s: expected %s, found '%s'\n", flag, want, found ? found : "nothing");
@@ -94,7 +98,7 @@ static int parse_plan(plan_opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     plan_inputs_init(&o->in);
     o->gpu_layer_us = -1;
-    o->n_gpu_mem = -1; o->ram = -1; o->workspace_mib = -1;
+    o->n_gpu_mem = -1; o->ram = -1; o->workspace_mib = -1; o->gpu_reserve = RUNNER_GPU_RESERVE_GIB;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double cpu[PLAN_MAX_GPU];
@@ -106,6 +110,7 @@ static int parse_plan(plan_opts *o, int argc, char **argv) {
         else if (!strcmp(a, "--routing")) o->routing = v;
         else if (!strcmp(a, "--calibration")) o->calibration = v;
         else if (!strcmp(a, "--gpu-mem")) rc = (o->n_gpu_mem = num_list(a, v, 0, 1 << 20, o->gpu_mem)) < 0;
+        else if (!strcmp(a, "--gpu-reserve")) rc = num(a, v, 0, 64, &o->gpu_reserve);
         else if (!strcmp(a, "--gpu-split")) rc = (o->n_gpu_split = num_list(a, v, 0, 1 << 20, o->gpu_split)) < 0;
         else if (!strcmp(a, "--ram")) rc = num(a, v, 0, 1 << 24, &o->ram);
         else if (!strcmp(a, "--workspace-mib")) rc = num(a, v, 0, 1 << 24, &o->workspace_mib);
@@ -343,9 +348,15 @@ static void print_text(const plan *p, const plan_inputs *in, const plan_opts *o,
     for (int l = 0; l < in->n_layer; l++) if (in->layer[l].is_moe) { n_moe++; eb = in->layer[l].expert_bytes; }
     printf("model    %s: %s, %d layers (%d MoE), %d experts top-%d, %s per expert\n", m->path ? m->path : o->model,
            hm_arch_name(c->arch), c->n_layer, n_moe, c->n_expert, c->n_expert_used, fmt_b(b1, (double)eb));
+    /* the user's --gpu-mem per GPU, and what the planner got: the engine's share (in->gpu_mem) */
     printf("budget   ");
     if (!in->n_gpu) printf("CPU only");
-    for (int d = 0; d < in->n_gpu; d++) printf("%sGPU %d %s", d ? ", " : "", d, fmt_b(b1, (double)in->gpu_mem[d]));
+    for (int d = 0; d < in->n_gpu; d++) printf("%sGPU %d %.15g GiB", d ? ", " : "", d, o->gpu_mem[d]);
+    if (in->n_gpu && o->gpu_reserve > 0) {
+        printf(" (");
+        for (int d = 0; d < in->n_gpu; d++) printf("%s%.4g GiB", d ? ", " : "", in->gpu_mem[d] / GIB);
+        printf(" for the engine, %.15g GiB%s reserved for the CUDA context and cuBLAS)", o->gpu_reserve, in->n_gpu > 1 ? " each" : "");
+    }
     printf("; host RAM %s; ctx %d x %d stream%s; cold %s; routing %s\n", in->host_ram ? fmt_b(b1, (double)in->host_ram) : "unchecked",
            in->ctx, in->streams, in->streams == 1 ? "" : "s", plan_cold_name(in->cold), o->routing ? o->routing : "uniform");
     const cost_rates *r = &in->rates;
@@ -368,7 +379,7 @@ static void print_text(const plan *p, const plan_inputs *in, const plan_opts *o,
         l = e + 1;
     }
     printf("\n%-7s %9s %10s %10s %10s %10s %10s %10s  %s\n", "VRAM", "layers", "weights", "KV", "slots", "staging",
-           "workspace", "total", "budget");
+           "workspace", "total", "engine budget");
     for (int d = 0; d < p->n_gpu; d++) {
         const plan_gpu *g = &p->gpu[d];
         char range[24];
@@ -392,8 +403,10 @@ static void print_text(const plan *p, const plan_inputs *in, const plan_opts *o,
     const plan_layer *pl = NULL;
     for (int l = 0; l < p->n_layer && !pl; l++) if (p->layer[l].is_moe && p->layer[l].gpu >= 0) pl = &p->layer[l];
     if (pl && p->n_gpu > 0) {
-        printf("\nrun      --gpu-mem %.4g", in->gpu_mem[0] / GIB);
-        if (p->n_gpu > 1) printf(",%.4g --gpus 0,1", in->gpu_mem[1] / GIB);
+        /* the user's values as given (%.15g gives back what strtod read): the run subtracts the reserve itself */
+        printf("\nrun      --gpu-mem %.15g", o->gpu_mem[0]);
+        if (p->n_gpu > 1) printf(",%.15g --gpus 0,1", o->gpu_mem[1]);
+        if (o->gpu_reserve != RUNNER_GPU_RESERVE_GIB) printf(" --gpu-reserve %.15g", o->gpu_reserve);
         const char *cold = in->cold == PLAN_COLD_CPU || (in->cold == PLAN_COLD_AUTO && pl->n_cpu > 0) ? "cpu" : "stream";
         printf(" --cold %s --static-experts %d", cold, pl->n_static);
         if (o->routing) printf(" --routing %s", o->routing);
@@ -418,6 +431,7 @@ static void print_json(const plan *p, const plan_inputs *in, const plan_opts *o,
     cJSON_AddStringToObject(j, "model", o->model);
     cJSON_AddStringToObject(j, "cold", plan_cold_name(in->cold));
     cJSON_AddStringToObject(j, "routing", o->routing ? o->routing : "uniform");
+    cJSON_AddNumberToObject(j, "gpu_reserve", o->gpu_reserve * GIB);   /* bytes of each --gpu-mem left out of gpus[].budget */
     cJSON_AddNumberToObject(w, "ctx", in->ctx); cJSON_AddNumberToObject(w, "streams", in->streams);
     cJSON_AddNumberToObject(w, "decode_pos", in->decode_pos); cJSON_AddNumberToObject(w, "prompt", in->prompt);
     cJSON_AddNumberToObject(w, "prefill_chunk", in->chunk);
@@ -510,7 +524,20 @@ int cmd_plan(int argc, char **argv) {
         o.n_gpu_mem = 0;
     }
     in->n_gpu = o.n_gpu_mem == 1 && o.gpu_mem[0] == 0 ? 0 : o.n_gpu_mem;
-    for (int d = 0; d < in->n_gpu; d++) in->gpu_mem[d] = (uint64_t)(o.gpu_mem[d] * GIB);
+    /* the plan gets each budget less the reserve: the engine's, as a run's executor does */
+    runner_opts ro;
+    runner_opts_init(&ro);
+    ro.gpu_reserve_gib = o.gpu_reserve;
+    for (int d = 0; d < in->n_gpu; d++) {
+        ro.gpu_mem_gib = o.gpu_mem[d];
+        if (runner_check_budget(&ro, &e)) {
+            if (in->n_gpu > 1) fprintf(stderr, "hotmoe plan: GPU %d: %s\n", d, e.msg);
+            else fprintf(stderr, "hotmoe plan: %s\n", e.msg);
+            config_free(&cfg);
+            return 2;
+        }
+        in->gpu_mem[d] = (uint64_t)(runner_engine_gib(&ro, o.gpu_mem[d]) * GIB);
+    }
     if (o.n_gpu_split && o.n_gpu_split != in->n_gpu) {
         fprintf(stderr, "hotmoe plan: --gpu-split: expected %d values (one per GPU of --gpu-mem), found %d\n", in->n_gpu,
                 o.n_gpu_split);
@@ -538,7 +565,8 @@ int cmd_plan(int argc, char **argv) {
     routing r = { 0 };
     int *tl = calloc((size_t)in->n_layer, sizeof *tl);
     if (o.routing && routing_freq(o.routing, &m, layers, &freq, &r, tl, &e)) fprintf(stderr, "hotmoe plan: %s\n", e.msg);
-    else if (plan_build_traced(&p, in, o.routing ? &r : NULL, tl, layers, err, sizeof err)) fprintf(stderr, "hotmoe %s\n", err);
+    else if (plan_build_traced(&p, in, o.routing ? &r : NULL, tl, layers, err, sizeof err))
+        fprintf(stderr, "hotmoe %s%s\n", err, in->n_gpu && o.gpu_reserve > 0 && strstr(err, "budget") ? RESERVE_NOTE : "");
     else {
         if (o.json) print_json(&p, in, &o, rates_from);
         else print_text(&p, in, &o, &m, rates_from);
@@ -639,17 +667,23 @@ out:
 }
 
 int autoplan_apply(runner_opts *o, const hm_model *m, int device, int n_ctx, int quiet, hm_error *e) {
+    if (runner_check_budget(o, e)) return -1;   /* before any target is chosen: every command's first look at the budgets */
     if (o->cold == RUNNER_COLD_AUTO && o->n_cpu_experts) o->cold = GPU_COLD_CPU;   /* --cpu-experts is an explicit split */
     if (o->cold != RUNNER_COLD_AUTO) return 0;
     if (device == HM_DEVICE_AUTO) device = gpu_device_count() > 0 ? HM_DEVICE_CUDA : HM_DEVICE_CPU;
     if (device != HM_DEVICE_CUDA || o->gpu_mem_gib <= 0) { o->cold = GPU_COLD_NONE; return 0; }
     autoplan a;
-    if (o->n_gpus == 2) {   /* two GPUs: the plan's layer split too (unless --gpu-split gives one) */
-        if (autoplan_choose2(m, o->gpu_mem_gib, o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib, o->routing, n_ctx, &a, e))
-            return -1;
-        if (!o->n_split && a.split_layer > 0) o->split_layer = a.split_layer;
-    } else if (autoplan_choose(m, o->gpu_mem_gib, o->routing, n_ctx, &a, e))
+    /* the engine's budgets: the executor's (runner_gpu_opts), so the plan's VRAM is what it allocates */
+    const double gib0 = runner_engine_gib(o, o->gpu_mem_gib),
+                 gib1 = runner_engine_gib(o, o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib);
+    if (o->n_gpus == 2 ? autoplan_choose2(m, gib0, gib1, o->routing, n_ctx, &a, e) : autoplan_choose(m, gib0, o->routing, n_ctx, &a, e)) {
+        const size_t n = strlen(e->msg);
+        if (o->gpu_reserve_gib > 0 && strstr(e->msg, "budget") && n + sizeof RESERVE_NOTE < sizeof e->msg)
+            memcpy(e->msg + n, RESERVE_NOTE, sizeof RESERVE_NOTE);
         return -1;
+    }
+    /* two GPUs: the plan's layer split too (unless --gpu-split gives one) */
+    if (o->n_gpus == 2 && !o->n_split && a.split_layer > 0) o->split_layer = a.split_layer;
     o->cold = a.cold;
     if (o->n_static < 0 && o->n_slots < 0) o->n_static = a.n_static;
     if (a.cold == GPU_COLD_CPU && o->swap_max < 0) o->swap_max = a.swap_max;

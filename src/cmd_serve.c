@@ -36,8 +36,10 @@ static const char usage[] =
     "                    [--ctx N] [--queue N] [--body-limit BYTES] [--timeout SECONDS] [--keepalive SECONDS]\n"
     "                    [--alias NAME] [--any-model] [--chat-template FAMILY] [--prefill-chunk N]\n"
     "                    [--config FILE] [--device auto|cpu|cuda] [--kernels fast|ref]   (auto: cuda when --gpu-mem is given)\n"
-    "                    [--gpu-mem GiB] [--cold auto|none|stream|cpu] [--static-experts N] [--cache-slots N]\n"
+    "                    [--gpu-mem GiB [--gpu-reserve 1]] [--cold auto|none|stream|cpu] [--static-experts N] [--cache-slots N]\n"
     "                    [--routing TRACE] [--lfu-decay D] [--cpu-threads N] [--swap-max N] [--ram GiB]\n"
+    "  --gpu-mem: the process's VRAM per GPU; the engine's own allocations stay within it less --gpu-reserve\n"
+    "  (GiB, default 1: the CUDA context and cuBLAS).\n"
     "  --api-key also reads HOTMOE_API_KEY; /health never needs it.\n"
     "  --chat-template: chatml | qwen3 | glm-4.5 | deepseek-v3 (default: detected from the model's template)\n"
     "  --replay TEXT: test only; every request generates TEXT's tokens then EOS.\n";

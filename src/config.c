@@ -22,7 +22,8 @@ const config_key config_keys[] = {
     { "decode-pos", CONFIG_INT, "plan", "mean context position while decoding (KV read per step)" },
     { "prompt", CONFIG_INT, "plan", "prompt tokens priced for prefill" },
     /* placement */
-    { "gpu-mem", CONFIG_LIST, RUNP, "VRAM budget per GPU in GiB: 24 or [32, 32]; 0 = CPU only" },
+    { "gpu-mem", CONFIG_LIST, RUNP, "VRAM budget per GPU in GiB, the whole process: 24 or [32, 32]; 0 = CPU only" },
+    { "gpu-reserve", CONFIG_NUMBER, RUNP, "GiB of each gpu-mem kept for the CUDA context and cuBLAS (1)" },
     { "gpus", CONFIG_LIST, RUN, "CUDA devices to use: [0, 1]" },
     { "gpu-split", CONFIG_LIST, RUNP, "layer split weights per GPU (GiB), e.g. [31.8, 31]" },
     { "ram", CONFIG_NUMBER, RUNP, "host RAM the plan may use, GiB" },

@@ -350,8 +350,8 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     { "serve",    cmd_serve,    "serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N] [--ctx N] [--queue N]\n"
                                 "                  [--body-limit BYTES] [--timeout S] [--keepalive S] [--alias NAME] [--any-model] [--chat-template FAMILY]" },
     { "generate", cmd_generate, "generate -m PATH -p TEXT [-n N] [--temp T] [--seed S] [--top-k K] [--top-p P] [--min-p P] [--device cpu|cuda]\n"
-                                "                  [--gpu-mem GiB] [--cold auto|none|stream|cpu] [--static-experts N] [--cache-slots N] [--routing TRACE]\n"
-                                "                  [--lfu-decay D] [--cpu-threads N] [--swap-max N]\n"
+                                "                  [--gpu-mem GiB [--gpu-reserve 1]] [--cold auto|none|stream|cpu] [--static-experts N]\n"
+                                "                  [--cache-slots N] [--routing TRACE] [--lfu-decay D] [--cpu-threads N] [--swap-max N]\n"
                                 "                  [--record-routing FILE] [--replay-routing FILE (benchmarks only)]" },
     { "logits",   cmd_logits,   "logits -m PATH --tokens 1,2,3 -o FILE [--device cpu|cuda]  (float32 [n_tokens][n_vocab])" },
     { "tokenize", cmd_tokenize, "tokenize (-m PATH | --tokenizer tokenizer.json) [--text S]   (stdin without --text)" },
@@ -360,8 +360,9 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     { "quantize", cmd_quantize, "quantize IN OUT.gguf --type Q8_0|Q4_K_M|Q3_K_M|Q2_K|Q4_0|Q6_K|MXFP4_MOE|..." },
     { "simulate", cmd_simulate, "simulate --trace FILE --slots N[,N..] [--static N] [--policy lru|lfu|static|exchange|belady|all] [--json]\n"
                                 "                  | --generate mixtral|a3b|air|glm [--tokens N] [--seed S] [--write OUT]" },
-    { "plan",     cmd_plan,     "plan -m PATH [--gpu-mem GiB[,GiB]] [--ram GiB] [--routing TRACE] [--ctx N] [--streams N] [--cold auto|stream|cpu]\n"
-                                "                  [--static-experts N] [--cache-slots N] [--cpu-experts N|N0,N1] [--gpu-split W0,W1] [--config FILE] [--json]" },
+    { "plan",     cmd_plan,     "plan -m PATH [--gpu-mem GiB[,GiB]] [--gpu-reserve GiB] [--ram GiB] [--routing TRACE] [--ctx N] [--streams N]\n"
+                                "                  [--cold auto|stream|cpu] [--static-experts N] [--cache-slots N] [--cpu-experts N|N0,N1]\n"
+                                "                  [--gpu-split W0,W1] [--config FILE] [--json]" },
     { "calibrate", cmd_calibrate, "calibrate [--out FILE]   (measures DRAM, CPU GEMV, PCIe, HBM rates; plan reads the file)" },
     { "help",     cmd_help,     "help" },
 };

@@ -12,6 +12,49 @@
 void runner_opts_init(runner_opts *o) {
     memset(o, 0, sizeof *o);
     o->cold = RUNNER_COLD_AUTO; o->n_static = o->n_slots = o->swap_max = -1;
+    o->gpu_reserve_gib = RUNNER_GPU_RESERVE_GIB;
+}
+
+double runner_engine_gib(const runner_opts *o, double gib) {
+    if (gib <= 0) return 0;
+    const double x = gib - (o ? o->gpu_reserve_gib : 0);
+    /* runner_check_budget refuses a budget not above the reserve first; should one get here, the
+     * smallest budget (1 KiB), which the executor refuses naming the minimum, never "no budget" */
+    return x > 0 ? x : 1.0 / 1048576;
+}
+
+int runner_check_budget(const runner_opts *o, hm_error *e) {
+    if (!o) return 0;
+    const double g[2] = { o->gpu_mem_gib, o->gpu_mem2_gib };
+    for (int i = 0; i < 2; i++)
+        if (g[i] > 0 && g[i] <= o->gpu_reserve_gib)
+            return hm_fail(e, "--gpu-mem %g%s: expected more than --gpu-reserve %g (GiB of VRAM kept for the CUDA context and "
+                           "cuBLAS); raise --gpu-mem or lower --gpu-reserve", g[i], i ? " (the second GPU)" : "", o->gpu_reserve_gib);
+    return 0;
+}
+
+/* What a GPU's budget of gib leaves the engine, for its line and its budget errors; "" without a
+ * budget or a reserve. */
+static void budget_note(const runner_opts *o, double gib, char *buf, size_t cap) {
+    buf[0] = 0;
+    if (o && gib > 0 && o->gpu_reserve_gib > 0)
+        snprintf(buf, cap, "--gpu-mem %g GiB less --gpu-reserve %g for the CUDA context and cuBLAS: %g GiB for the engine", gib,
+                 o->gpu_reserve_gib, runner_engine_gib(o, gib));
+}
+
+/* gpu_exec_create_opts on device dev with o's budget gib: the budget's line first (unless quiet),
+ * and a budget error of the executor's (it names the engine's --gpu-mem) with what it was made of. */
+static gpu_exec *create_stage(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *go, const runner_opts *o, double gib,
+                              char *msg, size_t cap) {
+    char note[256];
+    budget_note(o, gib, note, sizeof note);
+    if (*note && !go->quiet) fprintf(stderr, "gpu %d: %s\n", dev, note);
+    gpu_exec *g = gpu_exec_create_opts(m, dev, n_ctx, go, msg, cap);
+    if (!g && *note && strstr(msg, "--gpu-mem")) {
+        const size_t n = strlen(msg);
+        if (n + strlen(note) + 4 < cap) snprintf(msg + n, cap - n, " (%s)", note);
+    }
+    return g;
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out, hm_error *e) {
@@ -36,7 +79,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     memset(go, 0, sizeof *go);
     go->cold = GPU_COLD_NONE; go->n_static = go->n_slots = go->swap_max = -1; go->n_seq = n_seq;
     if (!o) return;
-    go->gpu_mem_gib = o->gpu_mem_gib; go->n_static = o->n_static; go->n_slots = o->n_slots;
+    go->gpu_mem_gib = runner_engine_gib(o, o->gpu_mem_gib); go->n_static = o->n_static; go->n_slots = o->n_slots;
     go->counts = o->counts; go->decay = o->decay; go->route_io = o->route_io;
     go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
@@ -91,6 +134,7 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     if (!strcmp(flag, "--swap-max")) return parse_whole(flag, val, 0, 4096, &o->swap_max, e) ? -1 : 1;
     if (!strcmp(flag, "--swap-interval")) return parse_whole(flag, val, 0, 1 << 24, &o->swap_interval, e) ? -1 : 1;
     if (!strcmp(flag, "--prefill-chunk")) return parse_whole(flag, val, 1, 1 << 16, &o->prefill_chunk, e) ? -1 : 1;
+    if (!strcmp(flag, "--gpu-reserve")) { if (parse_num(flag, val, 0, 64, &x, e)) return -1; o->gpu_reserve_gib = x; return 1; }
     if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
     if (!strcmp(flag, "--swap-floor")) { if (parse_num(flag, val, 0, 1e9, &x, e)) return -1; o->swap_floor = x; return 1; }
     if (!strcmp(flag, "--swap-hyst")) { if (parse_num(flag, val, 1, 1e9, &x, e)) return -1; o->swap_hyst = x; return 1; }
@@ -144,6 +188,7 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
 
 int runner_check_placement(const runner_opts *o, const hm_model *m, hm_error *e) {
     if (!o) return 0;
+    if (runner_check_budget(o, e)) return -1;
     const int E = m->cfg.n_expert;
     for (int i = 0; i < o->n_cpu_experts; i++)
         if (o->cpu_experts[i] > E)
@@ -183,8 +228,10 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
     for (int i = 0; i < 2; i++)
         if (o->gpus[i] < 0 || o->gpus[i] >= ng) return hm_fail(e, "--gpus %d,%d: expected devices in [0, %d)", o->gpus[0], o->gpus[1], ng);
     if (L < 2) return hm_fail(e, "--gpus: a model of %d layer(s) cannot be split across two GPUs", L);
-    double w0 = o->n_split == 2 ? o->split[0] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? o->gpu_mem_gib : 1;
-    double w1 = o->n_split == 2 ? o->split[1] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : 1;
+    /* the engine's budgets' ratio, as the planner splits them */
+    const double gib0 = o->gpu_mem_gib, gib1 = o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib;
+    double w0 = o->n_split == 2 ? o->split[0] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? runner_engine_gib(o, gib0) : 1;
+    double w1 = o->n_split == 2 ? o->split[1] : o->gpu_mem_gib > 0 && o->gpu_mem2_gib > 0 ? runner_engine_gib(o, gib1) : 1;
     int s = o->split_layer > 0 ? o->split_layer : (int)lround(L * w0 / (w0 + w1));
     if (s < 1) s = 1;
     if (s > L - 1) s = L - 1;
@@ -192,7 +239,7 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
     apply_cpu_experts(o, m, 0, &a); apply_cpu_experts(o, m, 1, &b);
     a.layer_first = 0; a.layer_last = s;
     b.layer_first = s; b.layer_last = L;
-    b.gpu_mem_gib = o->gpu_mem2_gib > 0 ? o->gpu_mem2_gib : o->gpu_mem_gib;
+    b.gpu_mem_gib = runner_engine_gib(o, gib1);
     if (a.cold == GPU_COLD_CPU) {
         /* both stages' workers on the same cores: a token goes through the stages one after the
          * other, so one pool works while the other sleeps (a stage parks its pool after its step:
@@ -205,9 +252,9 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
         a.cpu_first_core = b.cpu_first_core = 0;
     }
     char msg[1024];
-    if (!(*g1 = gpu_exec_create_opts(m, o->gpus[0], n_ctx, &a, msg, sizeof msg)))
+    if (!(*g1 = create_stage(m, o->gpus[0], n_ctx, &a, o, gib0, msg, sizeof msg)))
         return hm_fail(e, "GPU %d (layers 0..%d): %s", o->gpus[0], s - 1, msg);
-    if (!(*g2 = gpu_exec_create_opts(m, o->gpus[1], n_ctx, &b, msg, sizeof msg))) {
+    if (!(*g2 = create_stage(m, o->gpus[1], n_ctx, &b, o, gib1, msg, sizeof msg))) {
         gpu_exec_free(*g1); *g1 = NULL;
         return hm_fail(e, "GPU %d (layers %d..%d): %s", o->gpus[1], s, L - 1, msg);
     }
@@ -217,14 +264,14 @@ static int pipeline_create(const hm_model *m, int n_ctx, const runner_opts *o, c
 int runner_gpu_create(const hm_model *m, int n_ctx, const runner_opts *o, int n_seq, gpu_exec **g1, gpu_exec **g2, hm_error *e) {
     *g1 = *g2 = NULL;
     gpu_exec_opts go;
-    runner_gpu_opts(o, n_seq, &go);
     if (runner_check_placement(o, m, e)) return -1;
+    runner_gpu_opts(o, n_seq, &go);
     if (o && o->n_gpus == 2) return pipeline_create(m, n_ctx, o, &go, g1, g2, e);
     apply_cpu_experts(o, m, 0, &go);
     const int dev = o && o->n_gpus == 1 ? o->gpus[0] : 0;
     if (dev < 0 || dev >= gpu_device_count()) return hm_fail(e, "--gpus %d: expected a device in [0, %d)", dev, gpu_device_count());
     char msg[1024];
-    if (!(*g1 = gpu_exec_create_opts(m, dev, n_ctx, &go, msg, sizeof msg))) return hm_fail(e, "%s", msg);
+    if (!(*g1 = create_stage(m, dev, n_ctx, &go, o, o ? o->gpu_mem_gib : 0, msg, sizeof msg))) return hm_fail(e, "%s", msg);
     return 0;
 }
 

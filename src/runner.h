@@ -10,6 +10,9 @@
 enum hm_device { HM_DEVICE_AUTO = 0, HM_DEVICE_CPU = 1, HM_DEVICE_CUDA = 2 };
 /* runner_opts.cold beside exec.h's GPU_COLD_*: decided by the planner (src/autoplan.h) */
 #define RUNNER_COLD_AUTO 3
+/* --gpu-reserve's default, GiB: the CUDA context (~0.43 GiB on the H200) and cuBLAS (~0.55 GiB,
+ * loaded at the first batched prefill) that the process holds beside what the engine allocates */
+#define RUNNER_GPU_RESERVE_GIB 1.0
 
 typedef struct {
     int device;               /* the target in use: HM_DEVICE_CPU or HM_DEVICE_CUDA */
@@ -23,7 +26,8 @@ typedef struct {
 /* Placement of the GPU target (flags of generate, logits and the benchmarks; `serve --config`
  * keys of the same names). Zeroed by runner_opts_init. */
 typedef struct {
-    double gpu_mem_gib;      /* --gpu-mem GiB: VRAM budget; 0 = all free VRAM */
+    double gpu_mem_gib;      /* --gpu-mem GiB: the process's VRAM budget per GPU; 0 = all free VRAM */
+    double gpu_reserve_gib;  /* --gpu-reserve GiB: of each budget, what the engine leaves to the CUDA context and cuBLAS */
     double ram_gib;          /* --ram GiB: most host RAM to pin for cold experts; 0 = what the kernel reports available */
     int cold;                /* --cold auto|none|stream|cpu (RUNNER_COLD_AUTO, GPU_COLD_*); default auto */
     int n_static, n_slots;   /* --static-experts N, --cache-slots N per MoE layer; -1 = from the budget */
@@ -49,8 +53,15 @@ typedef struct {
     int cpu_handoff;         /* --cpu-handoff flags|hostfn (--cold cpu): 0 mapped flags + a dispatcher thread, 1 graph host nodes */
 } runner_opts;
 
-/* Placement flags checked against the model (expert counts); the executor checks the budgets. */
+/* Placement flags checked against the model (expert counts) and runner_check_budget; the
+ * executor checks the budgets against the model. */
 int runner_check_placement(const runner_opts *o, const hm_model *m, hm_error *e);
+/* Each --gpu-mem given (> 0) must exceed --gpu-reserve. Returns 0, or -1 with e naming both. */
+int runner_check_budget(const runner_opts *o, hm_error *e);
+/* The engine's VRAM budget on a GPU whose --gpu-mem is gib: gib less o's --gpu-reserve (0 for gib
+ * 0: no budget). The one place the reserve is subtracted: the executor's budgets, the pipeline's
+ * and the planner's (autoplan_apply, `hotmoe plan`) all come from it. */
+double runner_engine_gib(const runner_opts *o, double gib);
 
 void runner_opts_init(runner_opts *o);
 /* The executor's options (gpu/exec.h) for o; n_seq: KV caches (slots). o->cold must be resolved. */

@@ -79,6 +79,11 @@ int main(void) {
     /* placement flags: malformed values and the wrong target are named */
     static const struct { const char *args, *want; int rc; } bad[] = {
         { "--cold bogus", "--cold", 2 }, { "--gpu-mem -1", "--gpu-mem", 2 }, { "--gpu-mem lots", "--gpu-mem", 2 },
+        { "--gpu-reserve 65", "--gpu-reserve", 2 }, { "--gpu-reserve x", "--gpu-reserve", 2 },
+        /* --gpu-mem must exceed --gpu-reserve (1 GiB by default), whatever the target */
+        { "--gpu-mem 0.8", "--gpu-mem 0.8: expected more than --gpu-reserve 1 ", 1 },
+        { "--gpu-mem 2 --gpu-reserve 2", "--gpu-mem 2: expected more than --gpu-reserve 2 ", 1 },
+        { "--device cpu --gpu-mem 24,0.5", "--gpu-mem 0.5 (the second GPU): expected more than --gpu-reserve 1 ", 1 },
         { "--static-experts 1.5", "--static-experts", 2 }, { "--cache-slots -2", "--cache-slots", 2 },
         { "--swap-max x", "--swap-max", 2 }, { "--swap-scope wide", "--swap-scope", 2 }, { "--swap-hyst 0.5", "--swap-hyst", 2 }, { "--lfu-decay 0", "--lfu-decay", 2 }, { "--routing", "--routing", 2 },
         { "--device cpu --gpu-mem 8", "--device cuda", 1 }, { "--device cpu --cold stream", "--device cuda", 1 },
@@ -100,6 +105,17 @@ int main(void) {
         snprintf(what, sizeof what, "generate %s: exit %d, names %s", bad[i].args, bad[i].rc, bad[i].want);
         check(rc == bad[i].rc && strstr(out, bad[i].want), what, out);
     }
+
+    /* --gpu-reserve in serve's and plan's own parsers */
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s' --port 0 --gpu-reserve 70 2>&1", bin, fx);   /* refused before it listens */
+    rc = run(cmd, out, sizeof out);
+    check(rc == 2 && strstr(out, "--gpu-reserve"), "serve --gpu-reserve 70: exit 2, named", out);
+    snprintf(cmd, sizeof cmd, "'%s' plan -m '%s/fixtures/glm4moe' --gpu-reserve 70 2>&1", bin, HM_TESTS_DIR);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 2 && strstr(out, "--gpu-reserve"), "plan --gpu-reserve 70: exit 2, named", out);
+    snprintf(cmd, sizeof cmd, "'%s' plan -m '%s/fixtures/glm4moe' --gpu-mem 0.8 2>&1", bin, HM_TESTS_DIR);
+    rc = run(cmd, out, sizeof out);
+    check(rc == 2 && strstr(out, "--gpu-mem 0.8: expected more than --gpu-reserve 1 "), "plan --gpu-mem 0.8: exit 2, both named", out);
 
     /* generate --config: the deployment files of configs/ (the CPU-only one runs here; the GPU ones
      * name what they need) */
