@@ -106,6 +106,10 @@ PY
       streams) for n in 2 4; do run streams$n --runs 1 --gpu-mem $gib --cold cpu --routing "$NAT" --streams $n; done ;;   # 2 and 4 sequences together
       no-swap-prof) run no-swap-prof --gpu-mem $gib --cold cpu --no-swap --routing "$NAT" ;;   # the exchange's "before": the profile's placement, fixed
       exchange-prof) run exchange-prof --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$NAT" ;;
+      batch-res) for n in 2 4; do run batch-res$n --runs 1 --streams $n; done; run nobatch-res4 --runs 1 --streams 4 --no-batch ;;   # batched decode vs one step per sequence
+      batch-cpu) for n in 2 4; do run batch-cpu$n --runs 1 --gpu-mem $gib --cold cpu --streams $n; done; run nobatch-cpu4 --runs 1 --gpu-mem $gib --cold cpu --streams 4 --no-batch ;;
+      batch-stream) run batch-stream4 --runs 1 --gpu-mem $gib --cold stream --streams 4; run nobatch-stream4 --runs 1 --gpu-mem $gib --cold stream --streams 4 --no-batch ;;
+      s3-batch) for n in 2 4; do run s3-batch$n --runs 1 --gpus 0,1 --gpu-mem 16,16 --cold cpu --streams $n; done ;;
       all-cpu-experts1) run all-cpu-experts --runs 1 --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
