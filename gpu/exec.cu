@@ -102,7 +102,7 @@ static batch_sizes batch_rows(const hm_config *c) {
 static size_t batch_workspace(const hm_config *c) {
     const batch_sizes b = batch_rows(c);   /* x, xn, tmp, sh: n_embd each */
     return GPU_BATCH_MAX * (sizeof(float) * (4 * b.x + b.q + b.att + b.logits + b.rlog + b.ew + b.act + b.ey + b.sh_act + b.part) +
-                            sizeof(int) * ((size_t)c->n_expert_used + 2)) + 4096;
+                            sizeof(int) * ((size_t)c->n_expert_used + 3)) + 4096;
 }
 
 extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
@@ -313,7 +313,7 @@ static void record_step_batch(gpu_exec *g, int nb) {
     cudaMemcpyAsync(g->bpos, g->hb_pos, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
     cudaMemcpyAsync(g->bseq, g->hb_seq, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
-    for (int r = 0; r < nb; r++) op_rmsnorm(g->bx + (size_t)r * D, g->L[g->l0].attn_norm, g->bxn + (size_t)r * D, D, c->rms_eps, s);
+    op_rmsnorm_rows(g->bx, g->L[g->l0].attn_norm, g->bxn, D, nb, c->rms_eps, s);
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
         const size_t kvl = (size_t)(il - g->l0) * g->n_ctx * c->kv_dim;   /* the layer's cache within a sequence's */
@@ -324,57 +324,43 @@ static void record_step_batch(gpu_exec *g, int nb) {
             gpu_gemv_batch(l->wk.type, l->wk.d, g->bxn, D, g->bq + c->q_dim, QKV, nb, D, c->kv_dim, s);
         }
         if (l->n_fused != 3) gpu_gemv_batch(l->wv.type, l->wv.d, g->bxn, D, g->bq + c->q_dim + c->kv_dim, QKV, nb, D, c->kv_dim, s);
-        for (int r = 0; r < nb; r++) {
-            float *q = g->bq + (size_t)r * QKV;
-            op_qkv_post_seq(q, q + c->q_dim, q + c->q_dim + c->kv_dim, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head,
-                            c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos + r, g->kc + kvl, g->vc + kvl,
-                            g->bseq + r, seq_stride, s);
-            op_attn_decode_seq(q, g->kc + kvl, g->vc + kvl, g->batt + (size_t)r * c->q_dim, g->bpart + (size_t)r * b.part, c->n_head,
-                               c->n_head_kv, c->head_dim, g->n_ctx, g->bpos + r, g->bseq + r, seq_stride, s);
-        }
+        op_qkv_post_seq(g->bq, g->bq + c->q_dim, g->bq + c->q_dim + c->kv_dim, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head,
+                        c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos, g->kc + kvl, g->vc + kvl, g->bseq,
+                        seq_stride, nb, QKV, s);
+        op_attn_decode_seq(g->bq, g->kc + kvl, g->vc + kvl, g->batt, g->bpart, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
+                           g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s);
         gpu_gemv_batch(l->wo.type, l->wo.d, g->batt, c->q_dim, g->btmp, D, nb, c->q_dim, D, s);
-        for (int r = 0; r < nb; r++)
-            op_residual_norm(g->bx + (size_t)r * D, g->btmp + (size_t)r * D, NULL, 1, NULL, l->ffn_norm, g->bxn + (size_t)r * D, D,
-                             c->rms_eps, s);
+        op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s);
         int shared = 0;
-        if (l->has_single) {   /* dense FFN, or the shared expert: per row (one x per launch) */
+        if (l->has_single) {   /* dense FFN, or the shared expert: one slot per row */
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            for (int r = 0; r < nb; r++) {
-                gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->bxn + (size_t)r * D, g->bsh_act + r * b.sh_act,
-                                        D, ff, s);
-                gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->bsh_act + r * b.sh_act, g->bsh + (size_t)r * D, ff, D, s);
-            }
+            gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, g->bsh_act, D, ff, s);
+            gpu_gemv_experts(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, s);
             if (!l->is_moe) {
-                for (int r = 0; r < nb; r++)
-                    op_residual_norm(g->bx + (size_t)r * D, g->bsh + (size_t)r * D, NULL, 1, NULL, next_norm, g->bxn + (size_t)r * D,
-                                     D, c->rms_eps, s);
+                op_residual_norm_rows(g->bx, g->bsh, D, NULL, 0, 1, NULL, next_norm, g->bxn, D, nb, c->rms_eps, s);
                 continue;
             }
             shared = 1;
         }
         gpu_gemv_batch(l->router.type, l->router.d, g->bxn, D, g->brlog, b.rlog, nb, D, E, s);
-        for (int r = 0; r < nb; r++)
-            op_router(g->brlog + r * b.rlog, l->router_bias, E, k, c->router_fn, c->norm_topk, c->routed_scale, c->n_group,
-                      c->topk_group, g->bids + r * k, g->bew + r * b.ew, s);
+        op_router_rows(g->brlog, l->router_bias, E, k, c->router_fn, c->norm_topk, c->routed_scale, c->n_group, c->topk_group,
+                       g->bids, g->bew, (int)b.ew, nb, s);
         dexperts *x = &l->exps;
         if (l->cache)
             cache_record_step_batch(l->cache, g->bids, nb, k, g->bxn, g->bew, (int)b.ew, g->decay, x, s, g->side, g->side_fork);
         if (l->cache && l->cache->cpu && g->hostfn) hybrid_record_hostfn(g, l->cache->job_h, s);
-        for (int r = 0; r < nb; r++) {
-            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->bids + r * k, k, g->bxn + (size_t)r * D, g->bact + r * b.act, D,
-                                    c->n_ff_exp, s);
-            gpu_gemv_experts(x->type_down, x->down, g->bids + r * k, k, g->bact + r * b.act, g->bey + r * b.ey, c->n_ff_exp, D, s);
-        }
+        /* every row's k experts in one launch each: row r's slots read its x, write its rows of ey */
+        gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, g->bact, D, c->n_ff_exp, s);
+        gpu_gemv_experts_y(x->type_down, x->down, g->bids, nb * k, g->bact, g->bey, c->n_ff_exp, D, k, (int64_t)b.ey, s);
         int kk = k;
         if (l->cache && l->cache->cpu) {   /* each row's CPU share arrives as one more expert row of weight 1 */
             if (g->hostfn) cudaStreamWaitEvent(s, g->hf_join, 0);
             hybrid_wait_batch(l->cache, nb, g->bey + (size_t)k * D, b.ey, g->bew + k, (int)b.ew, D, s);
             kk++;
         }
-        for (int r = 0; r < nb; r++)
-            op_residual_norm(g->bx + (size_t)r * D, g->bey + r * b.ey, g->bew + r * b.ew, kk, shared ? g->bsh + (size_t)r * D : NULL,
-                             next_norm, g->bxn + (size_t)r * D, D, c->rms_eps, s);
+        op_residual_norm_rows(g->bx, g->bey, (long long)b.ey, g->bew, (int)b.ew, kk, shared ? g->bsh : NULL, next_norm, g->bxn, D, nb,
+                              c->rms_eps, s);
     }
     if (g->async_copies) {   /* the step ends when this step's swap-ins are in */
         cudaEventRecord(g->side_join, g->side);
@@ -766,8 +752,10 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             A(g->batt, R * b.att); A(g->blogits, R * b.logits); A(g->brlog, R * b.rlog); A(g->bew, R * b.ew);
             A(g->bact, R * b.act); A(g->bey, R * b.ey); A(g->bsh_act, R * b.sh_act); A(g->bpart, R * b.part);
             if (!(g->bids = (int *)dalloc(g, sizeof(int) * R * c->n_expert_used, err, errlen)) ||
+                !(g->bzero = (int *)dalloc(g, sizeof(int) * R, err, errlen)) ||
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))
                 goto bad;
+            CK(cudaMemset(g->bzero, 0, sizeof(int) * R));
             CK(cudaMallocHost(&g->hb_x, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_xout, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_logits, sizeof(float) * R * c->n_vocab));

@@ -57,6 +57,9 @@ struct gemv_params {
     float *y;                              /* (k, nrows), row stride y_stride */
     int64_t y_stride;
     int ncols, nrows;
+    int xg;                                /* slot e reads x + (e / xg) * x_stride (0 or 1: e) */
+    int yg;                                /* > 1: slot e writes y + (e / yg) * ygs + (e % yg) * y_stride */
+    int64_t ygs;
 };
 
 /* NMAT = 1: y = W x over NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over NR/2 rows
@@ -73,7 +76,7 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
         w0 = (const uint8_t *)p.tab0[id];
         if (NMAT == 2) w1 = (const uint8_t *)p.tab1[id];
     }
-    const float *x = p.x + e * p.x_stride;
+    const float *x = p.x + (p.xg > 1 ? e / p.xg : e) * p.x_stride;
     const int nb = p.ncols / T::QK, nparts = nb * T::NT;
     const size_t rs = (size_t)nb * T::BS;
     const int r0 = blockIdx.x * ROWS;
@@ -110,7 +113,7 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
             a += red[i][w];
             if (NMAT == 2) b += red[ROWS + i][w];
         }
-        p.y[e * p.y_stride + r0 + i] = NMAT == 2 ? a / (1.f + expf(-a)) * b : a;
+        p.y[(p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride) + r0 + i] = NMAT == 2 ? a / (1.f + expf(-a)) * b : a;
     }
 }
 
@@ -196,7 +199,7 @@ extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int n
         const int rc = gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows };
+    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -234,8 +237,42 @@ extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, co
         const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, 0, act, nrows, ncols, nrows, 2, stream);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows };
+    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows, 1, 1, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
+                                         const float *x, int64_t x_stride, int kx, float *act, int ncols, int nrows, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_experts_swiglu_x", type, x, ncols, nrows, k, &t)) return -1;
+    if (!gate_tab || !up_tab || !ids) return gemv_fail("gpu_gemv_experts_swiglu_x: NULL table or ids");
+    if (kx < 1 || x_stride < ncols || x_stride % 4)
+        return gemv_fail("gpu_gemv_experts_swiglu_x: kx %d, x_stride %lld: expected kx >= 1 and x_stride >= ncols (%d), a multiple of 4",
+                         kx, (long long)x_stride, ncols);
+    if (nrows == 0 || k == 0) return 0;
+    if (gemv_q8_mode()) {
+        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx);
+        if (rc <= 0) return rc;
+    }
+    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0 };
+    return t->run(p, k, 2, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_gemv_experts_y(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
+                                  int nrows, int ky, int64_t y_group_stride, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_experts_y", type, x, ncols, nrows, k, &t)) return -1;
+    if (!w_tab || !ids) return gemv_fail("gpu_gemv_experts_y: NULL table or ids");
+    if (ky < 1 || y_group_stride < (int64_t)ky * nrows)
+        return gemv_fail("gpu_gemv_experts_y: ky %d, group stride %lld: expected ky >= 1 and a stride >= ky * nrows (%d)", ky,
+                         (long long)y_group_stride, nrows);
+    if (nrows == 0 || k == 0) return 0;
+    if (gemv_q8_mode()) {
+        const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, ky, y_group_stride);
+        if (rc <= 0) return rc;
+    }
+    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride };
+    return t->run(p, k, 1, (cudaStream_t)stream);
 }
 
 extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, const float *x,
@@ -248,6 +285,6 @@ extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *i
         const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows };
+    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, 1, 0 };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }

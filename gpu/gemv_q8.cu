@@ -64,6 +64,9 @@ struct q8_params {
     int nch, nbl;                          /* whole chunks per row; bytes of the partial chunk (0: none) */
     int nb;                                /* vectors per weight read (one matrix only): 1..Q8_NB */
     int64_t xb_stride, yb_stride;          /* nb > 1: vector b at x + b * xb_stride, its result at y + b * yb_stride */
+    int xg;                                /* not flat: slot e reads x + (e / xg) * x_stride (0 or 1: e) */
+    int yg;                                /* not flat, > 1: slot e writes y + (e / yg) * ygs + (e % yg) * y_stride */
+    int64_t ygs;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -188,13 +191,13 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
-    if (NB == 1) q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
+    if (NB == 1) q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
     else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
-    float *ybase = p.y + (p.flat ? 0 : e * p.y_stride);
+    float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
     /* warp-uniform steps (the shuffles need every lane) */
     for (int base = base0; base < p.nitems; base += tg) {
         const int it = base + gi;
@@ -316,10 +319,10 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
 #pragma unroll
     for (int t = 0; t < P - 1; t++) issue(t); /* one matrix: before the previous kernel is done */
     if (!p.tab0) hm_pdl_wait();               /* x may come from it */
-    q8_quantize_x(p.x + (p.flat ? 0 : e * p.x_stride), p.ncols, xs);
+    q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
     __syncthreads();
 
-    float *ybase = p.y + (p.flat ? 0 : e * p.y_stride);
+    float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
     float acc = 0.f;
     for (int tau = 0; tau < ntask; tau++) { /* ntask, J: warp-uniform */
         issue(tau + P - 1);
@@ -528,7 +531,8 @@ static const q8_type k_q8_types[] = {
 };
 
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
-                const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream) {
+                const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg,
+                int yg, int64_t ygs) {
     const q8_type *t = NULL;
     for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
         if (k_q8_types[i].type == type) t = &k_q8_types[i];
@@ -538,7 +542,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     if (x_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
-    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0 };
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -552,7 +556,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -39,10 +39,22 @@ int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *c
                             const int *ids, int k, const float *x, float *act, int ncols,
                             int nrows, void *stream);
 
+/* The same with one x per group of kx consecutive slots: slot j reads x + (j / kx) * x_stride
+ * (several tokens' experts in one launch: kx = top-k, x_stride = n_embd). Each slot's results are
+ * those of gpu_gemv_experts_swiglu on its x, bit for bit. x_stride >= ncols, a multiple of 4. */
+int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
+                              const float *x, int64_t x_stride, int kx, float *act, int ncols, int nrows, void *stream);
+
 /* For j < k: y[j] = W_{ids[j]} x[j], one launch (down projections; the caller combines the k
  * rows with the routing weights). w_tab: device table as above; x: [k][ncols]; y: [k][nrows]. */
 int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, const float *x,
                      float *y, int ncols, int nrows, void *stream);
+
+/* gpu_gemv_experts with the slots' outputs in groups of ky: slot j writes y + (j / ky) *
+ * y_group_stride + (j % ky) * nrows (several tokens' experts in one launch, each token's rows
+ * followed by room for more, e.g. the CPU's row). Each slot's results are gpu_gemv_experts's. */
+int gpu_gemv_experts_y(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
+                       int nrows, int ky, int64_t y_group_stride, void *stream);
 
 /* dst[i] = the i-th value of src dequantized exactly as the CPU's to_float does, rounded to
  * bf16 (out_f16 == 0) or f16 (out_f16 != 0) as hm_f32_to_bf16 / hm_f32_to_fp16 do: bit-identical

@@ -10,6 +10,7 @@
 
 __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, float eps) {
     hm_pdl_wait();
+    x += (size_t)blockIdx.y * n; out += (size_t)blockIdx.y * n;   /* row blockIdx.y of a batched step */
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
     ss = block_sum(ss);
@@ -37,6 +38,7 @@ static __device__ void rn_store4(const float4 *v, float ss, const float *w, floa
 __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, const float *__restrict__ w,
                                                    float *__restrict__ out, int n, float eps) {
     hm_pdl_wait();
+    x += (size_t)blockIdx.y * n; out += (size_t)blockIdx.y * n;   /* row blockIdx.y of a batched step */
     const int n4 = n / 4;
     float4 v[RN_V];
     float ss = 0;
@@ -57,17 +59,33 @@ static int vec4_threads(int n) {
     return (per + 31) / 32 * 32 < 32 ? 32 : (per + 31) / 32 * 32;
 }
 
+void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
+    const dim3 grid(1, rows);
+    if (vec4_ok(n, x, w, out)) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps);
+    else hm_launch(k_rmsnorm, grid, 1024, 0, s, x, w, out, n, eps);
+}
+
 void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s) {
-    if (vec4_ok(n, x, w, out)) hm_launch(k_rmsnorm4, 1, vec4_threads(n), 0, s, x, w, out, n, eps);
-    else hm_launch(k_rmsnorm, 1, 1024, 0, s, x, w, out, n, eps);
+    op_rmsnorm_rows(x, w, out, n, 1, eps, s);
 }
 
 /* x += sum_j wt[j] * y[j] (+ shared), then out = rmsnorm(x) * w when w is given: the residual
  * update and the next norm in one launch (one block: the norm needs all of x). Same order of
  * additions as the CPU: the weighted sum first, then the shared part, then into x. */
+/* row blockIdx.y of a batched step: x, shared, out + r * n; y + r * ys; wt + r * ws */
+#define RN_ROW()                                                                   \
+    do {                                                                           \
+        const size_t r_ = blockIdx.y;                                              \
+        x += r_ * n; y += r_ * ys;                                                 \
+        if (wt) wt += r_ * ws;                                                     \
+        if (shared) shared += r_ * n;                                              \
+        if (out) out += r_ * n;                                                    \
+    } while (0)
+
 __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w,
-                                float *out, int n, float eps) {
+                                float *out, int n, float eps, long long ys, int ws) {
     hm_pdl_wait();
+    RN_ROW();
     float ss = 0;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         float acc = 0;
@@ -88,8 +106,9 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
 __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ y,
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
-                                                         float *__restrict__ out, int n, float eps) {
+                                                         float *__restrict__ out, int n, float eps, long long ys, int ws) {
     hm_pdl_wait();
+    RN_ROW();
     __shared__ float swt[64];
     for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
     __syncthreads();
@@ -131,34 +150,44 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
     rn_store4(v, ss, w, out, n, n4, eps);
 }
 
+void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
+                           const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
+    const dim3 grid(1, rows);
+    if (k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0)
+        hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
+    else
+        hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
+}
+
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s) {
-    if (k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0)
-        hm_launch(k_residual_norm4, 1, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps);
-    else
-        hm_launch(k_residual_norm, 1, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps);
+    op_residual_norm_rows(x, y, 0, wt, 0, k, shared, w, out, n, 1, eps, s);
 }
 
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
-                           float eps, const int *pos_p, float *kcache, float *vcache, const int *seq_p, long long seq_stride) {
+                           float eps, const int *pos_p, float *kcache, float *vcache, const int *seq_p, long long seq_stride,
+                           long long qs) {
     hm_pdl_wait();
-    const long long so = seq_p ? *seq_p * seq_stride : 0;   /* a batched step: the row's sequence's cache */
+    const int r = blockIdx.y;   /* a batched step: row r's q|k|v, position and sequence (its cache) */
+    q += r * qs; k += r * qs; v += r * qs; pos_p += r;
+    const long long so = seq_p ? seq_p[r] * seq_stride : 0;
     qkv_post_head(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, blockIdx.x, *pos_p, kcache + so, vcache + so);
 }
 
 void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                      const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
-                     float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, cudaStream_t s) {
-    hm_launch(k_qkv_post, n_head + n_head_kv, (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd,
-              n_rot, theta, eps, pos, kcache, vcache, seq, seq_stride);
+                     float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, int rows,
+                     long long qs, cudaStream_t s) {
+    hm_launch(k_qkv_post, dim3(n_head + n_head_kv, rows), (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv,
+              hd, n_rot, theta, eps, pos, kcache, vcache, seq, seq_stride, qs);
 }
 
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s) {
-    op_qkv_post_seq(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, NULL, 0, s);
+    op_qkv_post_seq(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, NULL, 0, 1, 0, s);
 }
 
 /* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)
@@ -188,12 +217,15 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
                                                           const float *__restrict__ vc, float *__restrict__ part,
                                                           int n_head, int n_head_kv, int hd, int tp, const int *pos_p,
-                                                          const int *seq_p, long long seq_stride) {
+                                                          const int *seq_p, long long seq_stride, int nslab, long long qs,
+                                                          long long ps) {
     hm_pdl_wait();
-    if (seq_p) { kc += *seq_p * seq_stride; vc += *seq_p * seq_stride; }   /* a batched step: the row's sequence's cache */
+    const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;   /* a batched step: row's q, partials, position */
+    q += row * qs; part += row * ps; pos_p += row;
+    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }   /* and its sequence's cache */
     extern __shared__ __align__(16) float att_sm[];
     const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
-    const int grp = n_head / n_head_kv, h0 = blockIdx.z * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
+    const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * hd, ks = hd + 4, per = (hd + 31) / 32;
     float *sk = att_sm, *sv = sk + tp * ks, *sc = sv + tp * hd; /* [tp][hd+4], [tp][hd], [ATT_MAXG][tp] */
     const int n = *pos_p + 1;
@@ -267,9 +299,11 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
 }
 
 /* one block per q head: merge the n_split partials in split order */
-__global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split) {
+__global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, long long ps,
+                               long long os) {
     hm_pdl_wait();
     int h = blockIdx.x;
+    part += blockIdx.y * ps; out += blockIdx.y * os;   /* row blockIdx.y of a batched step */
     const float *p = part + (size_t)h * n_split * (hd + 2);
     float M = -INFINITY;
     for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (hd + 2)]);
@@ -288,27 +322,36 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    op_attn_decode_seq(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, s);
+    op_attn_decode_seq(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, s);
 }
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, cudaStream_t s) {
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, cudaStream_t s) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
-    const dim3 grid(n_head_kv, nsplit, (grp + ATT_MAXG - 1) / ATT_MAXG);
-    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride);
-    hm_launch(k_attn_combine, n_head, hd < 1024 ? hd : 1024, 0, s, part, out, hd, nsplit);
+    const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
+    const dim3 grid(n_head_kv, nsplit, nslab * rows);
+    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
+              nslab, qs, ps);
+    hm_launch(k_attn_combine, dim3(n_head, rows), hd < 1024 ? hd : 1024, 0, s, part, out, hd, nsplit, ps, os);
 }
 
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
-                         int n_group, int topk_group, int *ids, float *w) {
+                         int n_group, int topk_group, int *ids, float *w, int ws) {
     hm_pdl_wait();
+    logits += (size_t)blockIdx.x * n; ids += blockIdx.x * k; w += blockIdx.x * ws;   /* row blockIdx.x of a batched step */
     router_topk(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+}
+
+void op_router_rows(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
+                    int topk_group, int *ids, float *w, int ws, int rows, cudaStream_t s) {
+    hm_launch(k_router, rows, 32, 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, ws);
 }
 
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s) {
-    hm_launch(k_router, 1, 32, 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+    op_router_rows(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, 0, 1, s);
 }
 

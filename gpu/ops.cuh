@@ -10,18 +10,31 @@ void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cu
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s);
-/* The same for a row of a batched step: the caches of sequence *seq (kcache + *seq * seq_stride). */
+/* Batched steps: rows tokens at once (row r: q|k|v at q + r * qs, position pos[r], the caches of
+ * sequence seq[r], kcache + seq[r] * seq_stride); op_qkv_post is rows 1 without seq. */
 void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                      const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
-                     float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, cudaStream_t s);
+                     float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, int rows,
+                     long long qs, cudaStream_t s);
 /* Decode attention (split-K flash decoding, one pass over each kv head for all its q heads) over
  * positions [0, *pos]; out (n_head*hd). hd % 4 == 0, hd <= 256, n_head % n_head_kv == 0; q, caches
  * 16-byte aligned. part: scratch of op_attn_part_floats(n_head, n_head_kv, hd) floats. */
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
+/* The same for rows tokens (row r: q + r * qs, out + r * os, part + r * ps (op_attn_part_floats
+ * each), position pos[r], the caches of sequence seq[r] as op_qkv_post_seq). */
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, cudaStream_t s);
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, cudaStream_t s);
+/* rows vectors of n (x, out: row stride n), one block each */
+void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s);
+/* op_residual_norm for rows tokens: row r's x, shared, out at + r * n, its y at + r * ys, its wt at + r * ws */
+void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
+                           const float *w, float *out, int n, int rows, float eps, cudaStream_t s);
+/* op_router for rows tokens: row r's logits at + r * n, ids at + r * k, w at + r * ws */
+void op_router_rows(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
+                    int topk_group, int *ids, float *w, int ws, int rows, cudaStream_t s);
 /* x += sum_j wt[j] * y[j] (+ shared) (wt NULL: weights 1; y: [k][n]); then, when w is not NULL,
  * out = rmsnorm(x) * w. One launch for the residual update and the next norm. */
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
