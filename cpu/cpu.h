@@ -10,6 +10,11 @@
 void cpu_tensor_row(const hm_tensor *t, int64_t row, float *out);
 /* y[ne1] = W[ne1][ne0] . x[ne0], F32 accumulation; OpenMP across rows. */
 void cpu_matvec(float *y, const hm_tensor *W, const float *x);
+/* Tests only (NULL otherwise): when set, cpu_matvec offers each product to it first; 0 means it
+ * wrote y, anything else leaves the product to cpu_matvec. With the reference kernels every
+ * product of cpu_forward passes here (the fast kernels' MoE experts do not: forward.c's
+ * experts_fast). tests/test_gpu_q8_model_emu.cc runs the GPU's q8 GEMV arithmetic this way. */
+extern int (*cpu_matvec_hook)(float *y, const hm_tensor *W, const float *x);
 /* out = x / sqrt(mean(x^2) + eps) * w; out may alias x. */
 void cpu_rmsnorm(float *out, const float *x, const hm_tensor *w, int n, float eps);
 /* NeoX-style RoPE on the first n_rot dims of each of n_heads heads of v (in place). */

@@ -18,7 +18,10 @@ static float dot_f32(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+int (*cpu_matvec_hook)(float *y, const hm_tensor *W, const float *x);
+
 void cpu_matvec(float *y, const hm_tensor *W, const float *x) {
+    if (cpu_matvec_hook && cpu_matvec_hook(y, W, x) == 0) return;
     /* fast kernels (gemv.c) unless `--kernels ref` or the type has none; below is the reference */
     if (hm_kernels_get() == HM_KERNELS_FAST && hm_gemv(y, W, x) == 0) return;
     int64_t n = W->ne[0], rows = W->ne[1];
