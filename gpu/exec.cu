@@ -287,17 +287,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     mark(g, P_OUTPUT);
 }
 
-static int capture(gpu_exec *g, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
-    cudaGraph_t graph;
-    CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
-    record_step(g, with_logits, seq);
-    CK(cudaStreamEndCapture(g->s, &graph));
-    CK(cudaGraphInstantiate(out, graph, 0));
-    cudaGraphDestroy(graph);
-    return 0;
-bad:
-    return -1;
-}
 
 /* Records one batched decode step of nb tokens (rows of the b* buffers; each row's sequence and
  * position in bseq/bpos). The same kernels as record_step per row, so each row's results are its
@@ -374,10 +363,12 @@ static void record_step_batch(gpu_exec *g, int nb) {
     cudaMemcpyAsync(g->hb_logits, g->blogits, sizeof(float) * V * nb, cudaMemcpyDeviceToHost, s);
 }
 
-static int capture_batch(gpu_exec *g, int nb, cudaGraphExec_t *out, char *err, size_t errlen) {
+/* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens. */
+static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
     cudaGraph_t graph;
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
-    record_step_batch(g, nb);
+    if (nb) record_step_batch(g, nb);
+    else record_step(g, with_logits, seq);
     CK(cudaStreamEndCapture(g->s, &graph));
     CK(cudaGraphInstantiate(out, graph, 0));
     cudaGraphDestroy(graph);
@@ -843,7 +834,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     }
     g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
-        if (capture(g, 1, q, &g->graphs[2 * q + 1], err, errlen) || capture(g, 0, q, &g->graphs[2 * q], err, errlen)) goto bad;
+        if (capture(g, 0, 1, q, &g->graphs[2 * q + 1], err, errlen) || capture(g, 0, 0, q, &g->graphs[2 * q], err, errlen)) goto bad;
     if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
         const double GiB = 1073741824.0;
         const char *mode = o->cold == GPU_COLD_CPU ? "cpu" : "stream";
@@ -897,29 +888,44 @@ static int late_jobs(gpu_exec *g, char *err, size_t errlen) {
     return 0;
 }
 
+/* A token's input row into out (n_embd, pinned): x_in (the residual stream from the previous stage)
+ * when given, else the token's embedding (host-side table). */
+static int step_input(gpu_exec *g, int32_t token, const float *x_in, float *out, char *err, size_t errlen) {
+    const hm_config *c = &g->m->cfg;
+    if (x_in) { memcpy(out, x_in, sizeof(float) * c->n_embd); return 0; }
+    if (token < 0 || token >= c->n_vocab) return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", token, c->n_vocab);
+    const hm_tensor *te = &g->m->tok_embd;
+    hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)token * hm_row_size(te->type, te->ne[0]), out, te->ne[0]);
+    return 0;
+}
+
+/* Before a step of n tokens: the device, the exchange when it is due, the token and step counters
+ * (the dispatcher expects steps 1, 2, ... in order). */
+static int step_begin(gpu_exec *g, int n, char *err, size_t errlen) {
+    CK(cudaSetDevice(g->dev));   /* stages of a pipeline live on different devices of one process */
+    if (exchange_due(g, err, errlen)) return -1;
+    g->tokens += n;
+    if (g->h_step) ++*g->h_step;
+    return 0;
+bad:
+    return -1;
+}
+
 extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
                                       char *err, size_t errlen) {
     const hm_config *c = &g->m->cfg;
     if (seq < 0 || seq >= g->n_seq) return fail(err, errlen, "gpu: sequence %d outside [0, %d)", seq, g->n_seq);
     if (pos < 0 || pos >= g->n_ctx) return fail(err, errlen, "gpu: position %d outside the context of %d", pos, g->n_ctx);
     if (!g->head && !x_out) return fail(err, errlen, "gpu: stage of layers %d..%d: x_out expected", g->l0, g->l1 - 1);
-    if (x_in) memcpy(g->h_x, x_in, sizeof(float) * c->n_embd);
-    else {
-        if (token < 0 || token >= c->n_vocab) return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", token, c->n_vocab);
-        const hm_tensor *te = &g->m->tok_embd;
-        hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)token * hm_row_size(te->type, te->ne[0]), g->h_x, te->ne[0]);
-    }
-    CK(cudaSetDevice(g->dev));   /* stages of a pipeline live on different devices of one process */
+    if (step_input(g, token, x_in, g->h_x, err, errlen)) return -1;
     *g->h_pos = pos;
-    if (exchange_due(g, err, errlen)) return -1;
-    g->tokens++;
-    if (g->h_step) ++*g->h_step;   /* the dispatcher expects steps 1, 2, ... in order */
+    if (step_begin(g, 1, err, errlen)) return -1;
     /* mode 2 profiles one executor's steps of sequence 0 with logits; the others run as usual */
     int profiled;
     profiled = prof.on == 1 || (prof.on == 2 && seq == 0 && logits && (!prof.owner || prof.owner == g));
     if (profiled && prof.on == 2 && !prof.graph) {   /* the step once more, with the marks: event-record nodes */
         prof.owner = g; prof.n = 0; prof.quiet = 0;
-        const int rc = capture(g, 1, 0, &prof.graph, err, errlen);
+        const int rc = capture(g, 0, 1, 0, &prof.graph, err, errlen);
         prof.quiet = 1; prof.graph_n = prof.n;
         if (rc) { prof.owner = NULL; prof.graph = NULL; return -1; }
     }
@@ -963,21 +969,11 @@ extern "C" int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const
         for (int q = 0; q < r; q++)
             if (seq[q] == seq[r]) return fail(err, errlen, "gpu: sequence %d twice in one batched step", seq[r]);
         if (pos[r] < 0 || pos[r] >= g->n_ctx) return fail(err, errlen, "gpu: position %d outside the context of %d", pos[r], g->n_ctx);
-        if (x_in) memcpy(g->hb_x + (size_t)r * D, x_in + (size_t)r * D, sizeof(float) * D);
-        else {
-            if (tokens[r] < 0 || tokens[r] >= c->n_vocab)
-                return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", tokens[r], c->n_vocab);
-            const hm_tensor *te = &g->m->tok_embd;
-            hm_type_get(te->type)->to_float((const uint8_t *)te->data + (size_t)tokens[r] * hm_row_size(te->type, te->ne[0]),
-                                            g->hb_x + (size_t)r * D, te->ne[0]);
-        }
+        if (step_input(g, x_in ? 0 : tokens[r], x_in ? x_in + (size_t)r * D : NULL, g->hb_x + (size_t)r * D, err, errlen)) return -1;
         g->hb_pos[r] = pos[r]; g->hb_seq[r] = seq[r];
     }
-    CK(cudaSetDevice(g->dev));
-    if (exchange_due(g, err, errlen)) return -1;
-    g->tokens += nb;
-    if (g->h_step) ++*g->h_step;
-    if (!g->bgraphs[nb] && capture_batch(g, nb, &g->bgraphs[nb], err, errlen)) return -1;
+    if (step_begin(g, nb, err, errlen)) return -1;
+    if (!g->bgraphs[nb] && capture(g, nb, 1, 0, &g->bgraphs[nb], err, errlen)) return -1;
     CK(cudaGraphLaunch(g->bgraphs[nb], g->s));
     CK(cudaStreamSynchronize(g->s));
     if (late_jobs(g, err, errlen)) return -1;

@@ -366,17 +366,6 @@ static int q8_sm_count(void) {
     return n;
 }
 
-/* lanes per row: the largest power of two <= 32 (and <= the chunks, rounded up) that leaves at
- * most 10% of the lane-steps idle, else the larger of the first two tried */
-static int q8_lanes_shift(int nchunks) {
-    int l = 0;
-    while ((1 << l) < nchunks && l < 5) l++;
-    for (int t = l; t >= 0 && t >= l - 1; t--) {
-        const int L = 1 << t, steps = (nchunks + L - 1) / L;
-        if (10 * nchunks >= 9 * L * steps) return t;
-    }
-    return l;
-}
 
 template <class T, int NMAT, int A>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {

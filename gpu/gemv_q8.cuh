@@ -32,6 +32,19 @@
 #define Q8_REC 336   /* shared-memory bytes per chunk of activations */
 #define Q8_MAX_NCOLS 32768 /* 128 chunks: 43008 bytes of records, under the 48 KB static limit */
 
+/* lanes per row (1 << the result): the largest power of two <= 32 (and <= the chunks, rounded up)
+ * that leaves at most 10% of the lane-steps idle, else the larger of the first two tried. The
+ * launcher's choice (gemv_q8.cu) and the CPU emulation's (tests). */
+static inline int q8_lanes_shift(int nchunks) {
+    int l = 0;
+    while ((1 << l) < nchunks && l < 5) l++;
+    for (int t = l; t >= 0 && t >= l - 1; t--) {
+        const int L = 1 << t, steps = (nchunks + L - 1) / L;
+        if (10 * nchunks >= 9 * L * steps) return t;
+    }
+    return l;
+}
+
 /* ---- intrinsics with host fallbacks ---- */
 
 __device__ __forceinline__ int q8_dp4a(uint32_t a, uint32_t b, int c) {

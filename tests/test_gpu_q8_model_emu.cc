@@ -31,18 +31,6 @@ static int n_pass, n_fail;
 
 /* ---- the q8 GEMV of gemv_q8.cu, on the CPU ---- */
 
-/* gemv_q8.cu: q8_lanes_shift (the SwiGLU launch's cap of 16 lanes matters past 4096 columns only:
- * not on these models) */
-static int lanes_shift(int nchunks) {
-    int l = 0;
-    while ((1 << l) < nchunks && l < 5) l++;
-    for (int t = l; t >= 0 && t >= l - 1; t--) {
-        const int L = 1 << t, steps = (nchunks + L - 1) / L;
-        if (10 * nchunks >= 9 * L * steps) return t;
-    }
-    return l;
-}
-
 template <class T, bool B32>
 static void q8_gemv(const hm_tensor *W, const float *x, float *y) {
     const int ncols = (int)W->ne[0], nrows = (int)W->ne[1], nch = ncols / Q8_CHUNK;
@@ -60,7 +48,7 @@ static void q8_gemv(const hm_tensor *W, const float *x, float *y) {
         memcpy(r + 256 + 8 * (b % 8), &d, 4);
         memcpy(r + 260 + 8 * (b % 8), &s01, 4);
     }
-    const int L = 1 << lanes_shift(nchunks);
+    const int L = 1 << q8_lanes_shift(nchunks);   /* the launcher's choice (the SwiGLU cap of 16 lanes matters past 4096 columns only) */
     alignas(16) uint8_t buf[(T::CB + 15) / 16 * 16];
     for (int r = 0; r < nrows; r++) {
         const uint8_t *row = (const uint8_t *)W->data + (size_t)r * rs;
