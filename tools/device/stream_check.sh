@@ -111,6 +111,7 @@ PY
       batch-stream) run batch-stream4 --runs 1 --gpu-mem $gib --cold stream --streams 4; run nobatch-stream4 --runs 1 --gpu-mem $gib --cold stream --streams 4 --no-batch ;;
       s3-batch) for n in 2 4; do run s3-batch$n --runs 1 --gpus 0,1 --gpu-mem 16,16 --cold cpu --streams $n; done ;;
       all-cpu-experts1) run all-cpu-experts --runs 1 --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
+      no-swap-replay) run no-swap-replay --gpu-mem $gib --cold cpu --no-swap --routing "$T" --replay-routing "$T" ;;   # the exchange's "before" under the replayed trace
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
   done
