@@ -190,133 +190,175 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
     op_qkv_post_seq(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, NULL, 0, 1, 0, s);
 }
 
-/* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)
- * stages tiles of ATT_TP positions of K and V in shared memory once and serves all the q heads of
- * that kv head from them (up to ATT_MAXG per slab: 8 warps x 4 heads). The split count is fixed
- * per kv-head count (graph-capturable); each split takes a contiguous slice of [0, pos] of at least
- * ATT_MINPOS positions, so at short context the trailing splits are empty (m = -inf, l = 0).
- * Scores: thread per (head, position), dot over hd from shared (K rows padded by 4 floats: the
- * float4 reads of 8 lanes fall on distinct banks). Online softmax per warp-head: lanes own
- * positions for the max/sum, dims (lane + 32r) for the output. Partials: m, l, o[hd]. */
-#define ATT_THREADS 256
-#define ATT_WARPS (ATT_THREADS / 32)
-#define ATT_HPW 4 /* q heads per warp */
-#define ATT_MAXG (ATT_WARPS * ATT_HPW)
-#define ATT_MINPOS 32
+/* Decode attention: flash decoding in one launch. Block (kv head, split, head slab x row) takes a
+ * contiguous slice of the positions [0, pos] for the slab's q heads (up to HS of the kv head's
+ * group); its AT_W warps split the slice again, and each warp walks its positions AT_U at a time:
+ * lane i holds dims i, i+32, ... (DPL of them) of every q head, K and V rows are read straight from
+ * the cache (coalesced, all AT_U rows' loads issued before any use), a head's score is the warp sum
+ * of the lanes' partial dots, and the softmax runs online in base 2 (scores scaled by log2(e)/sqrt(hd)).
+ * The warps' states merge in shared memory. The split count follows pos (AT_MINPOS positions a
+ * split at least, at most the grid's), so short contexts use few blocks and a single split writes
+ * the output directly; otherwise each split writes (m, l, o[hd]) to part and the last block of the
+ * (row, kv head, slab) to finish, found by an atomic counter that it resets, merges them in split
+ * order. part: op_attn_part_floats; its counters (the first op_attn_part_counters floats) must be
+ * zero before the first call (every call leaves them zero). */
+#define AT_W 4        /* warps per block */
+#define AT_U 4        /* positions a warp loads together */
+#define AT_MINPOS 16  /* positions a split takes at least */
+#define AT_LOG2E 1.4426950408889634f
 
 static int attn_nsplit(int n_head_kv) {
-    int n = (264 + n_head_kv - 1) / n_head_kv; /* ~2 blocks per SM of an H100/H200 */
+    int n = (264 + n_head_kv - 1) / n_head_kv; /* ~2 blocks per SM of an H100/H200 at long context */
     return n < 1 ? 1 : n > 64 ? 64 : n;
 }
-static int attn_tp(int hd) { return hd <= 128 ? 32 : 16; }
+static __host__ __device__ int attn_hs(int grp) { return grp <= 4 ? 4 : grp <= 8 ? 8 : grp <= 12 ? 12 : 16; }
+static __host__ __device__ int attn_dpl(int hd) { return hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8; }
+static __host__ __device__ int attn_nslab(int grp, int hd) {
+    int hs = attn_hs(grp);
+    if (attn_dpl(hd) == 8 && hs > 8) hs = 8;
+    return (grp + hs - 1) / hs;
+}
 
+static __host__ __device__ size_t attn_ctr(int n_head, int n_head_kv, int hd) {
+    return ((size_t)n_head_kv * attn_nslab(n_head / n_head_kv, hd) + 3) & ~(size_t)3;
+}
+size_t op_attn_part_counters(int n_head, int n_head_kv, int hd) { return attn_ctr(n_head, n_head_kv, hd); }
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
-    return (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
+    return attn_ctr(n_head, n_head_kv, hd) + (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
 }
 
-__global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
-                                                          const float *__restrict__ vc, float *__restrict__ part,
-                                                          int n_head, int n_head_kv, int hd, int tp, const int *pos_p,
-                                                          const int *seq_p, long long seq_stride, int nslab, long long qs,
-                                                          long long ps) {
+template <int DPL, int HS>
+__global__ void __launch_bounds__(AT_W * 32) k_attn_fd(const float *__restrict__ q, const float *__restrict__ kc,
+                                                      const float *__restrict__ vc, float *__restrict__ out, float *part,
+                                                      int n_head, int n_head_kv, int hd, const int *pos_p, const int *seq_p,
+                                                      long long seq_stride, int nslab, long long qs, long long os, long long ps) {
     hm_pdl_wait();
-    const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;   /* a batched step: row's q, partials, position */
-    q += row * qs; part += row * ps; pos_p += row;
-    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }   /* and its sequence's cache */
-    extern __shared__ __align__(16) float att_sm[];
-    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
-    const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * hd, ks = hd + 4, per = (hd + 31) / 32;
-    float *sk = att_sm, *sv = sk + tp * ks, *sc = sv + tp * hd; /* [tp][hd+4], [tp][hd], [ATT_MAXG][tp] */
+    extern __shared__ float at_sm[]; /* [AT_W][HS][hd + 2]: each warp's m, l, o per head */
+    const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
+    q += row * qs; out += row * os; part += row * ps; pos_p += row;
+    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
+    const int kvh = blockIdx.x, sp = blockIdx.y, nmax = gridDim.y;
+    const int grp = n_head / n_head_kv, h0 = slab * HS, ng = min(HS, grp - h0), kvd = n_head_kv * hd;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, hw = hd + 2;
     const int n = *pos_p + 1;
-    int len = (n + nsplit - 1) / nsplit;
-    if (len < ATT_MINPOS) len = ATT_MINPOS;
-    const int t0 = min(sp * len, n), t1 = min(t0 + len, n);
-    const float scale = 1.0f / sqrtf((float)hd);
-    const float *qb = q + (size_t)(kvh * grp + h0) * hd; /* this slab's heads, consecutive */
-    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][8];
+    int ns = min(nmax, (n + AT_MINPOS - 1) / AT_MINPOS);
+    const int len = (n + ns - 1) / ns;
+    ns = (n + len - 1) / len; /* every split below ns is non-empty */
+    if (sp >= ns) return;
+    const int t0 = sp * len, t1 = min(t0 + len, n);
+    const int wl = (t1 - t0 + AT_W - 1) / AT_W, w0 = min(t0 + warp * wl, t1), w1 = min(w0 + wl, t1);
+    const float sc = AT_LOG2E / sqrtf((float)hd);
+    const int head0 = kvh * grp + h0;
+    float qr[HS][DPL], o[HS][DPL], m[HS], l[HS];
 #pragma unroll
-    for (int j = 0; j < ATT_HPW; j++) {
-        m[j] = -INFINITY; l[j] = 0.f;
+    for (int h = 0; h < HS; h++) {
+        m[h] = -INFINITY; l[h] = 0.f;
 #pragma unroll
-        for (int r = 0; r < 8; r++) o[j][r] = 0.f;
+        for (int r = 0; r < DPL; r++) {
+            const int d = lane + 32 * r;
+            qr[h][r] = h < ng && d < hd ? q[(size_t)(head0 + h) * hd + d] : 0.f;
+            o[h][r] = 0.f;
+        }
     }
-    const int hd4 = hd / 4;
-    for (int tb = t0; tb < t1; tb += tp) {
-        const int nt = min(tp, t1 - tb);
-        __syncthreads(); /* the previous tile is consumed */
-        for (int i = threadIdx.x; i < nt * hd4; i += ATT_THREADS) {
-            const int t = i / hd4, c = i - t * hd4;
-            const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
-            const float4 kv = *(const float4 *)(kc + g), vv = *(const float4 *)(vc + g);
-            *(float4 *)(sk + t * ks + 4 * c) = kv;
-            *(float4 *)(sv + t * hd + 4 * c) = vv;
-        }
-        __syncthreads();
-        for (int i = threadIdx.x; i < ng * tp; i += ATT_THREADS) {
-            const int h = i / tp, t = i - h * tp;
-            if (t >= nt) continue;
-            const float *qh = qb + (size_t)h * hd, *kr = sk + t * ks;
-            float d = 0.f;
-            for (int c = 0; c < hd; c += 4) {
-                const float4 a = __ldg((const float4 *)(qh + c)), b = *(const float4 *)(kr + c);
-                d += a.x * b.x; d += a.y * b.y; d += a.z * b.z; d += a.w * b.w;
-            }
-            sc[h * tp + t] = d * scale;
-        }
-        __syncthreads();
+    const float *kb = kc + (size_t)kvh * hd, *vb = vc + (size_t)kvh * hd;
+    for (int t = w0; t < w1; t += AT_U) {
+        const int nu = min(AT_U, w1 - t);
+        float kr[AT_U][DPL], vr[AT_U][DPL];
 #pragma unroll
-        for (int j = 0; j < ATT_HPW; j++) {
-            const int h = wid + ATT_WARPS * j;
+        for (int u = 0; u < AT_U; u++)
+#pragma unroll
+            for (int r = 0; r < DPL; r++) {
+                const int d = lane + 32 * r;
+                const bool ok = u < nu && d < hd;
+                kr[u][r] = ok ? kb[(size_t)(t + u) * kvd + d] : 0.f;
+                vr[u][r] = ok ? vb[(size_t)(t + u) * kvd + d] : 0.f;
+            }
+#pragma unroll
+        for (int h = 0; h < HS; h++) {
             if (h >= ng) break; /* warp-uniform */
-            const float s = lane < nt ? sc[h * tp + lane] : -INFINITY;
-            float mt = s;
-            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-            l[j] = l[j] * c + warp_sum(pe);
+            float s[AT_U];
 #pragma unroll
-            for (int r = 0; r < 8; r++) o[j][r] *= c;
-            for (int t = 0; t < nt; t++) {
-                const float pt = __shfl_sync(0xffffffffu, pe, t);
-                const float *vr = sv + t * hd;
+            for (int u = 0; u < AT_U; u++) {
+                float d = 0.f;
 #pragma unroll
-                for (int r = 0; r < 8; r++)
-                    if (r < per && lane + 32 * r < hd) o[j][r] += pt * vr[lane + 32 * r];
+                for (int r = 0; r < DPL; r++) d = fmaf(qr[h][r], kr[u][r], d);
+                s[u] = u < nu ? warp_sum(d) * sc : -INFINITY;
             }
-            m[j] = mn;
+            const float mn = fmaxf(m[h], fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])));
+            const float c = exp2f(m[h] - mn);
+            float p[AT_U], ps_ = 0.f;
+#pragma unroll
+            for (int u = 0; u < AT_U; u++) { p[u] = exp2f(s[u] - mn); ps_ += p[u]; }
+            l[h] = fmaf(l[h], c, ps_);
+#pragma unroll
+            for (int r = 0; r < DPL; r++) {
+                float acc = o[h][r] * c;
+#pragma unroll
+                for (int u = 0; u < AT_U; u++) acc = fmaf(p[u], vr[u][r], acc);
+                o[h][r] = acc;
+            }
+            m[h] = mn;
         }
     }
+    /* this warp's states into shared memory, then the block's merge */
 #pragma unroll
-    for (int j = 0; j < ATT_HPW; j++) {
-        const int h = wid + ATT_WARPS * j;
+    for (int h = 0; h < HS; h++) {
         if (h >= ng) break;
-        float *dst = part + ((size_t)(kvh * grp + h0 + h) * nsplit + sp) * (hd + 2);
-        if (lane == 0) { dst[0] = m[j]; dst[1] = l[j]; }
+        float *st = at_sm + ((size_t)warp * HS + h) * hw;
+        if (lane == 0) { st[0] = m[h]; st[1] = l[h]; }
 #pragma unroll
-        for (int r = 0; r < 8; r++)
-            if (r < per && lane + 32 * r < hd) dst[2 + lane + 32 * r] = o[j][r];
+        for (int r = 0; r < DPL; r++)
+            if (lane + 32 * r < hd) st[2 + lane + 32 * r] = o[h][r];
     }
-}
-
-/* one block per q head: merge the n_split partials in split order */
-__global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, long long ps,
-                               long long os) {
-    hm_pdl_wait();
-    int h = blockIdx.x;
-    part += blockIdx.y * ps; out += blockIdx.y * os;   /* row blockIdx.y of a batched step */
-    const float *p = part + (size_t)h * n_split * (hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, p[s * (hd + 2)]);
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float L = 0, acc = 0;
-        for (int s = 0; s < n_split; s++) {
-            float m = p[s * (hd + 2)];
-            if (m == -INFINITY) continue;
-            float c = expf(m - M);
-            L += p[s * (hd + 2) + 1] * c;
-            acc += p[s * (hd + 2) + 2 + i] * c;
+    __syncthreads();
+    float *ctr = part + (size_t)kvh * nslab + slab; /* the counters come first */
+    float *pp = part + attn_ctr(n_head, n_head_kv, hd);
+    for (int i = threadIdx.x; i < ng * hd; i += AT_W * 32) {
+        const int h = i / hd, d = i - h * hd;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < AT_W; w++) M = fmaxf(M, at_sm[((size_t)w * HS + h) * hw]);
+        float L = 0.f, O = 0.f;
+#pragma unroll
+        for (int w = 0; w < AT_W; w++) {
+            const float *st = at_sm + ((size_t)w * HS + h) * hw;
+            if (st[0] == -INFINITY) continue; /* a warp without positions */
+            const float c = exp2f(st[0] - M);
+            L = fmaf(st[1], c, L);
+            O = fmaf(st[2 + d], c, O);
         }
-        out[h * hd + i] = acc / L;
+        if (ns == 1) out[(size_t)(head0 + h) * hd + d] = O / L;
+        else {
+            float *dst = pp + ((size_t)(head0 + h) * nmax + sp) * hw;
+            if (d == 0) { dst[0] = M; dst[1] = L; }
+            dst[2 + d] = O;
+        }
+    }
+    if (ns == 1) return;
+    __shared__ int last;
+    __threadfence(); /* this split's partials are visible before the counter says so */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int prev = atomicAdd((int *)ctr, 1);
+        last = prev == ns - 1;
+        if (last) *(int *)ctr = 0; /* every other split has counted: ready for the next call */
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < ng * hd; i += AT_W * 32) {
+        const int h = i / hd, d = i - h * hd;
+        const float *src = pp + (size_t)(head0 + h) * nmax * hw;
+        float M = -INFINITY;
+        for (int s2 = 0; s2 < ns; s2++) M = fmaxf(M, __ldcg(src + (size_t)s2 * hw));
+        float L = 0.f, O = 0.f;
+        for (int s2 = 0; s2 < ns; s2++) {
+            const float *pt = src + (size_t)s2 * hw;
+            const float c = exp2f(__ldcg(pt) - M);
+            L = fmaf(__ldcg(pt + 1), c, L);
+            O = fmaf(__ldcg(pt + 2 + d), c, O);
+        }
+        out[(size_t)(head0 + h) * hd + d] = O / L;
     }
 }
 
@@ -325,17 +367,31 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
     op_attn_decode_seq(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, s);
 }
 
+template <int DPL, int HS>
+static void attn_go(dim3 grid, int hd, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out, float *part,
+                    int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab, long long qs,
+                    long long os, long long ps) {
+    const size_t smem = sizeof(float) * AT_W * HS * (size_t)(hd + 2);
+    hm_launch(k_attn_fd<DPL, HS>, grid, AT_W * 32, smem, s, q, kc, vc, out, part, n_head, n_head_kv, hd, pos, seq, seq_stride, nslab,
+              qs, os, ps);
+}
+
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, cudaStream_t s) {
     (void)n_ctx;
-    const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
-    const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
-    const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
-    const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
-              nslab, qs, ps);
-    hm_launch(k_attn_combine, dim3(n_head, rows), hd < 1024 ? hd : 1024, 0, s, part, out, hd, nsplit, ps, os);
+    const int grp = n_head / n_head_kv, dpl = attn_dpl(hd), nslab = attn_nslab(grp, hd);
+    const int hs = (grp + nslab - 1) / nslab <= 4 ? 4 : (grp + nslab - 1) / nslab <= 8 ? 8 : (grp + nslab - 1) / nslab <= 12 ? 12 : 16;
+    const dim3 grid(n_head_kv, attn_nsplit(n_head_kv), nslab * rows);
+#define AT_GO(D, H) attn_go<D, H>(grid, hd, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps)
+#define AT_HS(D) do { if (hs == 4) AT_GO(D, 4); else if (hs == 8) AT_GO(D, 8); else if (hs == 12) AT_GO(D, 12); else AT_GO(D, 16); } while (0)
+    if (dpl == 1) AT_HS(1);
+    else if (dpl == 2) AT_HS(2);
+    else if (dpl == 4) AT_HS(4);
+    else if (hs == 4) AT_GO(8, 4);
+    else AT_GO(8, 8);
+#undef AT_HS
+#undef AT_GO
 }
 
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,

@@ -139,12 +139,16 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     }
     float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *dout = poisoned(qd), *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
-    op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0);
+    cudaMemset(part, 0, sizeof(float) * op_attn_part_counters(n_head, n_kv, hd));   /* the counters start at zero; partials poisoned */
     float *got = (float *)malloc(qd * 4);
-    back(got, dout, qd);
     char what[128];
-    snprintf(what, sizeof what, "attention heads %d/%d hd %d ctx %d pos %d", n_head, n_kv, hd, n_ctx, pos);
-    check(what, got, ref, qd, 1e-5);
+    for (int call = 0; call < 2; call++) {   /* the second call finds the counters the first one left */
+        cudaMemset(dout, 0xFF, qd * sizeof(float));
+        op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0);
+        back(got, dout, qd);
+        snprintf(what, sizeof what, "attention heads %d/%d hd %d ctx %d pos %d (call %d)", n_head, n_kv, hd, n_ctx, pos, call + 1);
+        check(what, got, ref, qd, 1e-5);
+    }
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos);
     free(q); free(kc); free(vc); free(ref); free(att); free(got);
 }
@@ -188,8 +192,12 @@ int main(void) {
     test_attention(6, 3, 48, 300, 211);
     test_attention(96, 8, 128, 4096, 4000);
     test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
-    test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
-    test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
+    test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: four head slabs */
+    test_attention(8, 2, 256, 300, 299);      /* hd 256: 8 dims a lane */
+    test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group: two slabs of 8 */
+    test_attention(40, 2, 64, 100, 16);       /* 20 heads a group: slabs of 16 and 4; 17 positions: two splits */
+    test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
+    for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* split edges; hd 32: a dim a lane */
     test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 0);
     test_router(1, 128, 8, 0, 1.0f, 1, 1, 0, 0);
     test_router(1, 60, 4, 1, 1.0f, 1, 1, 0, 1);
