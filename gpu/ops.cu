@@ -204,7 +204,7 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
  * zero before the first call (every call leaves them zero). */
 #define AT_W 4        /* warps per block */
 #define AT_U 4        /* positions a warp loads together */
-#define AT_MINPOS 16  /* positions a split takes at least */
+#define AT_MINPOS 32  /* positions a split takes at least */
 #define AT_LOG2E 1.4426950408889634f
 
 static int attn_nsplit(int n_head_kv) {
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(AT_W * 32) k_attn_fd(const float *__restrict__
                                                       int n_head, int n_head_kv, int hd, const int *pos_p, const int *seq_p,
                                                       long long seq_stride, int nslab, long long qs, long long os, long long ps) {
     hm_pdl_wait();
-    extern __shared__ float at_sm[]; /* [AT_W][HS][hd + 2]: each warp's m, l, o per head */
+    extern __shared__ float at_sm[]; /* [AT_W][HS][hd + 2]: each warp's m, l, o per head; later [HS][64] */
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
     if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
@@ -346,19 +346,29 @@ __global__ void __launch_bounds__(AT_W * 32) k_attn_fd(const float *__restrict__
     __syncthreads();
     if (!last) return;
     __threadfence();
+    /* the splits' weights per head: warp h takes head h, lanes the splits (ns <= 64) */
+    float *cw = at_sm; /* [HS][64] (the warp states are consumed) */
+    for (int h = warp; h < ng; h += AT_W) {
+        const float *src = pp + (size_t)(head0 + h) * nmax * hw;
+        const float m0 = lane < ns ? __ldcg(src + (size_t)lane * hw) : -INFINITY;
+        const float m1 = lane + 32 < ns ? __ldcg(src + (size_t)(lane + 32) * hw) : -INFINITY;
+        const float l0 = lane < ns ? __ldcg(src + (size_t)lane * hw + 1) : 0.f;
+        const float l1 = lane + 32 < ns ? __ldcg(src + (size_t)(lane + 32) * hw + 1) : 0.f;
+        float M = fmaxf(m0, m1);
+        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
+        const float c0 = lane < ns ? exp2f(m0 - M) : 0.f, c1 = lane + 32 < ns ? exp2f(m1 - M) : 0.f;
+        const float L = warp_sum(fmaf(l0, c0, l1 * c1));
+        cw[h * 64 + lane] = c0 / L;
+        cw[h * 64 + lane + 32] = c1 / L;
+    }
+    __syncthreads();
     for (int i = threadIdx.x; i < ng * hd; i += AT_W * 32) {
         const int h = i / hd, d = i - h * hd;
-        const float *src = pp + (size_t)(head0 + h) * nmax * hw;
-        float M = -INFINITY;
-        for (int s2 = 0; s2 < ns; s2++) M = fmaxf(M, __ldcg(src + (size_t)s2 * hw));
-        float L = 0.f, O = 0.f;
-        for (int s2 = 0; s2 < ns; s2++) {
-            const float *pt = src + (size_t)s2 * hw;
-            const float c = exp2f(__ldcg(pt) - M);
-            L = fmaf(__ldcg(pt + 1), c, L);
-            O = fmaf(__ldcg(pt + 2 + d), c, O);
-        }
-        out[(size_t)(head0 + h) * hd + d] = O / L;
+        const float *src = pp + (size_t)(head0 + h) * nmax * hw + 2 + d;
+        float O = 0.f;
+#pragma unroll 8
+        for (int s2 = 0; s2 < ns; s2++) O = fmaf(cw[h * 64 + s2], __ldcg(src + (size_t)s2 * hw), O);
+        out[(size_t)(head0 + h) * hd + d] = O;
     }
 }
 
@@ -371,7 +381,7 @@ template <int DPL, int HS>
 static void attn_go(dim3 grid, int hd, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out, float *part,
                     int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab, long long qs,
                     long long os, long long ps) {
-    const size_t smem = sizeof(float) * AT_W * HS * (size_t)(hd + 2);
+    const size_t smem = sizeof(float) * HS * (size_t)(AT_W * (hd + 2) > 64 ? AT_W * (hd + 2) : 64);   /* warp states, then split weights */
     hm_launch(k_attn_fd<DPL, HS>, grid, AT_W * 32, smem, s, q, kc, vc, out, part, n_head, n_head_kv, hd, pos, seq, seq_stride, nslab,
               qs, os, ps);
 }

@@ -4,8 +4,8 @@
  * bit-exact. Then all of it again in gpu_gemv_set_mode(1) (x quantized to int8, dp4a), where the
  * references of the shapes that path takes are tests/gemv_q8_ref.h's, plus q8-only checks: the
  * quantization bound against the exact dot, bitwise reproducibility, fallbacks, wide rows.
- * `--bench [mode]` prints GB/s per type against a device-to-device copy instead, for both modes
- * (or the one given).
+ * `--bench [mode [type]]` prints GB/s per type against a device-to-device copy instead, for both modes
+ * (or the one given; a type name such as Q4_K: that type only, without the batch table).
  * Exit 0 when all pass, 1 on a failure, 77 (SKIP) without a CUDA device. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "gpu_gemv.h" /* by path: cpu/gemv.h (the CPU kernels) shares the name */
 #include "gpu_check.h"
 extern "C" {
@@ -688,7 +689,7 @@ static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, dou
     CK(cudaFree(x)); CK(cudaFree(act)); CK(cudaFree(y));
 }
 
-static int bench(int only_mode) {
+static int bench(int only_mode, const char *only_type) {   /* only_type: a type name, or NULL for all */
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     const double copy = bench_copy(e0, e1);
@@ -703,6 +704,7 @@ static int bench(int only_mode) {
     for (int i = 0; i < NTYPES; i++) {
         const int t = k_types[i];
         if (mode && is_float_type(t)) continue;
+        if (only_type && strcasecmp(only_type, hm_type_name(t))) continue;
         double us1, us2, gu = 0, dn = 0;
         const double g1 = bench_gemv(t, 14336, 4096, e0, e1, &us1), g2 = bench_gemv(t, 4096, 14336, e0, e1, &us2);
         bench_moe(t, e0, e1, &gu, &dn);
@@ -711,7 +713,7 @@ static int bench(int only_mode) {
                100 * dn / copy);
     }
   }
-    if (only_mode != 0) {   /* several tokens' vectors per weight read (mode 1) */
+    if (only_mode != 0 && !only_type) {   /* several tokens' vectors per weight read (mode 1) */
         gpu_gemv_set_mode(1);
         printf("\ngpu_gemv_batch (mode 1) vs one gpu_gemv per vector, us per call (GB/s of weights read once):\n");
         static const int bt[] = { HM_TYPE_Q4_K, HM_TYPE_Q6_K, HM_TYPE_Q3_K, HM_TYPE_Q8_0, HM_TYPE_Q4_0 };
@@ -743,7 +745,7 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
     if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
-    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1); /* --bench [mode] */
+    if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? argv[3] : NULL); /* --bench [mode [type]] */
 
     for (int i = 0; i < NTYPES; i++) {
         const int t = k_types[i];
