@@ -190,185 +190,172 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
     op_qkv_post_seq(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, NULL, 0, 1, 0, s);
 }
 
-/* Decode attention: flash decoding in one launch. Block (kv head, split, head slab x row) takes a
- * contiguous slice of the positions [0, pos] for the slab's q heads (up to HS of the kv head's
- * group); its AT_W warps split the slice again, and each warp walks its positions AT_U at a time:
- * lane i holds dims i, i+32, ... (DPL of them) of every q head, K and V rows are read straight from
- * the cache (coalesced, all AT_U rows' loads issued before any use), a head's score is the warp sum
- * of the lanes' partial dots, and the softmax runs online in base 2 (scores scaled by log2(e)/sqrt(hd)).
- * The warps' states merge in shared memory. The split count follows pos (AT_MINPOS positions a
- * split at least, at most the grid's), so short contexts use few blocks and a single split writes
- * the output directly; otherwise each split writes (m, l, o[hd]) to part and the last block of the
- * (row, kv head, slab) to finish, found by an atomic counter that it resets, merges them in split
- * order. part: op_attn_part_floats; its counters (the first op_attn_part_counters floats) must be
- * zero before the first call (every call leaves them zero). */
-#define AT_W 4        /* warps per block */
-#define AT_U 4        /* positions a warp loads together */
-#define AT_MINPOS 32  /* positions a split takes at least */
-#define AT_LOG2E 1.4426950408889634f
+/* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)
+ * stages tiles of ATT_TP positions of K and V in shared memory once and serves all the q heads of
+ * that kv head from them (up to ATT_MAXG per slab: 8 warps x 4 heads). The split count is fixed
+ * per kv-head count (graph-capturable); each split takes a contiguous slice of [0, pos] of at least
+ * ATT_MINPOS positions; the splits past the last non-empty one return at once, and a single
+ * split writes the output itself. Scores: thread per (head, position), dot over hd from shared (K
+ * rows padded by 4 floats: the float4 reads of 8 lanes fall on distinct banks). Online softmax per
+ * warp-head: lanes own positions for the max/sum, dims (lane + 32r) for the output. Several
+ * splits: each writes its partials (m, l, o[hd]) and the last block of the (row, kv head, slab) to
+ * finish, found by an atomic counter that it resets, merges them (a warp per head computes the
+ * splits' weights once, then a thread per output sums). part: op_attn_part_floats floats whose
+ * first op_attn_part_counters are zero before the first call (every call leaves them zero). */
+#define ATT_THREADS 256
+#define ATT_WARPS (ATT_THREADS / 32)
+#define ATT_HPW 4 /* q heads per warp */
+#define ATT_MAXG (ATT_WARPS * ATT_HPW)
+#define ATT_MINPOS 32
 
 static int attn_nsplit(int n_head_kv) {
-    int n = (264 + n_head_kv - 1) / n_head_kv; /* ~2 blocks per SM of an H100/H200 at long context */
+    int n = (264 + n_head_kv - 1) / n_head_kv; /* ~2 blocks per SM of an H100/H200 */
     return n < 1 ? 1 : n > 64 ? 64 : n;
 }
-static __host__ __device__ int attn_hs(int grp) { return grp <= 4 ? 4 : grp <= 8 ? 8 : grp <= 12 ? 12 : 16; }
-static __host__ __device__ int attn_dpl(int hd) { return hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8; }
-static __host__ __device__ int attn_nslab(int grp, int hd) {
-    int hs = attn_hs(grp);
-    if (attn_dpl(hd) == 8 && hs > 8) hs = 8;
-    return (grp + hs - 1) / hs;
-}
+static int attn_tp(int hd) { return hd <= 128 ? 32 : 16; }
 
-static __host__ __device__ size_t attn_ctr(int n_head, int n_head_kv, int hd) {
-    return ((size_t)n_head_kv * attn_nslab(n_head / n_head_kv, hd) + 3) & ~(size_t)3;
+static __host__ __device__ size_t attn_ctr(int n_head, int n_head_kv) {   /* counters: one per kv head and slab */
+    return ((size_t)n_head_kv * ((n_head / n_head_kv + ATT_MAXG - 1) / ATT_MAXG) + 3) & ~(size_t)3;
 }
-size_t op_attn_part_counters(int n_head, int n_head_kv, int hd) { return attn_ctr(n_head, n_head_kv, hd); }
+size_t op_attn_part_counters(int n_head, int n_head_kv, int hd) { (void)hd; return attn_ctr(n_head, n_head_kv); }
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
-    return attn_ctr(n_head, n_head_kv, hd) + (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
+    return attn_ctr(n_head, n_head_kv) + (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
 }
 
-template <int DPL, int HS>
-__global__ void __launch_bounds__(AT_W * 32) k_attn_fd(const float *__restrict__ q, const float *__restrict__ kc,
-                                                      const float *__restrict__ vc, float *__restrict__ out, float *part,
-                                                      int n_head, int n_head_kv, int hd, const int *pos_p, const int *seq_p,
-                                                      long long seq_stride, int nslab, long long qs, long long os, long long ps) {
+__global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
+                                                          const float *__restrict__ vc, float *__restrict__ out, float *part,
+                                                          int n_head, int n_head_kv, int hd, int tp, const int *pos_p,
+                                                          const int *seq_p, long long seq_stride, int nslab, long long qs,
+                                                          long long os, long long ps) {
     hm_pdl_wait();
-    extern __shared__ float at_sm[]; /* [AT_W][HS][hd + 2]: each warp's m, l, o per head; later [HS][64] */
-    const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
+    const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;   /* a batched step: row's q, partials, position */
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
-    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
-    const int kvh = blockIdx.x, sp = blockIdx.y, nmax = gridDim.y;
-    const int grp = n_head / n_head_kv, h0 = slab * HS, ng = min(HS, grp - h0), kvd = n_head_kv * hd;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, hw = hd + 2;
+    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }   /* and its sequence's cache */
+    extern __shared__ __align__(16) float att_sm[];
+    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
+    const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * hd, ks = hd + 4, per = (hd + 31) / 32;
+    float *sk = att_sm, *sv = sk + tp * ks, *sc = sv + tp * hd; /* [tp][hd+4], [tp][hd], [ATT_MAXG][tp] */
     const int n = *pos_p + 1;
-    int ns = min(nmax, (n + AT_MINPOS - 1) / AT_MINPOS);
-    const int len = (n + ns - 1) / ns;
-    ns = (n + len - 1) / len; /* every split below ns is non-empty */
+    int len = (n + nsplit - 1) / nsplit;
+    if (len < ATT_MINPOS) len = ATT_MINPOS;
+    const int ns = (n + len - 1) / len; /* splits with positions */
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
-    const int wl = (t1 - t0 + AT_W - 1) / AT_W, w0 = min(t0 + warp * wl, t1), w1 = min(w0 + wl, t1);
-    const float sc = AT_LOG2E / sqrtf((float)hd);
-    const int head0 = kvh * grp + h0;
-    float qr[HS][DPL], o[HS][DPL], m[HS], l[HS];
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *qb = q + (size_t)(kvh * grp + h0) * hd; /* this slab's heads, consecutive */
+    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][8];
 #pragma unroll
-    for (int h = 0; h < HS; h++) {
-        m[h] = -INFINITY; l[h] = 0.f;
+    for (int j = 0; j < ATT_HPW; j++) {
+        m[j] = -INFINITY; l[j] = 0.f;
 #pragma unroll
-        for (int r = 0; r < DPL; r++) {
-            const int d = lane + 32 * r;
-            qr[h][r] = h < ng && d < hd ? q[(size_t)(head0 + h) * hd + d] : 0.f;
-            o[h][r] = 0.f;
-        }
+        for (int r = 0; r < 8; r++) o[j][r] = 0.f;
     }
-    const float *kb = kc + (size_t)kvh * hd, *vb = vc + (size_t)kvh * hd;
-    for (int t = w0; t < w1; t += AT_U) {
-        const int nu = min(AT_U, w1 - t);
-        float kr[AT_U][DPL], vr[AT_U][DPL];
+    const int hd4 = hd / 4;
+    for (int tb = t0; tb < t1; tb += tp) {
+        const int nt = min(tp, t1 - tb);
+        __syncthreads(); /* the previous tile is consumed */
+        for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * ATT_THREADS) {   /* 4 rows' loads in flight a thread */
+            float4 kv[4], vv[4];
 #pragma unroll
-        for (int u = 0; u < AT_U; u++)
-#pragma unroll
-            for (int r = 0; r < DPL; r++) {
-                const int d = lane + 32 * r;
-                const bool ok = u < nu && d < hd;
-                kr[u][r] = ok ? kb[(size_t)(t + u) * kvd + d] : 0.f;
-                vr[u][r] = ok ? vb[(size_t)(t + u) * kvd + d] : 0.f;
+            for (int u = 0; u < 4; u++) {
+                const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
+                const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
+                if (i < nt * hd4) { kv[u] = *(const float4 *)(kc + g); vv[u] = *(const float4 *)(vc + g); }
             }
 #pragma unroll
-        for (int h = 0; h < HS; h++) {
+            for (int u = 0; u < 4; u++) {
+                const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
+                if (i < nt * hd4) { *(float4 *)(sk + t * ks + 4 * c) = kv[u]; *(float4 *)(sv + t * hd + 4 * c) = vv[u]; }
+            }
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < ng * tp; i += ATT_THREADS) {
+            const int h = i / tp, t = i - h * tp;
+            if (t >= nt) continue;
+            const float *qh = qb + (size_t)h * hd, *kr = sk + t * ks;
+            float d = 0.f;
+            for (int c = 0; c < hd; c += 4) {
+                const float4 a = __ldg((const float4 *)(qh + c)), b = *(const float4 *)(kr + c);
+                d += a.x * b.x; d += a.y * b.y; d += a.z * b.z; d += a.w * b.w;
+            }
+            sc[h * tp + t] = d * scale;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < ATT_HPW; j++) {
+            const int h = wid + ATT_WARPS * j;
             if (h >= ng) break; /* warp-uniform */
-            float s[AT_U];
+            const float s = lane < nt ? sc[h * tp + lane] : -INFINITY;
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l[j] = l[j] * c + warp_sum(pe);
 #pragma unroll
-            for (int u = 0; u < AT_U; u++) {
-                float d = 0.f;
+            for (int r = 0; r < 8; r++) o[j][r] *= c;
+            for (int t = 0; t < nt; t++) {
+                const float pt = __shfl_sync(0xffffffffu, pe, t);
+                const float *vr = sv + t * hd;
 #pragma unroll
-                for (int r = 0; r < DPL; r++) d = fmaf(qr[h][r], kr[u][r], d);
-                s[u] = u < nu ? warp_sum(d) * sc : -INFINITY;
+                for (int r = 0; r < 8; r++)
+                    if (r < per && lane + 32 * r < hd) o[j][r] += pt * vr[lane + 32 * r];
             }
-            const float mn = fmaxf(m[h], fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])));
-            const float c = exp2f(m[h] - mn);
-            float p[AT_U], ps_ = 0.f;
-#pragma unroll
-            for (int u = 0; u < AT_U; u++) { p[u] = exp2f(s[u] - mn); ps_ += p[u]; }
-            l[h] = fmaf(l[h], c, ps_);
-#pragma unroll
-            for (int r = 0; r < DPL; r++) {
-                float acc = o[h][r] * c;
-#pragma unroll
-                for (int u = 0; u < AT_U; u++) acc = fmaf(p[u], vr[u][r], acc);
-                o[h][r] = acc;
-            }
-            m[h] = mn;
+            m[j] = mn;
         }
     }
-    /* this warp's states into shared memory, then the block's merge */
+    float *ctr = part + (size_t)kvh * nslab + slab; /* the counters come first, then the partials */
+    float *pp = part + attn_ctr(n_head, n_head_kv);
 #pragma unroll
-    for (int h = 0; h < HS; h++) {
+    for (int j = 0; j < ATT_HPW; j++) {
+        const int h = wid + ATT_WARPS * j;
         if (h >= ng) break;
-        float *st = at_sm + ((size_t)warp * HS + h) * hw;
-        if (lane == 0) { st[0] = m[h]; st[1] = l[h]; }
+        if (ns == 1) {   /* one split: the output */
+            const float il = 1.0f / l[j];
 #pragma unroll
-        for (int r = 0; r < DPL; r++)
-            if (lane + 32 * r < hd) st[2 + lane + 32 * r] = o[h][r];
-    }
-    __syncthreads();
-    float *ctr = part + (size_t)kvh * nslab + slab; /* the counters come first */
-    float *pp = part + attn_ctr(n_head, n_head_kv, hd);
-    for (int i = threadIdx.x; i < ng * hd; i += AT_W * 32) {
-        const int h = i / hd, d = i - h * hd;
-        float M = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < AT_W; w++) M = fmaxf(M, at_sm[((size_t)w * HS + h) * hw]);
-        float L = 0.f, O = 0.f;
-#pragma unroll
-        for (int w = 0; w < AT_W; w++) {
-            const float *st = at_sm + ((size_t)w * HS + h) * hw;
-            if (st[0] == -INFINITY) continue; /* a warp without positions */
-            const float c = exp2f(st[0] - M);
-            L = fmaf(st[1], c, L);
-            O = fmaf(st[2 + d], c, O);
+            for (int r = 0; r < 8; r++)
+                if (r < per && lane + 32 * r < hd) out[(size_t)(kvh * grp + h0 + h) * hd + lane + 32 * r] = o[j][r] * il;
+            continue;
         }
-        if (ns == 1) out[(size_t)(head0 + h) * hd + d] = O / L;
-        else {
-            float *dst = pp + ((size_t)(head0 + h) * nmax + sp) * hw;
-            if (d == 0) { dst[0] = M; dst[1] = L; }
-            dst[2 + d] = O;
-        }
+        float *dst = pp + ((size_t)(kvh * grp + h0 + h) * nsplit + sp) * (hd + 2);
+        if (lane == 0) { dst[0] = m[j]; dst[1] = l[j]; }
+#pragma unroll
+        for (int r = 0; r < 8; r++)
+            if (r < per && lane + 32 * r < hd) dst[2 + lane + 32 * r] = o[j][r];
     }
     if (ns == 1) return;
     __shared__ int last;
     __threadfence(); /* this split's partials are visible before the counter says so */
     __syncthreads();
     if (threadIdx.x == 0) {
-        const int prev = atomicAdd((int *)ctr, 1);
-        last = prev == ns - 1;
+        last = atomicAdd((int *)ctr, 1) == ns - 1;
         if (last) *(int *)ctr = 0; /* every other split has counted: ready for the next call */
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    /* the splits' weights per head: warp h takes head h, lanes the splits (ns <= 64) */
-    float *cw = at_sm; /* [HS][64] (the warp states are consumed) */
-    for (int h = warp; h < ng; h += AT_W) {
-        const float *src = pp + (size_t)(head0 + h) * nmax * hw;
+    const int hw = hd + 2;
+    float *cw = att_sm; /* [ATT_MAXG][64]: split s's weight for head h (the tiles are consumed) */
+    for (int h = wid; h < ng; h += ATT_WARPS) {
+        const float *src = pp + (size_t)(kvh * grp + h0 + h) * nsplit * hw;
         const float m0 = lane < ns ? __ldcg(src + (size_t)lane * hw) : -INFINITY;
         const float m1 = lane + 32 < ns ? __ldcg(src + (size_t)(lane + 32) * hw) : -INFINITY;
         const float l0 = lane < ns ? __ldcg(src + (size_t)lane * hw + 1) : 0.f;
         const float l1 = lane + 32 < ns ? __ldcg(src + (size_t)(lane + 32) * hw + 1) : 0.f;
         float M = fmaxf(m0, m1);
         for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-        const float c0 = lane < ns ? exp2f(m0 - M) : 0.f, c1 = lane + 32 < ns ? exp2f(m1 - M) : 0.f;
+        const float c0 = lane < ns ? expf(m0 - M) : 0.f, c1 = lane + 32 < ns ? expf(m1 - M) : 0.f;
         const float L = warp_sum(fmaf(l0, c0, l1 * c1));
         cw[h * 64 + lane] = c0 / L;
         cw[h * 64 + lane + 32] = c1 / L;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < ng * hd; i += AT_W * 32) {
+    for (int i = threadIdx.x; i < ng * hd; i += ATT_THREADS) {
         const int h = i / hd, d = i - h * hd;
-        const float *src = pp + (size_t)(head0 + h) * nmax * hw + 2 + d;
+        const float *src = pp + (size_t)(kvh * grp + h0 + h) * nsplit * hw + 2 + d;
         float O = 0.f;
 #pragma unroll 8
-        for (int s2 = 0; s2 < ns; s2++) O = fmaf(cw[h * 64 + s2], __ldcg(src + (size_t)s2 * hw), O);
-        out[(size_t)(head0 + h) * hd + d] = O;
+        for (int s = 0; s < ns; s++) O = fmaf(cw[h * 64 + s], __ldcg(src + (size_t)s * hw), O);
+        out[(size_t)(kvh * grp + h0 + h) * hd + d] = O;
     }
 }
 
@@ -377,31 +364,17 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
     op_attn_decode_seq(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, s);
 }
 
-template <int DPL, int HS>
-static void attn_go(dim3 grid, int hd, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out, float *part,
-                    int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab, long long qs,
-                    long long os, long long ps) {
-    const size_t smem = sizeof(float) * HS * (size_t)(AT_W * (hd + 2) > 64 ? AT_W * (hd + 2) : 64);   /* warp states, then split weights */
-    hm_launch(k_attn_fd<DPL, HS>, grid, AT_W * 32, smem, s, q, kc, vc, out, part, n_head, n_head_kv, hd, pos, seq, seq_stride, nslab,
-              qs, os, ps);
-}
-
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, cudaStream_t s) {
     (void)n_ctx;
-    const int grp = n_head / n_head_kv, dpl = attn_dpl(hd), nslab = attn_nslab(grp, hd);
-    const int hs = (grp + nslab - 1) / nslab <= 4 ? 4 : (grp + nslab - 1) / nslab <= 8 ? 8 : (grp + nslab - 1) / nslab <= 12 ? 12 : 16;
-    const dim3 grid(n_head_kv, attn_nsplit(n_head_kv), nslab * rows);
-#define AT_GO(D, H) attn_go<D, H>(grid, hd, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps)
-#define AT_HS(D) do { if (hs == 4) AT_GO(D, 4); else if (hs == 8) AT_GO(D, 8); else if (hs == 12) AT_GO(D, 12); else AT_GO(D, 16); } while (0)
-    if (dpl == 1) AT_HS(1);
-    else if (dpl == 2) AT_HS(2);
-    else if (dpl == 4) AT_HS(4);
-    else if (hs == 4) AT_GO(8, 4);
-    else AT_GO(8, 8);
-#undef AT_HS
-#undef AT_GO
+    const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
+    size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
+    if (smem < sizeof(float) * ATT_MAXG * 64) smem = sizeof(float) * ATT_MAXG * 64;   /* the merge's split weights */
+    const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
+    const dim3 grid(n_head_kv, nsplit, nslab * rows);
+    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
+              nslab, qs, os, ps);
 }
 
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,

@@ -18,7 +18,8 @@ void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const 
                      long long qs, cudaStream_t s);
 /* Decode attention (flash decoding in one launch: splits of the positions sized by *pos, one pass
  * over each kv head for all its q heads, the splits merged by the last block to finish) over
- * positions [0, *pos]; out (n_head*hd). hd <= 256, n_head % n_head_kv == 0. part: scratch of
+ * positions [0, *pos]; out (n_head*hd). hd % 4 == 0, hd <= 256, n_head % n_head_kv == 0; q and caches
+ * 16-byte aligned. part: scratch of
  * op_attn_part_floats(n_head, n_head_kv, hd) floats whose first op_attn_part_counters(...) floats
  * are zero before the first call (each call leaves them zero). */
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
