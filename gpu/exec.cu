@@ -732,7 +732,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-        CK(cudaMemset(g->part, 0, sizeof(float) * op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim)));   /* its counters */
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))
             goto bad;
@@ -748,7 +747,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))
                 goto bad;
             CK(cudaMemset(g->bzero, 0, sizeof(int) * R));
-            CK(cudaMemset(g->bpart, 0, sizeof(float) * R * b.part));   /* the attention's counters */
             CK(cudaMallocHost(&g->hb_x, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_xout, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_logits, sizeof(float) * R * c->n_vocab));

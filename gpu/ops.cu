@@ -198,10 +198,7 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
  * split writes the output itself. Scores: thread per (head, position), dot over hd from shared (K
  * rows padded by 4 floats: the float4 reads of 8 lanes fall on distinct banks). Online softmax per
  * warp-head: lanes own positions for the max/sum, dims (lane + 32r) for the output. Several
- * splits: each writes its partials (m, l, o[hd]) and the last block of the (row, kv head, slab) to
- * finish, found by an atomic counter that it resets, merges them (a warp per head computes the
- * splits' weights once, then a thread per output sums). part: op_attn_part_floats floats whose
- * first op_attn_part_counters are zero before the first call (every call leaves them zero). */
+ * splits: each writes its partials (m, l, o[hd]) and k_attn_combine merges them. */
 #define ATT_THREADS 256
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_HPW 4 /* q heads per warp */
@@ -214,13 +211,12 @@ static int attn_nsplit(int n_head_kv) {
 }
 static int attn_tp(int hd) { return hd <= 128 ? 32 : 16; }
 
-static __host__ __device__ size_t attn_ctr(int n_head, int n_head_kv) {   /* counters: one per kv head and slab */
-    return ((size_t)n_head_kv * ((n_head / n_head_kv + ATT_MAXG - 1) / ATT_MAXG) + 3) & ~(size_t)3;
-}
-size_t op_attn_part_counters(int n_head, int n_head_kv, int hd) { (void)hd; return attn_ctr(n_head, n_head_kv); }
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
-    return attn_ctr(n_head, n_head_kv) + (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
+    return (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
 }
+
+/* the splits that have positions, for n positions and nsplit splits (k_attn_gqa, k_attn_combine) */
+static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((n + nsplit - 1) / nsplit, ATT_MINPOS); }
 
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
                                                           const float *__restrict__ vc, float *__restrict__ out, float *part,
@@ -237,9 +233,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * hd, ks = hd + 4, per = (hd + 31) / 32;
     float *sk = att_sm, *sv = sk + tp * ks, *sc = sv + tp * hd; /* [tp][hd+4], [tp][hd], [ATT_MAXG][tp] */
     const int n = *pos_p + 1;
-    int len = (n + nsplit - 1) / nsplit;
-    if (len < ATT_MINPOS) len = ATT_MINPOS;
-    const int ns = (n + len - 1) / len; /* splits with positions */
+    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len; /* splits with positions */
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const float scale = 1.0f / sqrtf((float)hd);
@@ -303,8 +297,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
             m[j] = mn;
         }
     }
-    float *ctr = part + (size_t)kvh * nslab + slab; /* the counters come first, then the partials */
-    float *pp = part + attn_ctr(n_head, n_head_kv);
 #pragma unroll
     for (int j = 0; j < ATT_HPW; j++) {
         const int h = wid + ATT_WARPS * j;
@@ -316,46 +308,43 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
                 if (r < per && lane + 32 * r < hd) out[(size_t)(kvh * grp + h0 + h) * hd + lane + 32 * r] = o[j][r] * il;
             continue;
         }
-        float *dst = pp + ((size_t)(kvh * grp + h0 + h) * nsplit + sp) * (hd + 2);
+        float *dst = part + ((size_t)(kvh * grp + h0 + h) * nsplit + sp) * (hd + 2);
         if (lane == 0) { dst[0] = m[j]; dst[1] = l[j]; }
 #pragma unroll
         for (int r = 0; r < 8; r++)
             if (r < per && lane + 32 * r < hd) dst[2 + lane + 32 * r] = o[j][r];
     }
+}
+
+/* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
+ * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
+ * split took every position (k_attn_gqa wrote the output). */
+__global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
+                               long long ps, long long os) {
+    hm_pdl_wait();
+    const int h = blockIdx.x, row = blockIdx.y;
+    const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
     if (ns == 1) return;
-    __shared__ int last;
-    __threadfence(); /* this split's partials are visible before the counter says so */
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd((int *)ctr, 1) == ns - 1;
-        if (last) *(int *)ctr = 0; /* every other split has counted: ready for the next call */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    const int hw = hd + 2;
-    float *cw = att_sm; /* [ATT_MAXG][64]: split s's weight for head h (the tiles are consumed) */
-    for (int h = wid; h < ng; h += ATT_WARPS) {
-        const float *src = pp + (size_t)(kvh * grp + h0 + h) * nsplit * hw;
-        const float m0 = lane < ns ? __ldcg(src + (size_t)lane * hw) : -INFINITY;
-        const float m1 = lane + 32 < ns ? __ldcg(src + (size_t)(lane + 32) * hw) : -INFINITY;
-        const float l0 = lane < ns ? __ldcg(src + (size_t)lane * hw + 1) : 0.f;
-        const float l1 = lane + 32 < ns ? __ldcg(src + (size_t)(lane + 32) * hw + 1) : 0.f;
+    __shared__ float cw[64];
+    const int hw = hd + 2, lane = threadIdx.x & 31;
+    const float *p = part + row * ps + (size_t)h * n_split * hw;
+    out += row * os;
+    if (threadIdx.x < 32) {
+        const float m0 = lane < ns ? p[(size_t)lane * hw] : -INFINITY, m1 = lane + 32 < ns ? p[(size_t)(lane + 32) * hw] : -INFINITY;
+        const float l0 = lane < ns ? p[(size_t)lane * hw + 1] : 0.f, l1 = lane + 32 < ns ? p[(size_t)(lane + 32) * hw + 1] : 0.f;
         float M = fmaxf(m0, m1);
         for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
         const float c0 = lane < ns ? expf(m0 - M) : 0.f, c1 = lane + 32 < ns ? expf(m1 - M) : 0.f;
         const float L = warp_sum(fmaf(l0, c0, l1 * c1));
-        cw[h * 64 + lane] = c0 / L;
-        cw[h * 64 + lane + 32] = c1 / L;
+        cw[lane] = c0 / L;
+        cw[lane + 32] = c1 / L;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < ng * hd; i += ATT_THREADS) {
-        const int h = i / hd, d = i - h * hd;
-        const float *src = pp + (size_t)(kvh * grp + h0 + h) * nsplit * hw + 2 + d;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float O = 0.f;
 #pragma unroll 8
-        for (int s = 0; s < ns; s++) O = fmaf(cw[h * 64 + s], __ldcg(src + (size_t)s * hw), O);
-        out[(size_t)(kvh * grp + h0 + h) * hd + d] = O;
+        for (int s = 0; s < ns; s++) O = fmaf(cw[s], p[(size_t)s * hw + 2 + d], O);
+        out[(size_t)h * hd + d] = O;
     }
 }
 
@@ -369,12 +358,12 @@ void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache
                         long long qs, long long os, long long ps, cudaStream_t s) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
-    size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
-    if (smem < sizeof(float) * ATT_MAXG * 64) smem = sizeof(float) * ATT_MAXG * 64;   /* the merge's split weights */
+    const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp);
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
               nslab, qs, os, ps);
+    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os);   /* whole warps */
 }
 
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,

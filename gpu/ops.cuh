@@ -16,14 +16,11 @@ void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const 
                      const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                      float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, int rows,
                      long long qs, cudaStream_t s);
-/* Decode attention (flash decoding in one launch: splits of the positions sized by *pos, one pass
- * over each kv head for all its q heads, the splits merged by the last block to finish) over
- * positions [0, *pos]; out (n_head*hd). hd % 4 == 0, hd <= 256, n_head % n_head_kv == 0; q and caches
- * 16-byte aligned. part: scratch of
- * op_attn_part_floats(n_head, n_head_kv, hd) floats whose first op_attn_part_counters(...) floats
- * are zero before the first call (each call leaves them zero). */
+/* Decode attention (split-K flash decoding, one pass over each kv head for all its q heads; the
+ * splits used follow *pos) over positions [0, *pos]; out (n_head*hd). hd % 4 == 0, hd <= 256,
+ * n_head % n_head_kv == 0; q, caches 16-byte aligned. part: scratch of op_attn_part_floats(n_head,
+ * n_head_kv, hd) floats. */
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
-size_t op_attn_part_counters(int n_head, int n_head_kv, int hd);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
 /* The same for rows tokens (row r: q + r * qs, out + r * os, part + r * ps (op_attn_part_floats

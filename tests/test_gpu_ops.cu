@@ -139,10 +139,9 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     }
     float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *dout = poisoned(qd), *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
-    cudaMemset(part, 0, sizeof(float) * op_attn_part_counters(n_head, n_kv, hd));   /* the counters start at zero; partials poisoned */
     float *got = (float *)malloc(qd * 4);
     char what[128];
-    for (int call = 0; call < 2; call++) {   /* the second call finds the counters the first one left */
+    for (int call = 0; call < 2; call++) {   /* the second call finds the partials of the first */
         cudaMemset(dout, 0xFF, qd * sizeof(float));
         op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0);
         back(got, dout, qd);
