@@ -215,7 +215,8 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
     return (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
 }
 
-/* the splits that have positions, for n positions and nsplit splits (k_attn_gqa, k_attn_combine) */
+/* positions per split for n positions over nsplit splits; the splits that have positions are the
+ * first ceil(n / len) (k_attn_gqa and k_attn_combine both derive them from pos) */
 static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((n + nsplit - 1) / nsplit, ATT_MINPOS); }
 
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,

@@ -191,12 +191,12 @@ int main(void) {
     test_attention(6, 3, 48, 300, 211);
     test_attention(96, 8, 128, 4096, 4000);
     test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
-    test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: four head slabs */
-    test_attention(8, 2, 256, 300, 299);      /* hd 256: 8 dims a lane */
-    test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group: two slabs of 8 */
-    test_attention(40, 2, 64, 100, 16);       /* 20 heads a group: slabs of 16 and 4; 17 positions: two splits */
+    test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
+    test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
+    test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group, 17 splits */
+    test_attention(40, 2, 64, 100, 16);       /* 20 heads a group; 17 positions: one split writes the output */
     test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
-    for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* split edges; hd 32: a dim a lane */
+    for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
     test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 0);
     test_router(1, 128, 8, 0, 1.0f, 1, 1, 0, 0);
     test_router(1, 60, 4, 1, 1.0f, 1, 1, 0, 1);
