@@ -112,6 +112,9 @@ PY
       s3-batch) for n in 2 4; do run s3-batch$n --runs 1 --gpus 0,1 --gpu-mem 16,16 --cold cpu --streams $n; done ;;
       all-cpu-experts1) run all-cpu-experts --runs 1 --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
       no-swap-replay) run no-swap-replay --gpu-mem $gib --cold cpu --no-swap --routing "$T" --replay-routing "$T" ;;   # the exchange's "before" under the replayed trace
+      db) HOTMOE_Q8_DB=1 timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-db.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_DB=1: rc=$?"; tail -1 "$OUT/test_gpu_gemv-db.log"
+          for t in Q4_K Q3_K Q4_0 Q6_K; do for d in 0 1; do HOTMOE_Q8_DB=$d timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_DB=$d /"; done; done
+          export HOTMOE_Q8_DB=1; run resident-db; unset HOTMOE_Q8_DB ;;   # the double-buffered q8 kernel (needs test_gpu_gemv in TARGETS) vs resident
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
   done
