@@ -120,6 +120,7 @@ PY
       l2pf[0-9]) export HOTMOE_L2PF=${c#l2pf}; run $c; unset HOTMOE_L2PF ;;   # resident with the L2 prefetches of HOTMOE_L2PF
       timeline*) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # timeline or timeline-l2pfN
           pf=${c#timeline}; pf=${pf#-l2pf}; pf=${pf:-0}; HOTMOE_L2PF=$pf OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
+      ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm4}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
   done

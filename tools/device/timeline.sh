@@ -23,7 +23,7 @@ for r in csv.DictReader(lines):
         continue
     k = r['Kernel Name'].replace('void ', '')
     k = k[:k.rindex('>') + 1] if '>' in k else k.split('(')[0]
-    a = agg.setdefault(k.replace('(int)', '')[:70], [0, 0.0]); a[0] += 1; a[1] += float(r['Metric Value']); n += 1
+    a = agg.setdefault(k.replace('(int)', '')[:70], [0, 0.0]); a[0] += 1; a[1] += float(r['Metric Value'].replace(',', '')); n += 1
 tot = sum(v[1] for v in agg.values())
 print(f'{n} kernels profiled alone, {tot / 1000:.1f} us in all')
 for k, (c, t) in sorted(agg.items(), key=lambda x: -x[1][1]):
