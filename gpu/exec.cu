@@ -154,16 +154,6 @@ static void mark(gpu_exec *g, int grp) {
     prof.grp[prof.n++] = grp;
 }
 
-static size_t dmat_bytes(const dmat *d) { return d->d ? hm_row_size(d->type, d->ne0) * (size_t)d->ne1 : 0; }
-
-/* HOTMOE_L2PF: the matrices m[0..n) asked into L2 on s3, forked from s here and joined by l2_join */
-static void l2_prefetch(gpu_exec *g, const dmat *const *m, int n) {
-    cudaEventRecord(g->l2_fork, g->s);
-    cudaStreamWaitEvent(g->s3, g->l2_fork, 0);
-    for (int i = 0; i < n; i++) op_prefetch_l2(m[i]->d, dmat_bytes(m[i]), g->s3);
-    cudaEventRecord(g->l2_join, g->s3);
-}
-
 /* Records one decode step into the stream (captured into a graph by the caller). */
 static void record_step(gpu_exec *g, int with_logits, int seq) {
     const hm_config *c = &g->m->cfg;
@@ -199,17 +189,12 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        if (g->l2pf & 1) {   /* o-proj and router weights on their way while the attention runs */
-            const dmat *pm[2] = { &l->wo, &l->router };
-            l2_prefetch(g, pm, l->is_moe ? 2 : 1);
-        }
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
         mark(g, P_ROPE);
         op_attn_decode(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->part, c->n_head, c->n_head_kv, c->head_dim,
                        g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
-        if (g->l2pf & 1) cudaStreamWaitEvent(s, g->l2_join, 0);
         gpu_gemv(l->wo.type, l->wo.d, g->att, g->tmp, c->q_dim, D, s);
         op_residual_norm(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_OPROJ);
@@ -268,12 +253,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        const int pf_next = (g->l2pf & 2) && il + 1 < g->l1;
-        if (pf_next) {   /* the next layer's q/k/v on their way beside the down projections and the reduction */
-            const dlayer *ln = &g->L[il + 1];
-            const dmat *pm[3] = { ln->n_fused ? &ln->wqkv : &ln->wq, ln->n_fused ? &ln->wv : &ln->wk, &ln->wv };
-            l2_prefetch(g, pm, ln->n_fused == 3 ? 1 : ln->n_fused ? 2 : 3);
-        }
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
@@ -290,7 +269,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             mark(g, P_CPUWAIT);
         }
         if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
-        if (pf_next) cudaStreamWaitEvent(s, g->l2_join, 0);
         op_residual_norm(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
@@ -677,13 +655,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
-    {
-        const char *pf = getenv("HOTMOE_L2PF");
-        g->l2pf = pf ? atoi(pf) : 0;
-    }
-    CK(cudaStreamCreateWithFlags(&g->s3, cudaStreamNonBlocking));
-    CK(cudaEventCreateWithFlags(&g->l2_fork, cudaEventDisableTiming));
-    CK(cudaEventCreateWithFlags(&g->l2_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
     for (int il = g->l0; il < g->l1; il++) {
         const hm_layer *ly = &m->layers[il];
@@ -1087,9 +1058,6 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) free(g->L[il].cache);
     if (g->s) cudaStreamDestroy(g->s);
     if (g->s2) cudaStreamDestroy(g->s2);
-    if (g->s3) cudaStreamDestroy(g->s3);
-    if (g->l2_fork) cudaEventDestroy(g->l2_fork);
-    if (g->l2_join) cudaEventDestroy(g->l2_join);
     if (g->side) cudaStreamDestroy(g->side);
     if (g->ev_fork) cudaEventDestroy(g->ev_fork);
     if (g->ev_join) cudaEventDestroy(g->ev_join);

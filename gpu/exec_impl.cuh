@@ -85,10 +85,6 @@ struct gpu_exec {
     cudaStream_t s;
     cudaStream_t s2;                      /* v and the shared expert, forked from s and joined per layer */
     cudaEvent_t ev_fork, ev_join;
-    int l2pf;                             /* HOTMOE_L2PF bits: 1 o-proj and router weights asked into L2 beside
-                                             the attention; 2 the next layer's q/k/v beside the routed experts */
-    cudaStream_t s3;                      /* those L2 prefetches, forked from s and joined per layer */
-    cudaEvent_t l2_fork, l2_join;
     cudaStream_t side;                    /* --cold cpu: swap-in copies (--swap-async) and the exchange's */
     cudaEvent_t side_fork, side_join;
     cudaEvent_t ov_fork, ov_join;         /* --overlap-misses: the copies' fork and join, per layer */

@@ -384,25 +384,3 @@ void op_router(const float *logits, const float *bias, int n, int k, int fn, int
     op_router_rows(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, 0, 1, s);
 }
 
-
-/* Asks L2 to fetch [p, p + n) from HBM (cp.async.bulk.prefetch: no registers, no wait), a thread
- * per 64 KB piece: weights a later kernel of the step reads are on their way while the kernels
- * before it leave HBM idle (attention, the router). No effect on any result. */
-#define PF_PIECE (64 * 1024)
-__global__ void k_prefetch_l2(const uint8_t *p, size_t n) {
-    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, o = i * PF_PIECE;
-    if (o >= n) return;
-    const uintptr_t a = ((uintptr_t)p + o) & ~(uintptr_t)15;
-    const uintptr_t e = ((uintptr_t)p + (o + PF_PIECE < n ? o + PF_PIECE : n) + 15) & ~(uintptr_t)15;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
-#elif defined(__CUDA_ARCH__)
-    for (uintptr_t q = a; q < e; q += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
-#endif
-}
-
-void op_prefetch_l2(const void *p, size_t n, cudaStream_t s) {
-    if (!p || !n) return;
-    const size_t pieces = (n + PF_PIECE - 1) / PF_PIECE;
-    k_prefetch_l2<<<(unsigned)((pieces + 127) / 128), 128, 0, s>>>((const uint8_t *)p, n);
-}

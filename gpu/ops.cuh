@@ -41,8 +41,5 @@ void op_router_rows(const float *logits, const float *bias, int n, int k, int fn
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
-/* L2 prefetch of [p, p + n) (HOTMOE_L2PF: weights requested ahead of the kernel that reads them) */
-void op_prefetch_l2(const void *p, size_t n, cudaStream_t s);
-
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);

@@ -117,9 +117,8 @@ PY
           export HOTMOE_Q8_DB=1; run resident-db; unset HOTMOE_Q8_DB ;;   # the double-buffered q8 kernel (needs test_gpu_gemv in TARGETS) vs resident
       gprof-db) export HOTMOE_GPU_PROFILE=2 HOTMOE_Q8_DB=1; run gprof-db --runs 1; unset HOTMOE_GPU_PROFILE HOTMOE_Q8_DB   # gprof with the double-buffered q8 kernel
              grep -A14 "^gpu profile" "$OUT/decode-$shape-gprof-db.log" | head -16 ;;
-      l2pf[0-9]) export HOTMOE_L2PF=${c#l2pf}; run $c; unset HOTMOE_L2PF ;;   # resident with the L2 prefetches of HOTMOE_L2PF
-      timeline*) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # timeline or timeline-l2pfN
-          pf=${c#timeline}; pf=${pf#-l2pf}; pf=${pf:-0}; HOTMOE_L2PF=$pf OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
+      timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
+          OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
       ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm4}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
