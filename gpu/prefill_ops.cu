@@ -230,7 +230,7 @@ __global__ void k_pf_widen(const uint16_t *src, float *dst, int64_t n, int bf16)
         dst[i] = bf16 ? __uint_as_float((uint32_t)src[i] << 16) : __half2float(__ushort_as_half(src[i]));
 }
 
-/* ---- routing: router.cuh's top-k (the decode step's), one warp (block) per token ---- */
+/* ---- routing: router.cuh's top-k (the decode step's), one block per token ---- */
 
 __global__ void k_pf_router(const float *logits_all, const float *bias, int n, int k, int fn, int norm, float scale,
                             int n_group, int topk_group, int *ids_all, float *w_all) {
@@ -416,7 +416,7 @@ void pf_widen(const uint16_t *src, float *dst, int64_t n, int bf16, cudaStream_t
 
 void pf_router(const float *logits, const float *bias, int rows, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s) {
-    k_pf_router<<<rows, 32, 0, s>>>(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+    k_pf_router<<<rows, router_threads(n), 0, s>>>(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
 }
 
 void pf_group(const int *ids, int na, int ne, int *cnt, int *used, int *perm, int *rowidx, const __half *xh, int k, __half *xg,

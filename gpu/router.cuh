@@ -1,6 +1,6 @@
 /* router.cuh - the MoE router's top-k on the GPU, exactly as cpu/router.c: softmax (sum in index
  * order on one lane, as the CPU does) or sigmoid, the selection-only bias, group-limited routing,
- * norm and scale. One warp does one token; the decode step (ops.cu) and the batched prefill
+ * norm and scale. One block does one token; the decode step (ops.cu) and the batched prefill
  * (prefill_ops.cu, one block per token) both call router_topk. */
 #ifndef HM_ROUTER_CUH
 #define HM_ROUTER_CUH
@@ -22,60 +22,88 @@ static __device__ int warp_argmax(const float *v, const unsigned char *used, int
     return bi;
 }
 
-/* logits[n] -> ids[k], w[k] for one token; called by one warp (threadIdx.x < 32). */
+/* threads for one token's router_topk: one per expert, whole warps, at most 1024 */
+static inline int router_threads(int n) { return n <= 32 ? 32 : n >= 1024 ? 1024 : (n + 31) / 32 * 32; }
+
+/* logits[n] -> ids[k], w[k] for one token; called by every thread of a block (blockDim.x a
+ * multiple of 32, router_threads(n) is best). The selection is the CPU's: the k largest choices,
+ * ties to the lower index. Each expert's rank in that order is counted at once (no k rounds of
+ * arg-max); group-limited routing, and choices with a NaN (whose order the rank count would not
+ * reproduce), take the k rounds of warp_argmax on warp 0 instead. */
 static __device__ void router_topk(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
                                    int n_group, int topk_group, int *ids, float *w) {
-    __shared__ float score[ROUTER_MAX], choice[ROUTER_MAX], gscore[64];
+    __shared__ float score[ROUTER_MAX], choice[ROUTER_MAX], gscore[64], red[32];
     __shared__ unsigned char used[ROUTER_MAX], gused[64];
-    int lane = threadIdx.x;
+    __shared__ float total;
+    const int tid = threadIdx.x, lane = tid & 31, nt = blockDim.x;
     if (fn == 2) {
-        for (int i = lane; i < n; i += 32) score[i] = 1.0f / (1.0f + expf(-logits[i]));
+        for (int i = tid; i < n; i += nt) score[i] = 1.0f / (1.0f + expf(-logits[i]));
     } else {
         float mx = -INFINITY;
-        for (int i = lane; i < n; i += 32) mx = fmaxf(mx, logits[i]);
+        for (int i = tid; i < n; i += nt) mx = fmaxf(mx, logits[i]);
         for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        /* sum in index order on one lane, as the CPU does, so both round alike */
-        for (int i = lane; i < n; i += 32) score[i] = expf(logits[i] - mx);
-        __syncwarp();
-        __shared__ float total;
-        if (lane == 0) { float s = 0; for (int i = 0; i < n; i++) s += score[i]; total = s; }
-        __syncwarp();
-        for (int i = lane; i < n; i += 32) score[i] /= total;
+        if (lane == 0) red[tid >> 5] = mx;
+        __syncthreads();
+        mx = red[0];
+        for (int i = 1; i < nt / 32; i++) mx = fmaxf(mx, red[i]);
+        /* sum in index order on one thread, as the CPU does, so both round alike */
+        for (int i = tid; i < n; i += nt) score[i] = expf(logits[i] - mx);
+        __syncthreads();
+        if (tid == 0) { float s = 0; for (int i = 0; i < n; i++) s += score[i]; total = s; }
+        __syncthreads();
+        for (int i = tid; i < n; i += nt) score[i] /= total;
     }
-    for (int i = lane; i < n; i += 32) { choice[i] = score[i] + (bias ? bias[i] : 0.0f); used[i] = 0; }
-    __syncwarp();
-    if (n_group > 1 && topk_group < n_group) {
+    int nan = 0;
+    for (int i = tid; i < n; i += nt) {
+        choice[i] = score[i] + (bias ? bias[i] : 0.0f);
+        used[i] = 0;
+        nan |= choice[i] != choice[i];
+    }
+    const int has_nan = __syncthreads_or(nan);
+    const bool grouped = n_group > 1 && topk_group < n_group;
+    if (grouped && tid == 0) {
         int gs = n / n_group;
-        if (lane == 0) {
-            for (int g = 0; g < n_group; g++) {
-                /* sum of the group's two best, picked as the CPU's topk does */
-                int b0 = -1, b1 = -1;
-                for (int i = 0; i < gs; i++) {
-                    float v = choice[g * gs + i];
-                    if (b0 < 0 || v > choice[g * gs + b0]) { b1 = b0; b0 = i; }
-                    else if (b1 < 0 || v > choice[g * gs + b1]) b1 = i;
-                }
-                gscore[g] = choice[g * gs + b0] + (gs > 1 ? choice[g * gs + b1] : 0.0f);
-                gused[g] = 0;
+        for (int g = 0; g < n_group; g++) {
+            /* sum of the group's two best, picked as the CPU's topk does */
+            int b0 = -1, b1 = -1;
+            for (int i = 0; i < gs; i++) {
+                float v = choice[g * gs + i];
+                if (b0 < 0 || v > choice[g * gs + b0]) { b1 = b0; b0 = i; }
+                else if (b1 < 0 || v > choice[g * gs + b1]) b1 = i;
             }
-            for (int j = 0; j < topk_group; j++) {
-                int b = -1;
-                for (int g = 0; g < n_group; g++) if (!gused[g] && (b < 0 || gscore[g] > gscore[b])) b = g;
-                gused[b] = 1;
-            }
-            for (int g = 0; g < n_group; g++)
-                if (!gused[g]) for (int i = 0; i < gs; i++) choice[g * gs + i] = -INFINITY;
+            gscore[g] = choice[g * gs + b0] + (gs > 1 ? choice[g * gs + b1] : 0.0f);
+            gused[g] = 0;
         }
-        __syncwarp();
+        for (int j = 0; j < topk_group; j++) {
+            int b = -1;
+            for (int g = 0; g < n_group; g++) if (!gused[g] && (b < 0 || gscore[g] > gscore[b])) b = g;
+            gused[b] = 1;
+        }
+        for (int g = 0; g < n_group; g++)
+            if (!gused[g]) for (int i = 0; i < gs; i++) choice[g * gs + i] = -INFINITY;
     }
+    __syncthreads();
     __shared__ float wsel[64];
     __shared__ int isel[64];
-    for (int j = 0; j < k; j++) {
-        int b = warp_argmax(choice, used, n);
-        if (lane == 0) { used[b] = 1; isel[j] = b; wsel[j] = score[b]; }
-        __syncwarp();
+    if (!grouped && !has_nan) {   /* block-uniform */
+        for (int i = tid; i < n; i += nt) {
+            const float c = choice[i];
+            int r = 0;
+            for (int j = 0; j < n; j++) {
+                const float cj = choice[j];
+                r += cj > c || (cj == c && j < i);
+            }
+            if (r < k) { isel[r] = i; wsel[r] = score[i]; }
+        }
+    } else if (tid < 32) {
+        for (int j = 0; j < k; j++) {
+            int b = warp_argmax(choice, used, n);
+            if (lane == 0) { used[b] = 1; isel[j] = b; wsel[j] = score[b]; }
+            __syncwarp();
+        }
     }
-    if (lane == 0) {
+    __syncthreads();
+    if (tid == 0) {
         float sum = 0;
         for (int j = 0; j < k; j++) sum += wsel[j];
         float den = fn == 2 ? sum + 1e-20f : sum;

@@ -177,9 +177,10 @@ int main(void) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) { printf("SKIP: no CUDA device (test_gpu_ops needs a GPU)\n"); return 77; }
     for (int n : { 1, 64, 1000, 2048, 4096, 4097, 8192 }) test_rmsnorm(n);
-    for (int k : { 1, 3, 8, 9 }) {
+    for (int k : { 1, 3, 8, 9, 17 }) {   /* 2-32 blocks a row (k_residual_norm_mb), one block, scalars */
         test_residual_norm(2048, k, 0, 1); test_residual_norm(4097, k, 1, 1); test_residual_norm(777, k, 1, 0);
         test_residual_norm(4096, k, 1, 1); test_residual_norm(8192, k, 0, 0);
+        test_residual_norm(7168, k, 1, 1); test_residual_norm(1024, k, 1, 1); test_residual_norm(32768, k, 0, 1);
     }
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
@@ -206,6 +207,10 @@ int main(void) {
     test_router(2, 288, 8, 1, 2.5f, 1, 1, 1, 0);
     test_router(2, 512, 16, 1, 1.0f, 1, 1, 1, 0);
     test_router(1, 512, 10, 1, 1.0f, 1, 1, 0, 1);
+    test_router(2, 4096, 8, 1, 1.0f, 1, 1, 1, 0);   /* ROUTER_MAX: 4 experts a thread */
+    test_router(2, 2000, 16, 1, 1.0f, 1, 1, 0, 1);  /* ties over two experts a thread */
+    test_router(1, 1000, 12, 1, 1.0f, 1, 1, 1, 1);  /* softmax, a partial last warp */
+    test_router(2, 33, 8, 1, 1.0f, 1, 1, 1, 1);     /* one expert past a warp */
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail != 0;
 }
