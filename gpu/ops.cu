@@ -151,86 +151,10 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
     rn_store4(v, ss, w, out, n, n4, eps);
 }
 
-/* k_residual_norm4 over several blocks a row (one float4 a thread, every expert row's load in
- * flight at once): each block updates its slice of x and writes its part of the sum of squares;
- * the row's last block to finish (a counter) adds the parts in block order and writes the whole
- * normed row. The same additions per element as k_residual_norm4; the sum of squares is added in
- * another (fixed) order. The parts and counters are per device, so launches of this kernel on one
- * device must not overlap (they are stream-ordered within an executor). */
-#define RNM_THREADS 256
-#define RNM_MAXB 32
-#define RNM_MAXROWS 64
-__device__ float rnm_part[RNM_MAXROWS][RNM_MAXB];
-__device__ unsigned rnm_count[RNM_MAXROWS];
-
-__global__ void __launch_bounds__(RNM_THREADS) k_residual_norm_mb(float *__restrict__ x, const float *__restrict__ y,
-                                                                  const float *__restrict__ wt, int k,
-                                                                  const float *__restrict__ shared, const float *__restrict__ w,
-                                                                  float *__restrict__ out, int n, float eps, long long ys, int ws) {
-    hm_pdl_wait();
-    const int row = blockIdx.y;
-    RN_ROW();
-    __shared__ float swt[64];
-    __shared__ int last;
-    for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
-    __syncthreads();
-    const int n4 = n / 4, i = blockIdx.x * RNM_THREADS + threadIdx.x;
-    float ss = 0.f;
-    if (i < n4) {
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        int j = 0;
-        for (; j + 8 <= k; j += 8) {
-            float4 t[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) t[u] = ((const float4 *)y)[(size_t)(j + u) * n4 + i];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const float c = swt[j + u];
-                acc.x += c * t[u].x; acc.y += c * t[u].y; acc.z += c * t[u].z; acc.w += c * t[u].w;
-            }
-        }
-        for (; j < k; j++) {
-            const float4 t = ((const float4 *)y)[(size_t)j * n4 + i];
-            const float c = swt[j];
-            acc.x += c * t.x; acc.y += c * t.y; acc.z += c * t.z; acc.w += c * t.w;
-        }
-        if (shared) {
-            const float4 t = ((const float4 *)shared)[i];
-            acc.x += t.x; acc.y += t.y; acc.z += t.z; acc.w += t.w;
-        }
-        const float4 xo = ((const float4 *)x)[i];
-        const float4 v = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
-        ((float4 *)x)[i] = v;
-        ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-    if (!w) return;
-    ss = block_sum(ss);
-    if (threadIdx.x == 0) {
-        rnm_part[row][blockIdx.x] = ss;
-        __threadfence();
-        last = atomicAdd(&rnm_count[row], 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    float tot = 0.f;
-    for (int b = 0; b < (int)gridDim.x; b++) tot += __ldcg(&rnm_part[row][b]);
-    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
-    for (int q = threadIdx.x; q < n4; q += blockDim.x) {
-        const float4 v = __ldcg((const float4 *)x + q), ww = ((const float4 *)w)[q];
-        ((float4 *)out)[q] = make_float4(ww.x * (v.x * inv), ww.y * (v.y * inv), ww.z * (v.z * inv), ww.w * (v.w * inv));
-    }
-    if (threadIdx.x == 0) rnm_count[row] = 0u;   /* ready for the next launch */
-}
-
 void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
                            const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
     const dim3 grid(1, rows);
-    const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
-    const int nb = (n / 4 + RNM_THREADS - 1) / RNM_THREADS;
-    if (v4 && nb > 1 && nb <= RNM_MAXB && rows <= RNM_MAXROWS)
-        hm_launch(k_residual_norm_mb, dim3(nb, rows), RNM_THREADS, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
-    else if (v4)
+    if (k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0)
         hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
     else
         hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
