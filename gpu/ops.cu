@@ -325,6 +325,112 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     }
 }
 
+/* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
+ * a q head, lane t scores position t of the tile against it (the K row read from shared memory,
+ * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
+ * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
+ * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
+template <int DPL>
+__global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
+                                                            const float *__restrict__ vc, float *__restrict__ out, float *part,
+                                                            int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
+                                                            long long seq_stride, int nslab, long long qs, long long os, long long ps) {
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4;
+    hm_pdl_wait();
+    const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
+    q += row * qs; out += row * os; part += row * ps; pos_p += row;
+    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
+    extern __shared__ __align__(16) float att_sm[];
+    float *sk = att_sm, *sv = sk + TP * KS, *sq = sv + TP * HD; /* [TP][HD+4], [TP][HD], [ng][HD] */
+    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
+    const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
+    const int n = *pos_p + 1;
+    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
+    if (sp >= ns) return;
+    const int t0 = sp * len, t1 = min(t0 + len, n);
+    const float scale = 1.0f / sqrtf((float)HD);
+    {
+        const float4 *qg = (const float4 *)(q + (size_t)(kvh * grp + h0) * HD);
+        for (int i = threadIdx.x; i < ng * HD4; i += ATT_THREADS) ((float4 *)sq)[i] = qg[i];
+    }
+    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][DPL];
+#pragma unroll
+    for (int j = 0; j < ATT_HPW; j++) {
+        m[j] = -INFINITY; l[j] = 0.f;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
+    }
+    for (int tb = t0; tb < t1; tb += TP) {
+        const int nt = min(TP, t1 - tb);
+        __syncthreads(); /* the previous tile is consumed (and q is in) */
+        for (int i0 = threadIdx.x; i0 < nt * HD4; i0 += 4 * ATT_THREADS) {
+            float4 kv[4], vv[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int i = i0 + u * ATT_THREADS, t = i / HD4, c = i - t * HD4;
+                const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * HD + 4 * c;
+                if (i < nt * HD4) { kv[u] = *(const float4 *)(kc + g); vv[u] = *(const float4 *)(vc + g); }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int i = i0 + u * ATT_THREADS, t = i / HD4, c = i - t * HD4;
+                if (i < nt * HD4) { *(float4 *)(sk + t * KS + 4 * c) = kv[u]; *(float4 *)(sv + t * HD + 4 * c) = vv[u]; }
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < ATT_HPW; j++) {
+            const int h = wid + ATT_WARPS * j;
+            if (h >= ng) break; /* warp-uniform */
+            float s = -INFINITY;
+            if (lane < nt) {
+                const float4 *qh = (const float4 *)(sq + h * HD), *kr = (const float4 *)(sk + lane * KS);
+                float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+                for (int c = 0; c < HD4; c += 2) {
+                    const float4 a = qh[c], b = kr[c], a2 = qh[c + 1], b2 = kr[c + 1];
+                    d0 = fmaf(a.x, b.x, d0); d0 = fmaf(a.y, b.y, d0); d0 = fmaf(a.z, b.z, d0); d0 = fmaf(a.w, b.w, d0);
+                    d1 = fmaf(a2.x, b2.x, d1); d1 = fmaf(a2.y, b2.y, d1); d1 = fmaf(a2.z, b2.z, d1); d1 = fmaf(a2.w, b2.w, d1);
+                }
+                s = (d0 + d1) * scale;
+            }
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l[j] = l[j] * c + warp_sum(pe);
+#pragma unroll
+            for (int d = 0; d < DPL; d++) o[j][d] *= c;
+            for (int t = 0; t < nt; t++) {
+                const float pt = __shfl_sync(0xffffffffu, pe, t);
+                const float *vr = sv + t * HD + lane * DPL;
+#pragma unroll
+                for (int d = 0; d < DPL; d += 4) {
+                    const float4 v = *(const float4 *)(vr + d);
+                    o[j][d] = fmaf(pt, v.x, o[j][d]); o[j][d + 1] = fmaf(pt, v.y, o[j][d + 1]);
+                    o[j][d + 2] = fmaf(pt, v.z, o[j][d + 2]); o[j][d + 3] = fmaf(pt, v.w, o[j][d + 3]);
+                }
+            }
+            m[j] = mn;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < ATT_HPW; j++) {
+        const int h = wid + ATT_WARPS * j;
+        if (h >= ng) break;
+        float *dst;
+        float f = 1.f;
+        if (ns == 1) { dst = out + (size_t)(kvh * grp + h0 + h) * HD; f = 1.0f / l[j]; }
+        else {
+            float *pp = part + ((size_t)(kvh * grp + h0 + h) * nsplit + sp) * (HD + 2);
+            if (lane == 0) { pp[0] = m[j]; pp[1] = l[j]; }
+            dst = pp + 2;
+        }
+#pragma unroll
+        for (int d = 0; d < DPL; d++) dst[lane * DPL + d] = o[j][d] * f;
+    }
+}
+
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
@@ -357,6 +463,19 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     }
 }
 
+template <int DPL>
+static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                          float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
+                          long long qs, long long os, long long ps) {
+    static std::atomic<size_t> allowed(48 * 1024);   /* dynamic shared memory the kernel may take (raised once past 48 KB) */
+    if (smem > allowed.load(std::memory_order_relaxed)) {
+        cudaFuncSetAttribute(k_attn_gqa_w<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        allowed.store(smem, std::memory_order_relaxed);
+    }
+    hm_launch(k_attn_gqa_w<DPL>, grid, ATT_THREADS, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+              qs, os, ps);
+}
+
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
     op_attn_decode_seq(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, s);
@@ -368,15 +487,22 @@ void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
-    const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
-    static std::atomic<size_t> allowed(48 * 1024);   /* dynamic shared memory the kernel may take (raised once past 48 KB) */
-    if (smem > allowed.load(std::memory_order_relaxed)) {
-        cudaFuncSetAttribute(k_attn_gqa, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        allowed.store(smem, std::memory_order_relaxed);
-    }
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
-              nslab, qs, os, ps);
+    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
+        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
+        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    } else {
+        const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
+        static std::atomic<size_t> allowed(48 * 1024);   /* dynamic shared memory the kernel may take (raised once past 48 KB) */
+        if (smem > allowed.load(std::memory_order_relaxed)) {
+            cudaFuncSetAttribute(k_attn_gqa, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            allowed.store(smem, std::memory_order_relaxed);
+        }
+        hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
+                  nslab, qs, os, ps);
+    }
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os);   /* whole warps */
 }
 

@@ -17,5 +17,5 @@ for spec in ${1:-"Q4_K:dense2 Q3_K:gu"}; do
     --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
     ./build-dev/tests/test_gpu_gemv --bench 1 "$t" >"$OUT/ncu-$t-$what.txt" 2>&1
   echo "== ncu $t $what rc=$?"
-  grep -E "gemv_q8_kernel|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Achieved Occupancy|Registers Per|Grid Size|Stall|Warp Cycles Per Issued|Issued Warp|ERR|error" "$OUT/ncu-$t-$what.txt" | head -30
+  grep -E "gemv_q8_kernel|Duration|DRAM Throughput|Memory Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|L1/TEX Hit|Mem Pipes|Compute \(SM\)|Achieved Occupancy|Registers Per|Grid Size|Stall|Warp Cycles Per Issued|Issued Warp|ERR|error" "$OUT/ncu-$t-$what.txt" | head -30
 done
