@@ -14,9 +14,9 @@
  * grid. Two kernels share this split (and so their results):
  *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
  *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
- *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1): a lane keeps 2-4 chunks in flight as cp.async copies into
- *     its shared-memory slots; one block per SM. Measured slower on the H200 (fewer warps to hide
- *     the decode's latency), kept for comparison.
+ *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1, or 2 for two blocks per SM): the lanes of a row copy the
+ *     spans of chunks they take next with coalesced cp.async into shared memory, 2-4 spans in
+ *     flight, and decode from there.
  *   With HOTMOE_Q8_DB=1 (the types whose registers allow it, q8_db_fits), the register kernel
  *     double-buffers: a lane issues the loads of its next chunk (of this row or of its next item)
  *     before it decodes the current one; same chunks, same sums, bitwise the same results.
@@ -300,11 +300,13 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
 }
 
 /* ---- the pipelined kernel: weights stream into shared memory through cp.async ----
- * Each lane runs its own queue of chunk "tasks" (item, chunk) and keeps Q8P_STAGES - 1 of them in
- * flight as 16-byte cp.async copies into its private slots while it decodes the oldest from
- * shared memory: the bytes in flight per SM are bounded by shared memory, not by registers. No
- * block barrier after the prologue; a lane reads only what it copied itself (wait_group suffices).
- * Work split, sums and their order are the register kernel's (so its results are bitwise equal). */
+ * The lanes of a group (the L lanes of one row) copy the bytes of the L chunks they take next as
+ * one span: lane i copies 16-byte words i, i + L, ... of it, so a warp's copy instruction reads
+ * consecutive memory (the register kernel's per-lane chunk loads touch 32 lines an instruction).
+ * Each lane keeps Q8P stages - 1 such spans in flight while it decodes its own chunk of the oldest
+ * from shared memory (a warp barrier between: the chunk was copied by other lanes). No block
+ * barrier after the prologue. Work split, sums and their order are the register kernel's (so its
+ * results are bitwise equal). BPS blocks per SM: the stages share Q8P_SMEM_STAGES bytes of an SM. */
 
 __device__ __forceinline__ void q8_cp16(uint32_t dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
@@ -313,22 +315,23 @@ __device__ __forceinline__ void q8_cp_commit(void) { asm volatile("cp.async.comm
 template <int N>
 __device__ __forceinline__ void q8_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-/* per-lane slot bytes: the 16-byte words covering a chunk (DIRECT: it starts 16-byte aligned),
- * an odd number of them so that 8 consecutive lanes' slots fall on distinct banks */
-__host__ __device__ constexpr int q8p_slot(int cb, bool direct) {
-    return 16 * ((direct ? cb / 16 : (cb + 30) / 16) | 1);
-}
-#define Q8P_SMEM_STAGES (180 * 1024) /* stage bytes per block */
-__host__ __device__ constexpr int q8p_stages(int cb, bool direct) {
-    return Q8P_SMEM_STAGES / (Q8_THREADS * q8p_slot(cb, direct)) > 4 ? 4 : Q8P_SMEM_STAGES / (Q8_THREADS * q8p_slot(cb, direct));
+#define Q8P_SMEM_STAGES (180 * 1024) /* stage bytes per SM */
+/* bytes of a group's span buffer (L chunks from any 16-byte offset, whole words), of a stage */
+__host__ __device__ constexpr int q8p_gbuf(int cb, int L) { return (L * cb + 30 + 15) & ~15; }
+__host__ __device__ constexpr int q8p_stage(int cb, int lshift) { return (Q8_THREADS >> lshift) * q8p_gbuf(cb, 1 << lshift); }
+/* stages: a stage of 16-lane groups P times within the block's share of the SM, 2..4 (where the
+ * shared memory a launch asks for does not fit, the register kernel runs instead) */
+__host__ __device__ constexpr int q8p_stages(int cb, int bps) {
+    return Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4) > 4 ? 4 : Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4) < 2 ? 2 : Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4);
 }
 
-template <class T, int NMAT, bool DIRECT>
-__global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params p) {
-    extern __shared__ __align__(16) uint8_t sm[]; /* x records, then [P][threads][SB] slots */
+template <class T, int NMAT, bool DIRECT, int BPS>
+__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_params p) {
+    extern __shared__ __align__(16) uint8_t sm[]; /* x records, then P stages of group span buffers */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];
-    constexpr int SB = q8p_slot(T::CB, DIRECT), P = q8p_stages(T::CB, DIRECT), NL = SB / 16;
-    constexpr int NW = q8_nw(T::CB, DIRECT ? 16 : 1);
+    constexpr int P = q8p_stages(T::CB, BPS);
+    constexpr bool DIR = DIRECT && T::CB % 16 == 0;   /* every lane's chunk 16-byte aligned in its span */
+    constexpr int NW = q8_nw(T::CB, DIR ? 16 : 1);
     constexpr bool PART = q8_b32<T>::v && !DIRECT;
     static_assert(P >= 2, "stages");
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
@@ -340,34 +343,35 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
     const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
     const int nsteps = base0 < p.nitems ? (p.nitems - base0 + tg - 1) / tg : 0, ntask = nsteps * J;
     const int xbytes = ((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~15;
-    uint8_t *xs = sm, *slots = sm + xbytes;
-    const uint32_t slot0 = (uint32_t)__cvta_generic_to_shared(slots) + threadIdx.x * SB;
+    const int GB = q8p_gbuf(T::CB, L), SB = q8p_stage(T::CB, p.lshift);
+    uint8_t *xs = sm, *gbuf = sm + xbytes + (threadIdx.x >> p.lshift) * GB;   /* this group's buffer in stage 0 */
+    const uint32_t gbuf0 = (uint32_t)__cvta_generic_to_shared(gbuf);
 
     if (p.tab0) hm_pdl_wait(); /* ids and tables may come from the previous kernel */
     q8_slot_tables<NMAT>(p, e, nslot, wp);
     __syncthreads();
 
-    /* task tau: step tau / J (item base0 + step * tg + gi), chunk li + (tau % J) * L */
-    auto locate = [&](int tau, int *it, int *c) -> const uint8_t * {
+    /* task tau: step tau / J (item base0 + step * tg + gi), chunks c0 .. c0 + L - 1 (c0 = (tau % J) * L),
+     * lane li's chunk c0 + li; the span starts at the row's chunk c0 (NULL: nothing to do) */
+    auto span = [&](int tau, int *it, int *c0) -> const uint8_t * {
         const int step = tau / J;
         *it = base0 + step * tg + gi;
-        *c = li + (tau - step * J) * L;
-        if (*it >= p.nitems || *c >= nchunks) return nullptr;
+        *c0 = (tau - step * J) * L;
+        if (*it >= p.nitems) return nullptr;
         const int r = *it / NMAT, sl = p.flat ? r / p.nrows : 0;
         if (!wp[*it % NMAT][sl]) return nullptr;   /* a skipped slot */
-        return wp[*it % NMAT][sl] + (size_t)(r - sl * p.nrows) * rs + (size_t)*c * T::CB;
+        return wp[*it % NMAT][sl] + (size_t)(r - sl * p.nrows) * rs + (size_t)*c0 * T::CB;
     };
     auto issue = [&](int tau) {
-        int it, c;
-        const uint8_t *src = tau < ntask ? locate(tau, &it, &c) : nullptr;
+        int it, c0;
+        const uint8_t *src = tau < ntask ? span(tau, &it, &c0) : nullptr;
         if (src) {
-            const int nb = c < p.nch ? T::CB : p.nbl;
+            const int whole = min(c0 + L, p.nch) - c0;
+            const int nb = (whole > 0 ? whole : 0) * T::CB + (p.nbl && c0 + L > p.nch ? p.nbl : 0);
             const uint8_t *b16 = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15);
-            const int o = (int)((uintptr_t)src & 15);
-            const uint32_t dst = slot0 + (uint32_t)((tau % P) * Q8_THREADS * SB);
-#pragma unroll
-            for (int j = 0; j < NL; j++)
-                if (16 * j < o + nb) q8_cp16(dst + 16 * j, b16 + 16 * j);
+            const int nw = ((int)((uintptr_t)src & 15) + nb + 15) >> 4;
+            const uint32_t dst = gbuf0 + (uint32_t)((tau % P) * SB);
+            for (int j = li; j < nw; j += L) q8_cp16(dst + 16 * j, b16 + 16 * j);
         }
         q8_cp_commit(); /* empty groups too: the count stays uniform */
     };
@@ -380,14 +384,17 @@ __global__ void __launch_bounds__(Q8_THREADS, 1) gemv_q8p_kernel(const q8_params
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
     float acc = 0.f;
     for (int tau = 0; tau < ntask; tau++) { /* ntask, J: warp-uniform */
+        __syncwarp();   /* every lane has read the stage that issue() refills */
         issue(tau + P - 1);
         q8_cp_wait<P - 1>();
-        int it, c;
-        const uint8_t *src = locate(tau, &it, &c);
-        if (src) {
-            const uint8_t *slot = slots + ((tau % P) * Q8_THREADS + threadIdx.x) * SB + ((uintptr_t)src & 15);
+        __syncwarp();   /* the group's copies of stage tau are in */
+        int it, c0;
+        const uint8_t *src = span(tau, &it, &c0);
+        const int c = c0 + li;
+        if (src && c < nchunks) {
+            const uint8_t *slot = gbuf + (tau % P) * SB + ((uintptr_t)src & 15) + li * T::CB;
             uint32_t w[NW];
-            if constexpr (DIRECT) q8_load_chunk<T::CB, 16, true>(slot, w);
+            if constexpr (DIR) q8_load_chunk<T::CB, 16, true>(slot, w);
             else if (c < p.nch) q8_load_chunk<T::CB, 1, true>(slot, w);
             else if constexpr (PART) q8_load_part<T::CB, true>(slot, w, p.nbl);
             acc += T::dot(w, xs + c * Q8_REC);
@@ -500,7 +507,7 @@ static int q8_pipe_on(void) {
     int v = on.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("HOTMOE_Q8_PIPE");
-        v = env && env[0] == '1' ? 1 : 0;
+        v = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : 0;
         on.store(v, std::memory_order_relaxed);
     }
     return v;
@@ -518,20 +525,24 @@ static int q8_smem_optin(void) {
     return n;
 }
 
-/* Launches the pipelined kernel when its shared memory fits; 1 when it does not (the caller then
- * takes the register kernel). */
-template <class T, int NMAT, bool DIRECT>
+/* Launches the pipelined kernel (BPS blocks per SM) when its shared memory fits; 1 when it does
+ * not (the caller then takes the register kernel). */
+template <class T, int NMAT, bool DIRECT, int BPS>
 static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
-    constexpr int SB = q8p_slot(T::CB, DIRECT), P = q8p_stages(T::CB, DIRECT);
+    constexpr int P = q8p_stages(T::CB, BPS);
     const size_t xbytes = ((size_t)(p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~(size_t)15;
-    const size_t smem = xbytes + (size_t)P * Q8_THREADS * SB;
+    const size_t smem = xbytes + (size_t)P * q8p_stage(T::CB, p.lshift);
     static std::atomic<unsigned long long> raised(0);
-    if (q8_allow_smem(gemv_q8p_kernel<T, NMAT, DIRECT>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 1);   /* one block per SM */
-    hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
+    if (q8_allow_smem(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, BPS);
+    hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d pipelined blocks failed: %s", gx, nslices, cudaGetErrorString(err));
     return 0;
+}
+template <class T, int NMAT, bool DIRECT>
+static int q8p_go_bps(q8_params p, int nslices, cudaStream_t s) {
+    return q8_pipe_on() == 2 ? q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s);
 }
 
 template <class T>
@@ -562,10 +573,10 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
         int rc;
         if constexpr (T::A == 16) {
-            if (nmat == 2) rc = direct ? q8p_go<T, 2, true>(p, nslices, s) : q8p_go<T, 2, false>(p, nslices, s);
-            else rc = direct ? q8p_go<T, 1, true>(p, nslices, s) : q8p_go<T, 1, false>(p, nslices, s);
+            if (nmat == 2) rc = direct ? q8p_go_bps<T, 2, true>(p, nslices, s) : q8p_go_bps<T, 2, false>(p, nslices, s);
+            else rc = direct ? q8p_go_bps<T, 1, true>(p, nslices, s) : q8p_go_bps<T, 1, false>(p, nslices, s);
         } else {
-            rc = nmat == 2 ? q8p_go<T, 2, false>(p, nslices, s) : q8p_go<T, 1, false>(p, nslices, s);
+            rc = nmat == 2 ? q8p_go_bps<T, 2, false>(p, nslices, s) : q8p_go_bps<T, 1, false>(p, nslices, s);
         }
         if (rc <= 0) return rc;
     }

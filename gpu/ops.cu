@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL>
+template <int DPL>   /* 2, 4 or 8 */
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
@@ -404,11 +404,16 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
             for (int t = 0; t < nt; t++) {
                 const float pt = __shfl_sync(0xffffffffu, pe, t);
                 const float *vr = sv + t * HD + lane * DPL;
+                if constexpr (DPL % 4 == 0) {
 #pragma unroll
-                for (int d = 0; d < DPL; d += 4) {
-                    const float4 v = *(const float4 *)(vr + d);
-                    o[j][d] = fmaf(pt, v.x, o[j][d]); o[j][d + 1] = fmaf(pt, v.y, o[j][d + 1]);
-                    o[j][d + 2] = fmaf(pt, v.z, o[j][d + 2]); o[j][d + 3] = fmaf(pt, v.w, o[j][d + 3]);
+                    for (int d = 0; d < DPL; d += 4) {
+                        const float4 v = *(const float4 *)(vr + d);
+                        o[j][d] = fmaf(pt, v.x, o[j][d]); o[j][d + 1] = fmaf(pt, v.y, o[j][d + 1]);
+                        o[j][d + 2] = fmaf(pt, v.z, o[j][d + 2]); o[j][d + 3] = fmaf(pt, v.w, o[j][d + 3]);
+                    }
+                } else {   /* hd 64: two dims a lane */
+                    const float2 v = *(const float2 *)vr;
+                    o[j][0] = fmaf(pt, v.x, o[j][0]); o[j][1] = fmaf(pt, v.y, o[j][1]);
                 }
             }
             m[j] = mn;
