@@ -14,9 +14,9 @@
  * grid. Two kernels share this split (and so their results):
  *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
  *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
- *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1, or 2 for two blocks per SM): the lanes of a row copy the
- *     spans of chunks they take next with coalesced cp.async into shared memory, 2-4 spans in
- *     flight, and decode from there.
+ *   gemv_q8p_kernel (by default for the plain matrices of q8p_auto; HOTMOE_Q8_PIPE=1 or 2: for
+ *     all, one or two blocks per SM): the lanes of a row copy the spans of chunks they take next
+ *     with coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there.
  *   With HOTMOE_Q8_DB=1 (the types whose registers allow it, q8_db_fits), the register kernel
  *     double-buffers: a lane issues the loads of its next chunk (of this row or of its next item)
  *     before it decodes the current one; same chunks, same sums, bitwise the same results.
@@ -26,6 +26,7 @@
  * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
  * vector's records, each vector's sums in the single-vector order (bitwise its results). */
 #include <atomic>
+#include <type_traits>
 #include <stdint.h>
 #include <stdlib.h>
 #include "gpu_gemv.h"
@@ -500,17 +501,28 @@ static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     return 0;
 }
 
-/* the pipelined kernel, when HOTMOE_Q8_PIPE=1 (the register kernel is the default: faster on the
- * H200, 42% vs 32% of copy bandwidth on 14336x4096 Q4_K, a3b decode 240 vs 212 tok/s) */
+/* Which decode GEMVs take the pipelined kernel: HOTMOE_Q8_PIPE=0 none, 1 all (one block per SM),
+ * 2 all (two blocks per SM); unset: Q8P_AUTO, the cases measured faster with two blocks per SM
+ * (test_gpu_gemv --bench, H200: Q4_K 14336x4096 14.1 vs 16.8 us, Q4_0 13.4 vs 16.9, Q6_K 19.5 vs
+ * 24.4; slower for the MoE launches, Q3_K and Q6_K 4096x14336), see q8p_auto. */
+#define Q8P_AUTO 3
 static int q8_pipe_on(void) {
     static std::atomic<int> on(-1);
     int v = on.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("HOTMOE_Q8_PIPE");
-        v = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : 0;
+        v = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : Q8P_AUTO;
         on.store(v, std::memory_order_relaxed);
     }
     return v;
+}
+/* Q8P_AUTO: one plain matrix (no expert table, not SwiGLU) of Q4_K or Q4_0, or of Q6_K with rows
+ * of at most 4096 */
+template <class T>
+static bool q8p_auto(const q8_params &p, int nmat) {
+    if (p.tab0 || nmat != 1) return false;
+    if (std::is_same<T, Q8W_Q4_K>::value || std::is_same<T, Q8W_Q4_0>::value) return true;
+    return std::is_same<T, Q8W_Q6_K>::value && p.ncols <= 4096;
 }
 
 static int q8_smem_optin(void) {
@@ -542,7 +554,7 @@ static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
 }
 template <class T, int NMAT, bool DIRECT>
 static int q8p_go_bps(q8_params p, int nslices, cudaStream_t s) {
-    return q8_pipe_on() == 2 ? q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s);
+    return q8_pipe_on() == 1 ? q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s);
 }
 
 template <class T>
@@ -569,7 +581,8 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
         return 0;
     }
-    if (q8_pipe_on()) {
+    const int pipe = q8_pipe_on();
+    if (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat))) {
         const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
         int rc;
         if constexpr (T::A == 16) {
