@@ -14,9 +14,10 @@
  * grid. Two kernels share this split (and so their results):
  *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
  *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
- *   gemv_q8p_kernel (by default for the plain matrices of q8p_auto; HOTMOE_Q8_PIPE=1 or 2: for
- *     all, one or two blocks per SM): the lanes of a row copy the spans of chunks they take next
- *     with coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there.
+ *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1 or 2: every GEMV, one or two blocks per SM; 3: the plain
+ *     matrices of q8p_auto): the lanes of a row copy the spans of chunks they take next with
+ *     coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there. Faster
+ *     alone on plain matrices, not yet inside the model (q8_pipe_on).
  *   With HOTMOE_Q8_DB=1 (the types whose registers allow it, q8_db_fits), the register kernel
  *     double-buffers: a lane issues the loads of its next chunk (of this row or of its next item)
  *     before it decodes the current one; same chunks, same sums, bitwise the same results.
@@ -501,17 +502,19 @@ static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     return 0;
 }
 
-/* Which decode GEMVs take the pipelined kernel: HOTMOE_Q8_PIPE=0 none, 1 all (one block per SM),
- * 2 all (two blocks per SM); unset: Q8P_AUTO, the cases measured faster with two blocks per SM
- * (test_gpu_gemv --bench, H200: Q4_K 14336x4096 14.1 vs 16.8 us, Q4_0 13.4 vs 16.9, Q6_K 19.5 vs
- * 24.4; slower for the MoE launches, Q3_K and Q6_K 4096x14336), see q8p_auto. */
+/* Which decode GEMVs take the pipelined kernel: HOTMOE_Q8_PIPE unset or 0 none (the register
+ * kernel), 1 all (one block per SM), 2 all (two blocks per SM), 3 (Q8P_AUTO) the cases measured
+ * faster alone with two blocks per SM (test_gpu_gemv --bench, H200: Q4_K 14336x4096 14.1 vs 16.8
+ * us, Q4_0 13.4 vs 16.9, Q6_K 19.5 vs 24.4; slower for the MoE launches, Q3_K and Q6_K 4096x14336),
+ * see q8p_auto. Inside the model none of them wins yet: air resident 152.8 tok/s with 3, 159.4
+ * with 2, 146.9 with 1, against 160.4 with the register kernel (bench/README.md, sixth pass). */
 #define Q8P_AUTO 3
 static int q8_pipe_on(void) {
     static std::atomic<int> on(-1);
     int v = on.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("HOTMOE_Q8_PIPE");
-        v = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : Q8P_AUTO;
+        v = env && env[0] >= '0' && env[0] <= '3' ? env[0] - '0' : 0;
         on.store(v, std::memory_order_relaxed);
     }
     return v;
