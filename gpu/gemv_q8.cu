@@ -18,10 +18,6 @@
  *     matrices of q8p_auto): the lanes of a row copy the spans of chunks they take next with
  *     coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there. Faster
  *     alone on plain matrices, not yet inside the model (q8_pipe_on).
- *   With HOTMOE_Q8_DB=1 (the types whose registers allow it, q8_db_fits), the register kernel
- *     double-buffers: a lane issues the loads of its next chunk (of this row or of its next item)
- *     before it decodes the current one; same chunks, same sums, bitwise the same results.
- *     Not yet measured on the device: off by default.
  * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
  * previous kernel has finished. The register kernel also multiplies one matrix by up to Q8_NB
  * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
@@ -168,7 +164,7 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool DB = false>
+template <class T, int NMAT, int A, int NB>
 __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -204,99 +200,48 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
-    if constexpr (DB) {
-        /* Double-buffered (HOTMOE_Q8_DB=1): a lane's chunks over all its items form one stream of
-         * tasks tau = (step, j): item base0 + step * tg + gi, chunk li + j * L. The loads of task
-         * tau + 1 are issued before task tau is decoded, so each lane keeps a chunk in flight while
-         * it computes. Same chunks, same order of sums, same reductions: bitwise the results of the
-         * loop below. */
-        const int J = (nchunks + L - 1) / L;
-        const int nsteps = base0 < p.nitems ? (p.nitems - base0 + tg - 1) / tg : 0, ntask = nsteps * J;
-        auto live = [&](int it) { return it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0] != nullptr; };
-        auto issue = [&](int tau, uint32_t *w) -> int {
-            const int step = tau / J, j = tau - step * J, it = base0 + step * tg + gi, c = li + j * L;
-            if (!live(it) || c >= nchunks) return 0;
-            int slot, row, ns, nr;
-            const uint8_t *rp = row_ptr(it, &slot, &row);
-            if (j == 0 && li == 0 && live(it + tg)) q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
-            if constexpr (PART) return q8_issue<T::CB, A>(rp + (size_t)c * T::CB, w, c < p.nch ? T::CB : p.nbl);
-            else return q8_issue<T::CB, A>(rp + (size_t)c * T::CB, w, T::CB);
-        };
-        float acc = 0.f;
-        auto consume = [&](int tau, uint32_t *w, int o) {
-            const int step = tau / J, j = tau - step * J, it = base0 + step * tg + gi, c = li + j * L;
-            const bool ok = live(it);
-            if (ok && c < nchunks) {
-                if constexpr (PART) q8_place<T::CB, A>(w, o, c < p.nch ? T::CB : p.nbl);
-                else q8_place<T::CB, A>(w, o, T::CB);
-                acc += T::dot(w, xs + c * Q8_REC);
-            }
-            if (j == J - 1) { /* the item's sum: warp-uniform (every lane is at the same tau) */
-                int slot = 0, row = 0;
-                if (ok) row_ptr(it, &slot, &row);
-                for (int o2 = L >> 1; o2 > 0; o2 >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o2);
-                if (NMAT == 2) {
-                    const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
-                    if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
-                } else if (li == 0 && ok) {
-                    ybase[slot * p.y_stride + row] = acc;
-                }
-                acc = 0.f;
-            }
-        };
-        uint32_t wa[NW], wb[NW];
-        int oa = 0, ob = 0;
-        if (ntask > 0) oa = issue(0, wa);
-        for (int tau = 0; tau < ntask; tau += 2) { /* two buffers, alternating: register indices stay static */
-            if (tau + 1 < ntask) ob = issue(tau + 1, wb);
-            consume(tau, wa, oa);
-            if (tau + 2 < ntask) oa = issue(tau + 2, wa);
-            if (tau + 1 < ntask) consume(tau + 1, wb, ob);
-        }
-    } else {
-        /* warp-uniform steps (the shuffles need every lane) */
-        for (int base = base0; base < p.nitems; base += tg) {
-            const int it = base + gi;
-            int slot = 0, row = 0, ns, nr;
-            const bool ok = it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0];   /* not a skipped slot */
-            const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
-            if (li == 0 && it + tg < p.nitems && wp[0][p.flat ? (it + tg) / NMAT / p.nrows : 0])
-                q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
-            if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
-                float acc[NB];
+    /* warp-uniform steps (the shuffles need every lane) */
+    for (int base = base0; base < p.nitems; base += tg) {
+        const int it = base + gi;
+        int slot = 0, row = 0, ns, nr;
+        const bool ok = it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0];   /* not a skipped slot */
+        const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
+        if (li == 0 && it + tg < p.nitems && wp[0][p.flat ? (it + tg) / NMAT / p.nrows : 0])
+            q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
+        if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
+            float acc[NB];
 #pragma unroll
-                for (int b = 0; b < NB; b++) acc[b] = 0.f;
-                if (ok)
-                    for (int c = li; c < nchunks; c += L) {
-                        uint32_t w[NW];
-                        if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
-                        else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
-#pragma unroll
-                        for (int b = 0; b < NB; b++)
-                            if (b < p.nb) acc[b] += T::dot(w, xs + b * xrec + c * Q8_REC);
-                    }
-#pragma unroll
-                for (int b = 0; b < NB; b++) {
-                    for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
-                    if (li == 0 && ok && b < p.nb) p.y[b * p.yb_stride + row] = acc[b];
-                }
-                continue;
-            }
-            float acc = 0.f;
+            for (int b = 0; b < NB; b++) acc[b] = 0.f;
             if (ok)
                 for (int c = li; c < nchunks; c += L) {
                     uint32_t w[NW];
                     if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
                     else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
-                    acc += T::dot(w, xs + c * Q8_REC);
+#pragma unroll
+                    for (int b = 0; b < NB; b++)
+                        if (b < p.nb) acc[b] += T::dot(w, xs + b * xrec + c * Q8_REC);
                 }
-            for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-            if (NMAT == 2) {
-                const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
-                if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
-            } else if (li == 0 && ok) {
-                ybase[slot * p.y_stride + row] = acc;
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
+                if (li == 0 && ok && b < p.nb) p.y[b * p.yb_stride + row] = acc[b];
             }
+            continue;
+        }
+        float acc = 0.f;
+        if (ok)
+            for (int c = li; c < nchunks; c += L) {
+                uint32_t w[NW];
+                if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
+                else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
+                acc += T::dot(w, xs + c * Q8_REC);
+            }
+        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+        if (NMAT == 2) {
+            const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
+            if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
+        } else if (li == 0 && ok) {
+            ybase[slot * p.y_stride + row] = acc;
         }
     }
 }
@@ -324,7 +269,8 @@ __host__ __device__ constexpr int q8p_stage(int cb, int lshift) { return (Q8_THR
 /* stages: a stage of 16-lane groups P times within the block's share of the SM, 2..4 (where the
  * shared memory a launch asks for does not fit, the register kernel runs instead) */
 __host__ __device__ constexpr int q8p_stages(int cb, int bps) {
-    return Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4) > 4 ? 4 : Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4) < 2 ? 2 : Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4);
+    const int n = Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4);
+    return n > 4 ? 4 : n < 2 ? 2 : n;
 }
 
 template <class T, int NMAT, bool DIRECT, int BPS>
@@ -431,34 +377,8 @@ static int q8_sm_count(void) {
 }
 
 
-/* HOTMOE_Q8_DB=1: the double-buffered loop of gemv_q8_kernel (a chunk in flight per lane while
- * another is decoded); off by default until measured on the device */
-static int q8_db_on(void) {
-    static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_Q8_DB");
-        v = env && env[0] == '1' ? 1 : 0;
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
-}
-
-/* the types whose double-buffered kernel stays within 128 registers without spilling (ptxas,
- * sm_90; Q4_0/Q4_1 only at A = 16: their unaligned loader spills 24-140 bytes): the others keep
- * the single-buffered loop */
-template <class T> struct q8_db_fits { static constexpr bool v = false; };
-template <> struct q8_db_fits<Q8W_Q4_K> { static constexpr bool v = true; };
-template <> struct q8_db_fits<Q8W_Q5_K> { static constexpr bool v = true; };
-template <> struct q8_db_fits<Q8W_Q3_K> { static constexpr bool v = true; };
-template <> struct q8_db_fits<Q8W_Q2_K> { static constexpr bool v = true; };
-template <> struct q8_db_fits<Q8W_Q4_0> { static constexpr bool v = true; };
-template <> struct q8_db_fits<Q8W_Q4_1> { static constexpr bool v = true; };
-
 template <class T, int NMAT, int A>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    if constexpr (q8_db_fits<T>::v && (A != 1 || !q8_b32<T>::v))
-        if (q8_db_on()) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true>, grid, Q8_THREADS, smem, s, p); return; }
     hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, grid, Q8_THREADS, smem, s, p);
 }
 

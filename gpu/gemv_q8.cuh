@@ -156,14 +156,11 @@ __device__ __forceinline__ uint4 q8_ld16(const uint8_t *p) {
 }
 
 /* The unaligned load (A == 1) of up to CB bytes at p: the 16-byte words that overlap [p, p + n)
- * (n <= CB; no other word is read), shifted into w[0..] (w has q8_nw(CB, 1) words). In two steps,
- * so that a kernel can issue the loads of one chunk and decode another before it places them:
- * q8_gather_issue loads the words as they lie (returns p's offset in its 16-byte word),
- * q8_gather_place shifts them into place. */
+ * (n <= CB; no other word is read), shifted into w[0..] (w has q8_nw(CB, 1) words). */
 template <int CB, bool SM>
-__device__ __forceinline__ int q8_gather_issue(const uint8_t *p, uint32_t *w, int n) {
-    constexpr int NW = q8_nw(CB, 1), NL = (CB + 30) / 16; /* words loaded */
-    static_assert(4 * NL + 4 == NW, "sizes");
+__device__ __forceinline__ void q8_gather(const uint8_t *p, uint32_t *w, int n) {
+    constexpr int NW = q8_nw(CB, 1), NL = (CB + 30) / 16, NU = (CB + 3) / 4 + 1; /* words loaded; words used */
+    static_assert(4 * NL + 4 == NW && NU + 4 <= NW, "sizes");
     const uint8_t *base = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)15);
     const int o = (int)((uintptr_t)p & 15);
 #pragma unroll
@@ -174,12 +171,6 @@ __device__ __forceinline__ int q8_gather_issue(const uint8_t *p, uint32_t *w, in
     }
 #pragma unroll
     for (int k = 4 * NL; k < NW; k++) w[k] = 0;
-    return o;
-}
-template <int CB>
-__device__ __forceinline__ void q8_gather_place(uint32_t *w, int o) {
-    constexpr int NW = q8_nw(CB, 1), NU = (CB + 3) / 4 + 1; /* words; words used */
-    static_assert(NU + 4 <= NW, "sizes");
     const bool s1 = o & 4, s2 = o & 8;
 #pragma unroll
     for (int k = 0; k <= NU + 2; k++) w[k] = s1 ? w[k + 1] : w[k];
@@ -188,10 +179,6 @@ __device__ __forceinline__ void q8_gather_place(uint32_t *w, int o) {
     const int sh = 8 * (o & 3);
 #pragma unroll
     for (int k = 0; k < NU; k++) w[k] = q8_funnel(w[k], w[k + 1], sh);
-}
-template <int CB, bool SM>
-__device__ __forceinline__ void q8_gather(const uint8_t *p, uint32_t *w, int n) {
-    q8_gather_place<CB>(w, q8_gather_issue<CB, SM>(p, w, n));
 }
 
 template <int CB, int A, bool SM = false>
@@ -232,35 +219,14 @@ __device__ __forceinline__ void q8_load_chunk(const uint8_t *p, uint32_t *w) {
  * at p (2-byte aligned) into w, every byte from nb on zero (the dot then adds exact zeros: the
  * activation record's missing groups are zero too). Reads only 16-byte words that overlap
  * [p, p + nb), as the A == 1 loader does. */
-/* bytes from nb on set to zero (the partial chunk's tail) */
-template <int CB>
-__device__ __forceinline__ void q8_mask_part(uint32_t *w, int nb) {
+template <int CB, bool SM = false>
+__device__ __forceinline__ void q8_load_part(const uint8_t *p, uint32_t *w, int nb) {
     constexpr int NW = q8_nw(CB, 1);
+    q8_gather<CB, SM>(p, w, nb);
 #pragma unroll
     for (int k = 0; k < NW; k++) {
         const int keep = nb - 4 * k; /* bytes of word k that belong to the chunk */
         w[k] = keep >= 4 ? w[k] : keep <= 0 ? 0u : w[k] & ((1u << (8 * keep)) - 1u);
-    }
-}
-template <int CB, bool SM = false>
-__device__ __forceinline__ void q8_load_part(const uint8_t *p, uint32_t *w, int nb) {
-    q8_gather<CB, SM>(p, w, nb);
-    q8_mask_part<CB>(w, nb);
-}
-
-/* A chunk in two steps (the double-buffered kernel): q8_issue starts the loads of the n bytes at
- * p (n == CB: a whole chunk at alignment A; n < CB: a partial chunk, A == 1) and returns what
- * q8_place needs; q8_place, called later, leaves w as q8_load_chunk / q8_load_part would. */
-template <int CB, int A>
-__device__ __forceinline__ int q8_issue(const uint8_t *p, uint32_t *w, int n) {
-    if constexpr (A == 1) return q8_gather_issue<CB, false>(p, w, n);
-    else { q8_load_chunk<CB, A>(p, w); return 0; }
-}
-template <int CB, int A>
-__device__ __forceinline__ void q8_place(uint32_t *w, int o, int n) {
-    if constexpr (A == 1) {
-        q8_gather_place<CB>(w, o);
-        if (n < CB) q8_mask_part<CB>(w, n);
     }
 }
 

@@ -98,12 +98,8 @@ static void check_q8_load(void) {
     int bad = 0;
     char msg[160] = "";
     for (int o = 0; o < 32; o += A) {
-        uint32_t w[q8_nw(CB, A)], w2[q8_nw(CB, A)];
+        uint32_t w[q8_nw(CB, A)];
         q8_load_chunk<CB, A>(buf + 64 + o, w);
-        /* the double-buffered kernel's two steps leave the same words */
-        const int oo = q8_issue<CB, A>(buf + 64 + o, w2, CB);
-        q8_place<CB, A>(w2, oo, CB);
-        if (memcmp(w, w2, sizeof w) && !bad++) snprintf(msg, sizeof msg, "offset %d: q8_issue + q8_place differ from q8_load_chunk", o);
         for (int b = 0; b < CB; b++)
             if (((w[b / 4] >> (8 * (b % 4))) & 0xFF) != buf[64 + o + b]) {
                 if (!bad++) snprintf(msg, sizeof msg, "offset %d byte %d", o, b);
@@ -132,11 +128,8 @@ static void check_q8_load_part(void) {
     for (int o = 0; o < 32; o += 2)
         for (int nbk = 1; nbk < 8; nbk++) {
             const int nb = nbk * BS;
-            uint32_t w[q8_nw(CB, 1)], w2[q8_nw(CB, 1)];
+            uint32_t w[q8_nw(CB, 1)];
             q8_load_part<CB>(buf + 64 + o, w, nb);
-            const int oo = q8_issue<CB, 1>(buf + 64 + o, w2, nb);   /* the double-buffered kernel's two steps */
-            q8_place<CB, 1>(w2, oo, nb);
-            if (memcmp(w, w2, sizeof w) && !bad++) snprintf(msg, sizeof msg, "offset %d nb %d: q8_issue + q8_place differ", o, nb);
             for (int b = 0; b < 4 * q8_nw(CB, 1); b++) {
                 const uint32_t got = (w[b / 4] >> (8 * (b % 4))) & 0xFF, want = b < nb ? buf[64 + o + b] : 0;
                 if (got != want && !bad++) snprintf(msg, sizeof msg, "offset %d nb %d byte %d: 0x%02x want 0x%02x", o, nb, b, got, want);

@@ -112,15 +112,10 @@ PY
       s3-batch) for n in 2 4; do run s3-batch$n --runs 1 --gpus 0,1 --gpu-mem 16,16 --cold cpu --streams $n; done ;;
       all-cpu-experts1) run all-cpu-experts --runs 1 --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
       no-swap-replay) run no-swap-replay --gpu-mem $gib --cold cpu --no-swap --routing "$T" --replay-routing "$T" ;;   # the exchange's "before" under the replayed trace
-      db) HOTMOE_Q8_DB=1 timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-db.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_DB=1: rc=$?"; tail -1 "$OUT/test_gpu_gemv-db.log"
-          for t in Q4_K Q3_K Q4_0 Q6_K; do for d in 0 1; do HOTMOE_Q8_DB=$d timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_DB=$d /"; done; done
-          export HOTMOE_Q8_DB=1; run resident-db; unset HOTMOE_Q8_DB ;;   # the double-buffered q8 kernel (needs test_gpu_gemv in TARGETS) vs resident
       pipe) for v in 1 2; do HOTMOE_Q8_PIPE=$v timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-pipe$v.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_PIPE=$v: rc=$?"; tail -1 "$OUT/test_gpu_gemv-pipe$v.log"; done
           for t in Q4_K Q3_K Q4_0 Q6_K; do for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_PIPE=$v /"; done; done
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
       autopipe) export HOTMOE_Q8_PIPE=3; run resident-autopipe; unset HOTMOE_Q8_PIPE ;;   # q8p_auto's plain matrices on the pipelined kernel (vs resident: the register kernel)
-      gprof-db) export HOTMOE_GPU_PROFILE=2 HOTMOE_Q8_DB=1; run gprof-db --runs 1; unset HOTMOE_GPU_PROFILE HOTMOE_Q8_DB   # gprof with the double-buffered q8 kernel
-             grep -A14 "^gpu profile" "$OUT/decode-$shape-gprof-db.log" | head -16 ;;
       timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
       ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm4}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
