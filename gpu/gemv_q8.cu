@@ -382,25 +382,6 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, grid, Q8_THREADS, smem, s, p);
 }
 
-static int q8_smem_optin(void);
-
-/* Lets kernel take smem bytes of dynamic shared memory beside stat bytes of static: past the 48 KB
- * default the limit is raised to the device's opt-in once per kernel and device (raised: the
- * kernel's own bit set). 0, or 1 when it does not fit (the caller takes another path). */
-template <typename K>
-static int q8_allow_smem(K kernel, size_t smem, size_t stat, std::atomic<unsigned long long> &raised) {
-    const int optin = q8_smem_optin();
-    int dev = 0;
-    if (smem + stat > (size_t)optin || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
-    if (smem > 48 * 1024 && !(raised.load(std::memory_order_relaxed) >> dev & 1)) {
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
-            cudaGetLastError();
-            return 1;
-        }
-        raised.fetch_or(1ull << dev, std::memory_order_relaxed);
-    }
-    return 0;
-}
 
 /* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
  * per_sm blocks per SM, the rounds balanced. */
@@ -417,7 +398,7 @@ static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
 template <class T, int A>
 static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     static std::atomic<unsigned long long> raised(0);
-    if (q8_allow_smem(gemv_q8_kernel<T, 1, A, Q8_NB>, smem, sizeof(void *) * Q8_MAXK, raised)) return 1;
+    if (hm_allow_smem(gemv_q8_kernel<T, 1, A, Q8_NB>, smem, sizeof(void *) * Q8_MAXK, raised)) return 1;
     hm_launch(gemv_q8_kernel<T, 1, A, Q8_NB>, grid, Q8_THREADS, smem, s, p);
     return 0;
 }
@@ -448,17 +429,6 @@ static bool q8p_auto(const q8_params &p, int nmat) {
     return std::is_same<T, Q8W_Q6_K>::value && p.ncols <= 4096;
 }
 
-static int q8_smem_optin(void) {
-    static std::atomic<int> cache(0);
-    int n = cache.load(std::memory_order_relaxed);
-    if (n <= 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-            n = 48 * 1024;
-        cache.store(n, std::memory_order_relaxed);
-    }
-    return n;
-}
 
 /* Launches the pipelined kernel (BPS blocks per SM) when its shared memory fits; 1 when it does
  * not (the caller then takes the register kernel). */
@@ -468,7 +438,7 @@ static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
     const size_t xbytes = ((size_t)(p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~(size_t)15;
     const size_t smem = xbytes + (size_t)P * q8p_stage(T::CB, p.lshift);
     static std::atomic<unsigned long long> raised(0);
-    if (q8_allow_smem(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
+    if (hm_allow_smem(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
     const int gx = q8_grid_x(p.nitems, p.lshift, nslices, BPS);
     hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
     const cudaError_t err = cudaGetLastError();

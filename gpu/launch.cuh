@@ -44,4 +44,36 @@ static inline cudaError_t hm_launch(void (*kernel)(KArgs...), dim3 grid, dim3 bl
     return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 
+/* The device's opt-in limit of dynamic shared memory per block (the first device asked; 48 KB if unknown). */
+static inline int hm_smem_optin(void) {
+    static std::atomic<int> cache(0);
+    int n = cache.load(std::memory_order_relaxed);
+    if (n <= 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            n = 48 * 1024;
+        cache.store(n, std::memory_order_relaxed);
+    }
+    return n;
+}
+
+/* Lets kernel take smem bytes of dynamic shared memory beside stat bytes of static: past the 48 KB
+ * default the limit is raised to the device's opt-in once per kernel and device (raised: one bit
+ * per device, a static of the caller's for each kernel). 0, or 1 when it does not fit (the caller
+ * takes another path or reports the launch). */
+template <typename K>
+static inline int hm_allow_smem(K kernel, size_t smem, size_t stat, std::atomic<unsigned long long> &raised) {
+    const int optin = hm_smem_optin();
+    int dev = 0;
+    if (smem + stat > (size_t)optin || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
+    if (smem > 48 * 1024 && !(raised.load(std::memory_order_relaxed) >> dev & 1)) {
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
+            cudaGetLastError();
+            return 1;
+        }
+        raised.fetch_or(1ull << dev, std::memory_order_relaxed);
+    }
+    return 0;
+}
+
 #endif

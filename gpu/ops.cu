@@ -1,6 +1,5 @@
 /* ops.cu - small ops of the forward pass. The math mirrors cpu/kernels.c, cpu/forward.c and
  * cpu/router.c so that GPU and CPU agree to float rounding. */
-#include <atomic>
 #include "ops.cuh"
 #include "launch.cuh"
 #include "blockops.cuh"
@@ -220,6 +219,33 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
  * first ceil(n / len) (k_attn_gqa and k_attn_combine both derive them from pos) */
 static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((n + nsplit - 1) / nsplit, ATT_MINPOS); }
 
+/* K and V rows [tb, tb + nt) of kv head kvh (hd floats each, rows kvd floats apart in the cache)
+ * into shared memory, K rows ks floats apart, V rows hd; 4 rows' loads in flight a thread */
+static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
+                                                      int tb, int nt, int kvd, int kvh, int hd, int ks) {
+    const int hd4 = hd / 4;
+    for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * ATT_THREADS) {
+        float4 kv[4], vv[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
+            const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
+            if (i < nt * hd4) { kv[u] = *(const float4 *)(kc + g); vv[u] = *(const float4 *)(vc + g); }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
+            if (i < nt * hd4) { *(float4 *)(sk + t * ks + 4 * c) = kv[u]; *(float4 *)(sv + t * hd + 4 * c) = vv[u]; }
+        }
+    }
+}
+
+/* a slab's q heads (n4 float4 from qg, consecutive) into shared memory: the score loops read them
+ * from there (through L1 they missed and waited on L2 at every step) */
+static __device__ __forceinline__ void attn_stage_q(const float *qg, float *sq, int n4) {
+    for (int i = threadIdx.x; i < n4; i += ATT_THREADS) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
+}
+
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
                                                           const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                           int n_head, int n_head_kv, int hd, int tp, const int *pos_p,
@@ -239,13 +265,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const float scale = 1.0f / sqrtf((float)hd);
-    /* this slab's q heads (consecutive) into shared memory: the score loop reads them from there
-     * (through L1 they missed and waited on L2 every step) */
-    {
-        const float4 *qg = (const float4 *)(q + (size_t)(kvh * grp + h0) * hd);
-        for (int i = threadIdx.x; i < ng * hd / 4; i += ATT_THREADS) ((float4 *)sq)[i] = qg[i];
-    }
-    const float *qb = sq;
+    attn_stage_q(q + (size_t)(kvh * grp + h0) * hd, sq, ng * hd / 4);   /* this slab's heads */
     float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][8];
 #pragma unroll
     for (int j = 0; j < ATT_HPW; j++) {
@@ -253,29 +273,15 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
 #pragma unroll
         for (int r = 0; r < 8; r++) o[j][r] = 0.f;
     }
-    const int hd4 = hd / 4;
     for (int tb = t0; tb < t1; tb += tp) {
         const int nt = min(tp, t1 - tb);
         __syncthreads(); /* the previous tile is consumed */
-        for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * ATT_THREADS) {   /* 4 rows' loads in flight a thread */
-            float4 kv[4], vv[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
-                const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
-                if (i < nt * hd4) { kv[u] = *(const float4 *)(kc + g); vv[u] = *(const float4 *)(vc + g); }
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
-                if (i < nt * hd4) { *(float4 *)(sk + t * ks + 4 * c) = kv[u]; *(float4 *)(sv + t * hd + 4 * c) = vv[u]; }
-            }
-        }
+        attn_load_tile(kc, vc, sk, sv, tb, nt, kvd, kvh, hd, ks);
         __syncthreads();
         for (int i = threadIdx.x; i < ng * tp; i += ATT_THREADS) {
             const int h = i / tp, t = i - h * tp;
             if (t >= nt) continue;
-            const float *qh = qb + (size_t)h * hd, *kr = sk + t * ks;
+            const float *qh = sq + (size_t)h * hd, *kr = sk + t * ks;
             float d = 0.f;
 #pragma unroll 8
             for (int c = 0; c < hd; c += 4) {
@@ -350,10 +356,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const float scale = 1.0f / sqrtf((float)HD);
-    {
-        const float4 *qg = (const float4 *)(q + (size_t)(kvh * grp + h0) * HD);
-        for (int i = threadIdx.x; i < ng * HD4; i += ATT_THREADS) ((float4 *)sq)[i] = qg[i];
-    }
+    attn_stage_q(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
     float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][DPL];
 #pragma unroll
     for (int j = 0; j < ATT_HPW; j++) {
@@ -364,20 +367,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
     for (int tb = t0; tb < t1; tb += TP) {
         const int nt = min(TP, t1 - tb);
         __syncthreads(); /* the previous tile is consumed (and q is in) */
-        for (int i0 = threadIdx.x; i0 < nt * HD4; i0 += 4 * ATT_THREADS) {
-            float4 kv[4], vv[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int i = i0 + u * ATT_THREADS, t = i / HD4, c = i - t * HD4;
-                const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * HD + 4 * c;
-                if (i < nt * HD4) { kv[u] = *(const float4 *)(kc + g); vv[u] = *(const float4 *)(vc + g); }
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const int i = i0 + u * ATT_THREADS, t = i / HD4, c = i - t * HD4;
-                if (i < nt * HD4) { *(float4 *)(sk + t * KS + 4 * c) = kv[u]; *(float4 *)(sv + t * HD + 4 * c) = vv[u]; }
-            }
-        }
+        attn_load_tile(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < ATT_HPW; j++) {
@@ -472,11 +462,8 @@ template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
-    static std::atomic<size_t> allowed(48 * 1024);   /* dynamic shared memory the kernel may take (raised once past 48 KB) */
-    if (smem > allowed.load(std::memory_order_relaxed)) {
-        cudaFuncSetAttribute(k_attn_gqa_w<DPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        allowed.store(smem, std::memory_order_relaxed);
-    }
+    static std::atomic<unsigned long long> raised(0);
+    hm_allow_smem(k_attn_gqa_w<DPL>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
     hm_launch(k_attn_gqa_w<DPL>, grid, ATT_THREADS, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
               qs, os, ps);
 }
@@ -500,11 +487,8 @@ void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache
         else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
-        static std::atomic<size_t> allowed(48 * 1024);   /* dynamic shared memory the kernel may take (raised once past 48 KB) */
-        if (smem > allowed.load(std::memory_order_relaxed)) {
-            cudaFuncSetAttribute(k_attn_gqa, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            allowed.store(smem, std::memory_order_relaxed);
-        }
+        static std::atomic<unsigned long long> raised(0);
+        hm_allow_smem(k_attn_gqa, smem, 0, raised);
         hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
                   nslab, qs, os, ps);
     }
