@@ -174,10 +174,16 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
     const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
-    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     const size_t rs = (size_t)p.nch * T::CB + p.nbl;
-    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
+    /* Units of NMAT items (an output row: its gate and up row for SwiGLU, taken by neighbouring
+     * groups) go to the blocks round-robin, block-minor: in each round unit slot us of every block
+     * takes one, so a last partial round spreads over all blocks (SMs) instead of loading the first
+     * blocks twice. Round r, group gi of this warp: item_at(r). */
+    const int upb = (Q8_THREADS >> p.lshift) / NMAT, tu = gridDim.x * upb;   /* units per block, per round */
+    const int us = (warp * gpw + gi) / NMAT, uw = warp * gpw / NMAT;         /* this group's unit slot, its warp's first */
+    auto item_at = [&](int r) { return ((r * tu + us * (int)gridDim.x + (int)blockIdx.x) * NMAT) + gi % NMAT; };
+    auto warp_in = [&](int r) { return (r * tu + uw * (int)gridDim.x + (int)blockIdx.x) * NMAT < p.nitems; };
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT */
     auto row_ptr = [&](int it, int *slot, int *row) -> const uint8_t * {
         const int r = it / NMAT, sl = p.flat ? r / p.nrows : 0;
@@ -187,7 +193,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     };
     if (!p.tab0 && NMAT == 1 && li == 0) /* one matrix: its first rows are known before x (or the previous kernel) is ready */
         for (int r = 0; r < p.pfd; r++) {
-            const int it = base0 + gi + r * tg;
+            const int it = item_at(r);
             if (it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
         }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
@@ -205,16 +211,16 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         if (it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0]) q8_prefetch_l2(row_ptr(it, &ns, &nr), rs);
     };
     if (li == 0 && (p.tab0 || NMAT == 2)) /* the tables are known now: rounds 1 .. pfd - 1 (the loop asks for pfd on) */
-        for (int r = 1; r < p.pfd; r++) prefetch(base0 + gi + r * tg);
+        for (int r = 1; r < p.pfd; r++) prefetch(item_at(r));
 
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
     /* warp-uniform steps (the shuffles need every lane) */
-    for (int base = base0; base < p.nitems; base += tg) {
-        const int it = base + gi;
+    for (int r = 0; warp_in(r); r++) {
+        const int it = item_at(r);
         int slot = 0, row = 0;
         const bool ok = it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0];   /* not a skipped slot */
         const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
-        if (li == 0) prefetch(it + p.pfd * tg);
+        if (li == 0) prefetch(item_at(r + p.pfd));
         if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
             float acc[NB];
 #pragma unroll
@@ -390,14 +396,14 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
 }
 
 
-/* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
- * per_sm blocks per SM, the rounds balanced. */
+/* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices: as many as
+ * there are items for, at most per_sm blocks per SM over all slices (every SM gets per_sm blocks
+ * when there is work for them; the register kernel spreads a last partial round over all of them). */
 static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
     const int per_block = Q8_THREADS >> lshift;   /* items one block takes per round */
-    const long need = (long)nslices * ((nitems + per_block - 1) / per_block), cap = (long)per_sm * q8_sm_count();
-    const long rounds = (need + cap - 1) / cap;
-    const int gx = (int)((nitems + per_block * rounds - 1) / (per_block * rounds));
-    return gx < 1 ? 1 : gx;
+    const long need = (nitems + per_block - 1) / per_block, cap = (long)per_sm * q8_sm_count() / nslices;
+    const long gx = need < cap ? need : cap;
+    return gx < 1 ? 1 : (int)gx;
 }
 
 /* the batched kernel (p.nb vectors); 1 when its records do not fit shared memory (the caller then
