@@ -66,7 +66,6 @@ struct q8_params {
     int nch, nbl;                          /* whole chunks per row; bytes of the partial chunk (0: none) */
     int nb;                                /* vectors per weight read (one matrix only): 1..Q8_NB */
     int64_t xb_stride, yb_stride;          /* nb > 1: vector b at x + b * xb_stride, its result at y + b * yb_stride */
-    int pfd;                               /* rows asked of L2 ahead: this many rounds of the group's (>= 1) */
     int xg;                                /* not flat: slot e reads x + (e / xg) * x_stride (0 or 1: e) */
     int yg;                                /* not flat, > 1: slot e writes y + (e / yg) * ygs + (e % yg) * y_stride */
     int64_t ygs;
@@ -191,11 +190,10 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         *row = r - sl * p.nrows;
         return wp[it % NMAT][sl] + (size_t)*row * rs;
     };
-    if (!p.tab0 && NMAT == 1 && li == 0) /* one matrix: its first rows are known before x (or the previous kernel) is ready */
-        for (int r = 0; r < p.pfd; r++) {
-            const int it = item_at(r);
-            if (it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
-        }
+    if (!p.tab0 && NMAT == 1 && li == 0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
+        const int it = item_at(0);
+        if (it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
+    }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     q8_slot_tables<NMAT>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
@@ -210,8 +208,6 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         int ns, nr;
         if (it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0]) q8_prefetch_l2(row_ptr(it, &ns, &nr), rs);
     };
-    if (li == 0 && (p.tab0 || NMAT == 2)) /* the tables are known now: rounds 1 .. pfd - 1 (the loop asks for pfd on) */
-        for (int r = 1; r < p.pfd; r++) prefetch(item_at(r));
 
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
     /* warp-uniform steps (the shuffles need every lane) */
@@ -220,7 +216,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         int slot = 0, row = 0;
         const bool ok = it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0];   /* not a skipped slot */
         const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
-        if (li == 0) prefetch(item_at(r + p.pfd));
+        if (li == 0) prefetch(item_at(r + 1));   /* the next round's row (deeper measured slower) */
         if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
             float acc[NB];
 #pragma unroll
@@ -463,23 +459,8 @@ static int q8p_go_bps(q8_params p, int nslices, cudaStream_t s) {
     return q8_pipe_on() == 1 ? q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s);
 }
 
-/* rounds of rows the register kernel asks L2 for ahead of the one it decodes: HOTMOE_Q8_PFD (1..8,
- * default 1) */
-static int q8_pfd(void) {
-    static std::atomic<int> d(0);
-    int v = d.load(std::memory_order_relaxed);
-    if (v <= 0) {
-        const char *env = getenv("HOTMOE_Q8_PFD");
-        v = env ? atoi(env) : 1;
-        v = v < 1 ? 1 : v > 8 ? 8 : v;
-        d.store(v, std::memory_order_relaxed);
-    }
-    return v;
-}
-
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
-    p.pfd = q8_pfd();
     const int nchunks = p.nch + (p.nbl > 0);
     p.lshift = q8_lanes_shift(nchunks);
     if (nmat == 2 && p.lshift > 4) p.lshift = 4; /* gate and up groups share a warp */
@@ -557,7 +538,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     if (x_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
-    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, xg, yg, ygs };
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -571,7 +552,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 1, 0 };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -3,28 +3,19 @@
  * what does not depend on it (e.g. prefetching weights), and calls hm_pdl_wait() before it reads
  * anything an earlier kernel wrote, or writes anything one may still read. Every kernel launched
  * through hm_launch must call hm_pdl_wait() first thing (or after such independent work).
- * HOTMOE_PDL=0 launches plainly (full serialization), for comparison. CUDA sources only. */
+ * HOTMOE_PDL=0 launches plainly (full serialization), for comparison. No kernel triggers its
+ * dependents early (griddepcontrol.launch_dependents right after the wait measured slower: `air`
+ * 154.5 against 159.2 tok/s, bench/README.md), so the next kernel launches as this one's blocks
+ * exit. CUDA sources only. */
 #ifndef HM_LAUNCH_CUH
 #define HM_LAUNCH_CUH
 #include <atomic>
 #include <stdlib.h>
 #include <cuda_runtime.h>
 
-/* HM_PDL_TRIGGER (CMake option HOTMOE_PDL_TRIGGER, default ON): once past its wait, each block
- * also tells the scheduler that the next kernel may launch (griddepcontrol.launch_dependents), so
- * that kernel's blocks take SMs as this one's free them and run their independent prologue (weight
- * prefetch) while this one finishes; without it the next kernel launches only as this one's blocks
- * exit. Correctness does not depend on it: the next kernel's own wait still waits for this whole
- * grid and its memory. The next kernel is at most one ahead: it triggers only after its own wait. */
-#ifndef HM_PDL_TRIGGER
-#define HM_PDL_TRIGGER 1
-#endif
 __device__ __forceinline__ void hm_pdl_wait(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-#if HM_PDL_TRIGGER
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 #endif
 }
 

@@ -21,11 +21,6 @@ TARGETS=${TARGETS:-"hotmoe hotmoe-gen bench_decode bench_gemv test_gpu_stream"} 
 if [ "$TARGETS" = all ]; then cmake --build build-dev -j"$(nproc)" >"$OUT/build.log" 2>&1
 else cmake --build build-dev -j"$(nproc)" --target $TARGETS >"$OUT/build.log" 2>&1; fi || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
-# config notrig: the same bench_decode without the early PDL trigger (gpu/launch.cuh), built beside the runs
-case " $MODELS ${CONFIGS:-} " in *notrig*)
-  (cmake -S . -B build-notrig -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release -DHOTMOE_PDL_TRIGGER=OFF >"$OUT/cmake-notrig.log" 2>&1 &&
-   cmake --build build-notrig -j"$(nproc)" --target bench_decode >"$OUT/build-notrig.log" 2>&1; echo $? >"$OUT/build-notrig.rc") & NOTRIG_PID=$! ;;
-esac
 df -h /tmp | tail -1
 if [ "$TARGETS" = all ]; then
   (cd build-dev && timeout 240 ctest --output-on-failure -j4 -R "test_gpu_(model|ops|prefill|gemv|decode_emu)" >"$OUT/ctest.log" 2>&1); grep -E "tests passed|\*\*\*Failed|Timeout" "$OUT/ctest.log"
@@ -120,8 +115,6 @@ PY
       pipe) for v in 1 2; do HOTMOE_Q8_PIPE=$v timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-pipe$v.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_PIPE=$v: rc=$?"; tail -1 "$OUT/test_gpu_gemv-pipe$v.log"; done
           for t in Q4_K Q3_K Q4_0 Q6_K; do for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_PIPE=$v /"; done; done
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
-      notrig) wait ${NOTRIG_PID:-}; echo "-- build-notrig rc=$(cat "$OUT/build-notrig.rc" 2>/dev/null)"; B0=$B; B=./build-notrig/bench_decode; run resident-notrig; B=$B0 ;;   # without the early PDL trigger (vs resident)
-      pfd*) export HOTMOE_Q8_PFD=${c#pfd}; run resident-$c; unset HOTMOE_Q8_PFD ;;   # L2 prefetch of the register GEMV this many rounds ahead (vs resident: 1)
       autopipe) export HOTMOE_Q8_PIPE=3; run resident-autopipe; unset HOTMOE_Q8_PIPE ;;   # q8p_auto's plain matrices on the pipelined kernel (vs resident: the register kernel)
       timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
