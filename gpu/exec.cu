@@ -217,9 +217,13 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
             mark(g, P_DENSE);
         }
-        gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
-        op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
-                  c->n_group, c->topk_group, g->ids, g->ew, s);
+        /* logits and top-k in one launch where gpu_gemv_router takes the router's type, else two */
+        if (gpu_gemv_router(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, l->router_bias, c->n_expert_used,
+                            c->router_fn, c->norm_topk, c->routed_scale, c->n_group, c->topk_group, g->ids, g->ew, g->rcnt, s)) {
+            gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
+            op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
+                      c->n_group, c->topk_group, g->ids, g->ew, s);
+        }
         if (g->d_rec) {
             const int k = c->n_expert_used;
             route_replay(g->rlog, c->n_expert, k, c->router_fn, c->norm_topk, c->routed_scale, g->d_replay + (size_t)il * k,
@@ -733,9 +737,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
-            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))
+            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)) || !(g->rcnt = (unsigned *)dalloc(g, sizeof(unsigned), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
+        CK(cudaMemset(g->rcnt, 0, sizeof(unsigned)));
+        CK(cudaMemset(g->part, 0, sizeof(float) * op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim)));   /* ops.cuh */
         if (g->n_seq > 1) {   /* batched decode: GPU_BATCH_MAX rows of each buffer (in the estimate: batch_workspace) */
             const batch_sizes b = batch_rows(c);
             const size_t R = GPU_BATCH_MAX;
@@ -747,6 +753,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))
                 goto bad;
             CK(cudaMemset(g->bzero, 0, sizeof(int) * R));
+            CK(cudaMemset(g->bpart, 0, sizeof(float) * R * b.part));
             CK(cudaMallocHost(&g->hb_x, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_xout, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_logits, sizeof(float) * R * c->n_vocab));

@@ -23,6 +23,14 @@ int gpu_gemv_supported(int type);
 /* y[r] = sum_c W[r][c] x[c] for r < nrows. ncols: a positive multiple of the type's block size. */
 int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream);
 
+/* The router in one launch: logits = W x (n_expert rows, exactly gpu_gemv's), then ids[k], w[k]
+ * as op_router (gpu/ops.cuh) computes them from the logits. cnt: a device counter, zero before the
+ * first call (each call leaves it zero). 1 when not taken (a block type, more than 4096 experts,
+ * HOTMOE_ROUTER_FUSE=0): the caller then runs gpu_gemv and op_router. */
+int gpu_gemv_router(int type, const void *W, const float *x, float *logits, int ncols, int n_expert, const float *bias,
+                    int k, int fn, int norm, float scale, int n_group, int topk_group, int *ids, float *w,
+                    unsigned *cnt, void *stream);
+
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each
  * weight row once, with every vector's result bitwise that of gpu_gemv on it; otherwise (mode 0,
