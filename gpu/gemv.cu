@@ -281,6 +281,41 @@ extern "C" int gpu_gemv_router(int type, const void *W, const float *x, float *l
     }
 }
 
+/* whether gpu_gemv_rn / gpu_gemv_experts_rn take their launches (HOTMOE_RN_FUSE=0: never) */
+static int rn_fuse_on(void) {
+    static std::atomic<int> on(-1);
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("HOTMOE_RN_FUSE");
+        v = env && env[0] == '0' ? 0 : 1;
+        on.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+static int rn_ok(const gpu_resnorm *rn) {
+    return rn && rn->cnt && rn->x && rn->y && rn_fuse_on() && gemv_q8_mode() &&
+           (((uintptr_t)rn->x | (uintptr_t)rn->y | (uintptr_t)rn->shared | (uintptr_t)rn->w | (uintptr_t)rn->out) % 16 == 0) &&
+           (!rn->w || rn->out);
+}
+
+extern "C" int gpu_gemv_rn(int type, const void *W, const float *x, float *y, int ncols, int nrows, const gpu_resnorm *rn,
+                           void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_rn", type, x, ncols, nrows, 1, &t)) return -1;
+    if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv_rn: W at %p is not 16-byte aligned", W);
+    if (nrows == 0 || !rn_ok(rn) || rn->y != y || rn->k != 1 || rn->n != nrows) return 1;
+    return gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream, 1, 1, 0, rn);
+}
+
+extern "C" int gpu_gemv_experts_rn(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
+                                   int nrows, const gpu_resnorm *rn, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_experts_rn", type, x, ncols, nrows, k, &t)) return -1;
+    if (!w_tab || !ids) return gemv_fail("gpu_gemv_experts_rn: NULL table or ids");
+    if (nrows == 0 || k == 0 || !rn_ok(rn) || rn->y != y || rn->k != k || rn->n != nrows) return 1;
+    return gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, 1, 0, rn);
+}
+
 extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
                               int ncols, int nrows, void *stream) {
     const gemv_type *t;

@@ -115,7 +115,8 @@ PY
       pipe) for v in 1 2; do HOTMOE_Q8_PIPE=$v timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-pipe$v.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_PIPE=$v: rc=$?"; tail -1 "$OUT/test_gpu_gemv-pipe$v.log"; done
           for t in Q4_K Q3_K Q4_0 Q6_K; do for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_PIPE=$v /"; done; done
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
-      env-*) kv=${c#env-}; export "$kv"; run resident-$kv; unset "${kv%%=*}" ;;   # resident under one environment setting, e.g. env-HOTMOE_ATTN_FUSE=0
+      env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_ATTN_FUSE=0+HOTMOE_Q8_GRID=0
+             for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       autopipe) export HOTMOE_Q8_PIPE=3; run resident-autopipe; unset HOTMOE_Q8_PIPE ;;   # q8p_auto's plain matrices on the pipelined kernel (vs resident: the register kernel)
       timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
