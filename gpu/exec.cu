@@ -195,13 +195,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         op_attn_decode(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->part, c->n_head, c->n_head_kv, c->head_dim,
                        g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
-        {   /* o-proj, then the residual and the FFN norm in its last block (or a launch of their own) */
-            const gpu_resnorm rn = { g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, D, c->rms_eps, g->rncnt };
-            if (gpu_gemv_rn(l->wo.type, l->wo.d, g->att, g->tmp, c->q_dim, D, &rn, s)) {
-                gpu_gemv(l->wo.type, l->wo.d, g->att, g->tmp, c->q_dim, D, s);
-                op_residual_norm(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, D, c->rms_eps, s);
-            }
-        }
+        gpu_gemv(l->wo.type, l->wo.d, g->att, g->tmp, c->q_dim, D, s);
+        op_residual_norm(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, D, c->rms_eps, s);
         mark(g, P_OPROJ);
         const float *shared = NULL;
         if (l->has_single) { /* dense FFN, or the shared expert */
@@ -222,13 +217,9 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
             mark(g, P_DENSE);
         }
-        /* logits and top-k in one launch where gpu_gemv_router takes the router's type, else two */
-        if (gpu_gemv_router(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, l->router_bias, c->n_expert_used,
-                            c->router_fn, c->norm_topk, c->routed_scale, c->n_group, c->topk_group, g->ids, g->ew, g->rcnt, s)) {
-            gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
-            op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
-                      c->n_group, c->topk_group, g->ids, g->ew, s);
-        }
+        gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
+        op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
+                  c->n_group, c->topk_group, g->ids, g->ew, s);
         if (g->d_rec) {
             const int k = c->n_expert_used;
             route_replay(g->rlog, c->n_expert, k, c->router_fn, c->norm_topk, c->routed_scale, g->d_replay + (size_t)il * k,
@@ -262,17 +253,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        /* all in VRAM: the down projections, then the weighted sum, the shared expert (joined
-         * first), the residual and the next norm in the last block; else the reduction below */
-        int rn_fused = 0;
-        if (!l->cache) {
-            if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
-            const gpu_resnorm rn = { g->x, g->ey, g->ew, c->n_expert_used, shared, next_norm, g->xn, D, c->rms_eps, g->rncnt };
-            rn_fused = !gpu_gemv_experts_rn(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, &rn, s);
-        }
-        if (!rn_fused) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
-        if (rn_fused) { mark(g, P_REDUCE); continue; }
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);
             gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids_miss, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
@@ -751,12 +733,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
-            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)) || !(g->rcnt = (unsigned *)dalloc(g, 2 * sizeof(unsigned), err, errlen)))
+            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
-        CK(cudaMemset(g->rcnt, 0, 2 * sizeof(unsigned)));
-        g->rncnt = g->rcnt + 1;
-        CK(cudaMemset(g->part, 0, sizeof(float) * op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim)));   /* ops.cuh */
         if (g->n_seq > 1) {   /* batched decode: GPU_BATCH_MAX rows of each buffer (in the estimate: batch_workspace) */
             const batch_sizes b = batch_rows(c);
             const size_t R = GPU_BATCH_MAX;
@@ -768,7 +747,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))
                 goto bad;
             CK(cudaMemset(g->bzero, 0, sizeof(int) * R));
-            CK(cudaMemset(g->bpart, 0, sizeof(float) * R * b.part));
             CK(cudaMallocHost(&g->hb_x, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_xout, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_logits, sizeof(float) * R * c->n_vocab));

@@ -99,7 +99,6 @@ struct gpu_exec {
     float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
     float *sh_act;                        /* (ff) the shared expert's activations (act is the routed ones') */
     int *ids, *zero_id, *d_pos;
-    unsigned *rcnt, *rncnt;   /* gpu_gemv_router's and gpu_gemv_rn's counters (zero between launches) */
     float *h_x, *h_logits; int *h_pos;    /* pinned */
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */
     cudaGraphExec_t *graphs;              /* [2 * seq + with_logits]: one decode graph per sequence */

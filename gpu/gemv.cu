@@ -7,8 +7,6 @@
  * F32, reduced by warp shuffles then across warps in a fixed order (deterministic). blockIdx.y is
  * the expert slot; its matrix comes from the table at run time, never from base + e*stride. */
 #include <stdarg.h>
-#include <stdlib.h>
-#include <atomic>
 #include <stdint.h>
 #include "gpu_gemv.h"
 #include "gpu_check.h"
@@ -16,7 +14,6 @@
 #include "qdev_k.cuh"
 #include "gemv_q8.cuh"
 #include "launch.cuh"
-#include "router.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
@@ -68,8 +65,9 @@ struct gemv_params {
 /* NMAT = 1: y = W x over NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over NR/2 rows
  * per block. NR is GEMV_NR, or NMAT when there are too few rows to fill the GPU (a router). */
 template <class T, int NMAT, int NR>
-__device__ __forceinline__ void gemv_rows(const gemv_params &p) {
+__global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_params p) {
     constexpr int ROWS = NR / NMAT;
+    hm_pdl_wait();
     const int e = blockIdx.y;
     const uint8_t *w0 = p.w, *w1 = nullptr;
     if (p.tab0) {
@@ -117,42 +115,6 @@ __device__ __forceinline__ void gemv_rows(const gemv_params &p) {
         }
         p.y[(p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride) + r0 + i] = NMAT == 2 ? a / (1.f + expf(-a)) * b : a;
     }
-}
-
-template <class T, int NMAT, int NR>
-__global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_params p) {
-    hm_pdl_wait();
-    gemv_rows<T, NMAT, NR>(p);
-}
-
-struct router_args {
-    const float *bias;
-    int k, fn, norm, n_group, topk_group;
-    float scale;
-    int *ids;
-    float *w;
-    unsigned *cnt;   /* zero before the launch, zero after */
-};
-
-/* The router: its logits (one row a block, gemv_kernel<T, 1, 1>'s arithmetic), then top-k
- * (router.cuh) in the block that finishes last, found by the fence / counter / fence of the
- * threadFenceReduction pattern: every block's logit is visible to its loads. One launch instead of
- * the GEMV and k_router. */
-template <class T>
-__global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_router_kernel(const gemv_params p, const router_args ra) {
-    hm_pdl_wait();
-    gemv_rows<T, 1, 1>(p);
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(ra.cnt, 1u) == gridDim.x - 1;
-        if (last) *ra.cnt = 0u;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    router_topk(p.y, ra.bias, p.nrows, ra.k, ra.fn, ra.norm, ra.scale, ra.n_group, ra.topk_group, ra.ids, ra.w);
 }
 
 template <class T>
@@ -239,81 +201,6 @@ extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int n
     }
     const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
-}
-
-/* whether gpu_gemv_router takes the float routers (HOTMOE_ROUTER_FUSE=0: never) */
-static int router_fuse_on(void) {
-    static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_ROUTER_FUSE");
-        v = env && env[0] == '0' ? 0 : 1;
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
-}
-
-template <class T>
-static int router_go(const gemv_params &p, const router_args &ra, cudaStream_t s) {
-    if (p.ncols % T::QK) return 1;
-    const int nparts = p.ncols / T::QK * T::NT;
-    int threads = (nparts + 31) / 32 * 32;
-    threads = threads < 32 ? 32 : threads > GEMV_MAX_THREADS ? GEMV_MAX_THREADS : threads;
-    hm_launch(gemv_router_kernel<T>, dim3((unsigned)p.nrows), threads, 0, s, p, ra);
-    CUDA_CHECK_LAUNCH();
-    return 0;
-}
-
-extern "C" int gpu_gemv_router(int type, const void *W, const float *x, float *logits, int ncols, int n_expert, const float *bias,
-                               int k, int fn, int norm, float scale, int n_group, int topk_group, int *ids, float *w,
-                               unsigned *cnt, void *stream) {
-    const gemv_type *t;
-    if (gemv_check("gpu_gemv_router", type, x, ncols, n_expert, 1, &t)) return -1;
-    if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv_router: W at %p is not 16-byte aligned", W);
-    if (!router_fuse_on() || n_expert < 1 || n_expert > ROUTER_MAX || k < 1 || k > n_expert || !cnt) return 1;
-    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, logits, 0, ncols, n_expert, 1, 1, 0 };
-    const router_args ra = { bias, k, fn, norm, n_group, topk_group, scale, ids, w, cnt };
-    switch (type) {   /* the float types (the q8 path takes the block types' GEMV) */
-    case HM_TYPE_F32: return router_go<TF32V>(p, ra, (cudaStream_t)stream);
-    case HM_TYPE_F16: return router_go<THalfV<false>>(p, ra, (cudaStream_t)stream);
-    case HM_TYPE_BF16: return router_go<THalfV<true>>(p, ra, (cudaStream_t)stream);
-    default: return 1;
-    }
-}
-
-/* whether gpu_gemv_rn / gpu_gemv_experts_rn take their launches (HOTMOE_RN_FUSE=0: never) */
-static int rn_fuse_on(void) {
-    static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_RN_FUSE");
-        v = env && env[0] == '0' ? 0 : 1;
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
-}
-static int rn_ok(const gpu_resnorm *rn) {
-    return rn && rn->cnt && rn->x && rn->y && rn_fuse_on() && gemv_q8_mode() &&
-           (((uintptr_t)rn->x | (uintptr_t)rn->y | (uintptr_t)rn->shared | (uintptr_t)rn->w | (uintptr_t)rn->out) % 16 == 0) &&
-           (!rn->w || rn->out);
-}
-
-extern "C" int gpu_gemv_rn(int type, const void *W, const float *x, float *y, int ncols, int nrows, const gpu_resnorm *rn,
-                           void *stream) {
-    const gemv_type *t;
-    if (gemv_check("gpu_gemv_rn", type, x, ncols, nrows, 1, &t)) return -1;
-    if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv_rn: W at %p is not 16-byte aligned", W);
-    if (nrows == 0 || !rn_ok(rn) || rn->y != y || rn->k != 1 || rn->n != nrows) return 1;
-    return gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream, 1, 1, 0, rn);
-}
-
-extern "C" int gpu_gemv_experts_rn(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
-                                   int nrows, const gpu_resnorm *rn, void *stream) {
-    const gemv_type *t;
-    if (gemv_check("gpu_gemv_experts_rn", type, x, ncols, nrows, k, &t)) return -1;
-    if (!w_tab || !ids) return gemv_fail("gpu_gemv_experts_rn: NULL table or ids");
-    if (nrows == 0 || k == 0 || !rn_ok(rn) || rn->y != y || rn->k != k || rn->n != nrows) return 1;
-    return gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, 1, 0, rn);
 }
 
 extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,

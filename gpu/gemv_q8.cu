@@ -66,8 +66,6 @@ struct q8_params {
     int nch, nbl;                          /* whole chunks per row; bytes of the partial chunk (0: none) */
     int nb;                                /* vectors per weight read (one matrix only): 1..Q8_NB */
     int64_t xb_stride, yb_stride;          /* nb > 1: vector b at x + b * xb_stride, its result at y + b * yb_stride */
-    gpu_resnorm rn;                        /* rn.cnt != NULL: the residual update + norm in the last block */
-    int bm;                                /* register kernel: units block-minor (1) or block-major (0) */
     int xg;                                /* not flat: slot e reads x + (e / xg) * x_stride (0 or 1: e) */
     int yg;                                /* not flat, > 1: slot e writes y + (e / yg) * ygs + (e % yg) * y_stride */
     int64_t ygs;
@@ -162,64 +160,6 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
     }
 }
 
-/* 1 in the block of the grid that finishes last (every thread calls it): fence, count, fence, so
- * every block's outputs are visible to that block's loads (the counter is back at zero after). */
-__device__ __forceinline__ int q8_last_block(unsigned *cnt) {
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(cnt, 1u) == gridDim.x * gridDim.y - 1;
-        if (last) *cnt = 0u;
-    }
-    __syncthreads();
-    if (last) __threadfence();
-    return last;
-}
-
-#define Q8_RN_MAX 8192   /* the longest row the fused residual norm takes (ops.cu's own kernel: any) */
-
-/* op_residual_norm (ops.cu, k_residual_norm4) in one block of Q8_THREADS: x += sum_j wt[j] y[j]
- * (+ shared), out = rmsnorm(x) * w when w. The same order of additions: the weighted sum over j,
- * then shared, then into x. y was written by the other blocks of this launch: L2 loads. Two
- * passes over x (the second reads back this block's own stores) so that nothing stays in
- * registers across them: the GEMV loop before it keeps its register budget. */
-__device__ __noinline__ void q8_residual_norm(const gpu_resnorm rn) {
-    __shared__ float red[Q8_THREADS / 32], swt[64];
-    for (int j = threadIdx.x; j < rn.k; j += Q8_THREADS) swt[j] = rn.wt ? rn.wt[j] : 1.0f;
-    __syncthreads();
-    const int n4 = rn.n / 4;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < n4; i += Q8_THREADS) {
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int j = 0; j < rn.k; j++) {
-            const float4 t = __ldcg((const float4 *)rn.y + (size_t)j * n4 + i);
-            const float c = swt[j];
-            acc.x += c * t.x; acc.y += c * t.y; acc.z += c * t.z; acc.w += c * t.w;
-        }
-        if (rn.shared) {
-            const float4 t = ((const float4 *)rn.shared)[i];
-            acc.x += t.x; acc.y += t.y; acc.z += t.z; acc.w += t.w;
-        }
-        const float4 xo = ((const float4 *)rn.x)[i];
-        const float4 v = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
-        ((float4 *)rn.x)[i] = v;
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-    if (!rn.w) return;
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();   /* also: this block's stores to x are visible to its own loads below */
-    ss = 0.f;
-#pragma unroll
-    for (int w = 0; w < Q8_THREADS / 32; w++) ss += red[w];
-    const float inv = 1.0f / sqrtf(ss / (float)rn.n + rn.eps);
-    for (int i = threadIdx.x; i < n4; i += Q8_THREADS) {
-        const float4 v = ((const float4 *)rn.x)[i], ww = ((const float4 *)rn.w)[i];
-        ((float4 *)rn.out)[i] = make_float4(ww.x * (v.x * inv), ww.y * (v.y * inv), ww.z * (v.z * inv), ww.w * (v.w * inv));
-    }
-}
-
 /* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
@@ -233,19 +173,10 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
     const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     const size_t rs = (size_t)p.nch * T::CB + p.nbl;
-    /* Units of NMAT items (an output row: its gate and up row for SwiGLU, taken by neighbouring
-     * groups) go to the blocks round-robin, block-minor: in each round unit slot us of every block
-     * takes one, so a last partial round spreads over all blocks (SMs) instead of loading the first
-     * blocks twice. Round r, group gi of this warp: item_at(r). */
-    const int upb = (Q8_THREADS >> p.lshift) / NMAT, tu = gridDim.x * upb;   /* units per block, per round */
-    const int us = (warp * gpw + gi) / NMAT, uw = warp * gpw / NMAT;         /* this group's unit slot, its warp's first */
-    const int tg = gridDim.x * (Q8_THREADS >> p.lshift), base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
-    auto item_at = [&](int r) {   /* p.bm 0 (HOTMOE_Q8_GRID=0): block-major, a block's groups on consecutive items */
-        return p.bm ? ((r * tu + us * (int)gridDim.x + (int)blockIdx.x) * NMAT) + gi % NMAT : base0 + gi + r * tg;
-    };
-    auto warp_in = [&](int r) { return (p.bm ? (r * tu + uw * (int)gridDim.x + (int)blockIdx.x) * NMAT : base0 + r * tg) < p.nitems; };
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT */
     auto row_ptr = [&](int it, int *slot, int *row) -> const uint8_t * {
         const int r = it / NMAT, sl = p.flat ? r / p.nrows : 0;
@@ -253,9 +184,9 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         *row = r - sl * p.nrows;
         return wp[it % NMAT][sl] + (size_t)*row * rs;
     };
-    if (!p.tab0 && NMAT == 1 && li == 0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
-        const int it = item_at(0);
-        if (it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
+    if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
+        const int it = base0 + gi;
+        if (NMAT == 1 && li == 0 && it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     q8_slot_tables<NMAT>(p, e, nslot, wp);
@@ -266,20 +197,17 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
-    const bool skip = !p.flat && !wp[0][0];   /* this block's slot is skipped (uniform over the block) */
-    auto prefetch = [&](int it) {   /* item it's row into L2, when it exists and its slot is not skipped */
-        int ns, nr;
-        if (it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0]) q8_prefetch_l2(row_ptr(it, &ns, &nr), rs);
-    };
+    if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
     /* warp-uniform steps (the shuffles need every lane) */
-    for (int r = 0; !skip && warp_in(r); r++) {
-        const int it = item_at(r);
-        int slot = 0, row = 0;
+    for (int base = base0; base < p.nitems; base += tg) {
+        const int it = base + gi;
+        int slot = 0, row = 0, ns, nr;
         const bool ok = it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0];   /* not a skipped slot */
         const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
-        if (li == 0) prefetch(item_at(r + 1));   /* the next round's row (deeper measured slower) */
+        if (li == 0 && it + tg < p.nitems && wp[0][p.flat ? (it + tg) / NMAT / p.nrows : 0])
+            q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
         if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
             float acc[NB];
 #pragma unroll
@@ -316,7 +244,6 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
             ybase[slot * p.y_stride + row] = acc;
         }
     }
-    if (NB == 1 && p.rn.cnt && q8_last_block(p.rn.cnt)) q8_residual_norm(p.rn);
 }
 
 /* ---- the pipelined kernel: weights stream into shared memory through cp.async ----
@@ -456,20 +383,14 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
 }
 
 
-/* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices: as many as
- * there are items for, at most per_sm blocks per SM over all slices (every SM gets per_sm blocks
- * when there is work for them; the register kernel spreads a last partial round over all of them). */
-static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm, int bm = 1) {
+/* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
+ * per_sm blocks per SM, the rounds balanced. */
+static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
     const int per_block = Q8_THREADS >> lshift;   /* items one block takes per round */
-    if (!bm) {   /* the fewest blocks for the fewest rounds (HOTMOE_Q8_GRID=0) */
-        const long need = (long)nslices * ((nitems + per_block - 1) / per_block), cap = (long)per_sm * q8_sm_count();
-        const long rounds = (need + cap - 1) / cap;
-        const int gx = (int)((nitems + per_block * rounds - 1) / (per_block * rounds));
-        return gx < 1 ? 1 : gx;
-    }
-    const long need = (nitems + per_block - 1) / per_block, cap = (long)per_sm * q8_sm_count() / nslices;
-    const long gx = need < cap ? need : cap;
-    return gx < 1 ? 1 : (int)gx;
+    const long need = (long)nslices * ((nitems + per_block - 1) / per_block), cap = (long)per_sm * q8_sm_count();
+    const long rounds = (need + cap - 1) / cap;
+    const int gx = (int)((nitems + per_block * rounds - 1) / (per_block * rounds));
+    return gx < 1 ? 1 : gx;
 }
 
 /* the batched kernel (p.nb vectors); 1 when its records do not fit shared memory (the caller then
@@ -518,7 +439,7 @@ static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
     const size_t smem = xbytes + (size_t)P * q8p_stage(T::CB, p.lshift);
     static std::atomic<unsigned long long> raised(0);
     if (hm_allow_smem(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, BPS, 0);
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, BPS);
     hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d pipelined blocks failed: %s", gx, nslices, cudaGetErrorString(err));
@@ -527,19 +448,6 @@ static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
 template <class T, int NMAT, bool DIRECT>
 static int q8p_go_bps(q8_params p, int nslices, cudaStream_t s) {
     return q8_pipe_on() == 1 ? q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s);
-}
-
-/* the register kernel's item order and grid: 1 block-minor over every SM's two block slots
- * (default), 0 (HOTMOE_Q8_GRID=0) block-major over the fewest blocks for the fewest rounds */
-static int q8_grid_bm(void) {
-    static std::atomic<int> v(-1);
-    int b = v.load(std::memory_order_relaxed);
-    if (b < 0) {
-        const char *env = getenv("HOTMOE_Q8_GRID");
-        b = env && env[0] == '0' ? 0 : 1;
-        v.store(b, std::memory_order_relaxed);
-    }
-    return b;
 }
 
 template <class T>
@@ -556,8 +464,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const bool aligned = rs % T::A == 0 && p.nbl == 0;
     if (!aligned && !q8_b32<T>::v) return 1;
     if (p.nb > 1) {   /* one matrix, nb vectors per weight read: the register kernel */
-        p.bm = q8_grid_bm();
-        const int gx = q8_grid_x(p.nitems, p.lshift, 1, 2, p.bm);
+        const int gx = q8_grid_x(p.nitems, p.lshift, 1, 2);
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
         int rc = 1;
         if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
@@ -568,7 +475,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         return 0;
     }
     const int pipe = q8_pipe_on();
-    if (!p.rn.cnt && (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat)))) {
+    if (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat))) {
         const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
         int rc;
         if constexpr (T::A == 16) {
@@ -579,8 +486,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
-    p.bm = q8_grid_bm();
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2, p.bm);
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (nmat == 2) {
@@ -613,7 +519,7 @@ static const q8_type k_q8_types[] = {
 
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg,
-                int yg, int64_t ygs, const gpu_resnorm *rn) {
+                int yg, int64_t ygs) {
     const q8_type *t = NULL;
     for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
         if (k_q8_types[i].type == type) t = &k_q8_types[i];
@@ -623,10 +529,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     if (x_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
-    gpu_resnorm none = {};
-    if (rn && (rn->n % 4 || rn->n > Q8_RN_MAX || rn->k > 64 || rn->k < 0)) return 1;
-    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0,
-                    rn ? *rn : none, 1, xg, yg, ygs };
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -640,7 +543,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, {}, 1, 1, 1, 0 };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -27,7 +27,6 @@
 #define HM_GEMV_Q8_CUH
 #include <stdint.h>
 #include "qdev.cuh"
-#include "gpu_gemv.h"
 
 #define Q8_CHUNK 256 /* elements per chunk */
 #define Q8_REC 336   /* shared-memory bytes per chunk of activations */
@@ -499,8 +498,7 @@ struct Q8W_Q6_K {
  * not handled here (the caller falls back to the F32-activation kernels), else the result of the
  * launch (0, or -1 with the reason recorded). nmat 2: SwiGLU over (tab0, tab1). */
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
-                const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg = 1, int yg = 1, int64_t ygs = 0,
-                const gpu_resnorm *rn = nullptr);
+                const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg = 1, int yg = 1, int64_t ygs = 0);
 
 /* the mode set by gpu_gemv_set_mode (or HOTMOE_GEMV_MODE at first use): 0 or 1 */
 int gemv_q8_mode(void);

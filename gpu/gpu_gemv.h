@@ -23,36 +23,6 @@ int gpu_gemv_supported(int type);
 /* y[r] = sum_c W[r][c] x[c] for r < nrows. ncols: a positive multiple of the type's block size. */
 int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream);
 
-/* The router in one launch: logits = W x (n_expert rows, exactly gpu_gemv's), then ids[k], w[k]
- * as op_router (gpu/ops.cuh) computes them from the logits. cnt: a device counter, zero before the
- * first call (each call leaves it zero). 1 when not taken (a block type, more than 4096 experts,
- * HOTMOE_ROUTER_FUSE=0): the caller then runs gpu_gemv and op_router. */
-int gpu_gemv_router(int type, const void *W, const float *x, float *logits, int ncols, int n_expert, const float *bias,
-                    int k, int fn, int norm, float scale, int n_group, int topk_group, int *ids, float *w,
-                    unsigned *cnt, void *stream);
-
-/* What op_residual_norm (gpu/ops.cuh) does after a GEMV, done instead by the GEMV launch's last
- * block: x += sum_j wt[j] * y[j] (j < k, rows of n; wt NULL: weights 1) + shared (when not NULL),
- * then out = rmsnorm(x) * w when w is not NULL. cnt: a device counter, zero before the first use
- * (each launch leaves it zero); launches on one stream may share it. */
-typedef struct {
-    float *x;
-    const float *y, *wt;
-    int k;
-    const float *shared, *w;
-    float *out;
-    int n;
-    float eps;
-    unsigned *cnt;
-} gpu_resnorm;
-
-/* gpu_gemv and gpu_gemv_experts, then rn (above) in the same launch. 1 when not taken (mode 0, a
- * type or shape the q8 register kernel does not take, n % 4 != 0 or n > 8192, k > 64,
- * HOTMOE_RN_FUSE=0): nothing was launched, the caller runs the GEMV and op_residual_norm. */
-int gpu_gemv_rn(int type, const void *W, const float *x, float *y, int ncols, int nrows, const gpu_resnorm *rn, void *stream);
-int gpu_gemv_experts_rn(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
-                        int nrows, const gpu_resnorm *rn, void *stream);
-
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each
  * weight row once, with every vector's result bitwise that of gpu_gemv on it; otherwise (mode 0,

@@ -5,8 +5,6 @@
 #include "blockops.cuh"
 #include "router.cuh"
 #include <math.h>
-#include <stdlib.h>
-#include <atomic>
 #include <stdint.h>
 
 
@@ -213,44 +211,8 @@ static int attn_nsplit(int n_head_kv) {
 }
 static int attn_tp(int hd) { return hd <= 128 ? 32 : 16; }
 
-/* per row: the splits' partials (m, l, o[hd]) of every q head, then a 32-bit counter per (kv head,
- * slab): how many of its splits have written theirs (attn_last) */
-static size_t attn_part_counters(int n_head, int n_head_kv) {
-    const int grp = n_head / n_head_kv;
-    return (size_t)n_head_kv * ((grp + ATT_MAXG - 1) / ATT_MAXG);
-}
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
-    return (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2) + attn_part_counters(n_head, n_head_kv);
-}
-
-/* Whether attention merges the splits in the last split's block (1, default) or in k_attn_combine
- * (HOTMOE_ATTN_FUSE=0; also taken for head sizes other than 64/128/256) */
-static int attn_fuse_on(void) {
-    static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_ATTN_FUSE");
-        v = env && env[0] == '0' ? 0 : 1;
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
-}
-
-/* After a block's partials are written: 1 in the block that wrote the last of the ns splits of its
- * (kv head, slab), which then merges them (the counter back at zero for the next call), else 0.
- * Every thread calls it. The usual fence / counter / fence: the partials of every split are
- * visible to the last block's L1-bypassing loads. */
-static __device__ __forceinline__ int attn_last(unsigned *cnt, int ns) {
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(cnt, 1u) == (unsigned)(ns - 1);
-        if (last) *cnt = 0u;
-    }
-    __syncthreads();
-    if (last) __threadfence();
-    return last;
+    return (size_t)n_head * attn_nsplit(n_head_kv) * (hd + 2);
 }
 
 /* positions per split for n positions over nsplit splits; the splits that have positions are the
@@ -369,67 +331,16 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     }
 }
 
-/* k_attn_gqa_w's merge of the ns splits' partials of q heads h0 .. h0 + ng - 1 of kv head kvh (in
- * the last split's block): k_attn_combine's arithmetic, a warp per q head (lanes over the splits
- * for the weights, lane i over dims [DPL i, DPL i + DPL) for the sum in split order). Not inlined:
- * the attention loop keeps its registers. */
-template <int DPL>
-static __device__ __noinline__ void attn_merge(const float *part, float *out, int nsplit, int ns, int kvh, int grp, int h0, int ng) {
-    constexpr int HD = 32 * DPL;
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    for (int j = 0; j < ATT_HPW; j++) {
-        const int h = wid + ATT_WARPS * j;
-        if (h >= ng) break;
-        const float *pp = part + (size_t)(kvh * grp + h0 + h) * nsplit * (HD + 2);
-        const float m0 = lane < ns ? __ldcg(pp + (size_t)lane * (HD + 2)) : -INFINITY;
-        const float m1 = lane + 32 < ns ? __ldcg(pp + (size_t)(lane + 32) * (HD + 2)) : -INFINITY;
-        const float l0 = lane < ns ? __ldcg(pp + (size_t)lane * (HD + 2) + 1) : 0.f;
-        const float l1 = lane + 32 < ns ? __ldcg(pp + (size_t)(lane + 32) * (HD + 2) + 1) : 0.f;
-        float M = fmaxf(m0, m1);
-        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-        const float c0 = lane < ns ? expf(m0 - M) : 0.f, c1 = lane + 32 < ns ? expf(m1 - M) : 0.f;
-        const float L = warp_sum(fmaf(l0, c0, l1 * c1));
-        const float w0 = c0 / L, w1 = c1 / L;
-        float O[DPL];
-#pragma unroll
-        for (int d = 0; d < DPL; d++) O[d] = 0.f;
-        for (int s0 = 0; s0 < ns; s0 += 4) {   /* 4 splits' loads in flight before their sums */
-            float2 v[4][DPL / 2];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const float *src = pp + (size_t)(s0 + u) * (HD + 2) + 2 + lane * DPL;   /* 8-byte aligned: float2 */
-#pragma unroll
-                for (int d = 0; d < DPL; d += 2) v[u][d / 2] = s0 + u < ns ? __ldcg((const float2 *)(src + d)) : make_float2(0.f, 0.f);
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const float cw = __shfl_sync(0xffffffffu, s0 + u < 32 ? w0 : w1, (s0 + u) & 31);
-                if (s0 + u < ns) {
-#pragma unroll
-                    for (int d = 0; d < DPL; d += 2) {
-                        O[d] = fmaf(cw, v[u][d / 2].x, O[d]);
-                        O[d + 1] = fmaf(cw, v[u][d / 2].y, O[d + 1]);
-                    }
-                }
-            }
-        }
-        float *dst = out + (size_t)(kvh * grp + h0 + h) * HD + lane * DPL;
-#pragma unroll
-        for (int d = 0; d < DPL; d++) dst[d] = O[d];
-    }
-}
-
 /* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
  * a q head, lane t scores position t of the tile against it (the K row read from shared memory,
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
 template <int DPL>   /* 2, 4 or 8 */
-__global__ void __launch_bounds__(ATT_THREADS, 2) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
+__global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
-                                                            long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int fuse) {
+                                                            long long seq_stride, int nslab, long long qs, long long os, long long ps) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4;
     hm_pdl_wait();
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
@@ -513,10 +424,6 @@ __global__ void __launch_bounds__(ATT_THREADS, 2) k_attn_gqa_w(const float *__re
 #pragma unroll
         for (int d = 0; d < DPL; d++) dst[lane * DPL + d] = o[j][d] * f;
     }
-    if (ns == 1 || !fuse) return;
-    /* the last split's block merges them (fuse; else k_attn_combine does) */
-    if (!attn_last((unsigned *)(part + (size_t)n_head * nsplit * (HD + 2)) + kvh * nslab + slab, ns)) return;
-    attn_merge<DPL>(part, out, nsplit, ns, kvh, grp, h0, ng);
 }
 
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
@@ -554,11 +461,11 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
 template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                          long long qs, long long os, long long ps, int fuse) {
+                          long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL>, smem, 16, raised);   /* (attn_last's flag); past the opt-in, the launch fails and the step reports it */
+    hm_allow_smem(k_attn_gqa_w<DPL>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
     hm_launch(k_attn_gqa_w<DPL>, grid, ATT_THREADS, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, fuse);
+              qs, os, ps);
 }
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
@@ -575,11 +482,9 @@ void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
-        const int fuse = attn_fuse_on();
-        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, fuse);
-        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, fuse);
-        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, fuse);
-        if (fuse) return;
+        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);

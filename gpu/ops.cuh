@@ -19,8 +19,7 @@ void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const 
 /* Decode attention (split-K flash decoding, one pass over each kv head for all its q heads; the
  * splits used follow *pos) over positions [0, *pos]; out (n_head*hd). hd % 4 == 0, hd <= 256,
  * n_head % n_head_kv == 0; q, caches 16-byte aligned. part: scratch of op_attn_part_floats(n_head,
- * n_head_kv, hd) floats, ZEROED once before the first call (its tail holds the counters by which the
- * last split of a kv head finds itself; each call leaves them zero again). */
+ * n_head_kv, hd) floats. */
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);

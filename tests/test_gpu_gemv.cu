@@ -16,7 +16,6 @@
 #include <strings.h>
 #include "gpu_gemv.h" /* by path: cpu/gemv.h (the CPU kernels) shares the name */
 #include "gpu_check.h"
-#include "ops.cuh"
 extern "C" {
 #include "quant.h"
 #include "quant_blocks.h"
@@ -735,81 +734,6 @@ static int bench(int only_mode, const char *only_type) {   /* only_type: a type 
     return 0;
 }
 
-/* ---- gpu_gemv_rn / gpu_gemv_experts_rn: the GEMV, then the residual update and the norm in its
- * last block, against the GEMV + op_residual_norm: y bitwise, x and out to 1e-6 of their largest
- * element (the sum of squares is split over other threads), every element; three launches on one
- * counter (back at zero after each); one expert slot skipped (id -1: its stale row still adds). ---- */
-static int cmp_rel(const float *a, const float *b, int n, double rel) {
-    double mx = 1e-30;
-    for (int i = 0; i < n; i++) mx = fmax(mx, fabs((double)b[i]));
-    int bad = 0;
-    for (int i = 0; i < n; i++) bad += !(fabs((double)a[i] - b[i]) <= rel * mx);
-    return bad;
-}
-
-static void test_rn(int t, int experts, int n, int ncols) {
-    const int k = experts ? 8 : 1, ne = experts ? 12 : 1;
-    const size_t rs = hm_row_size(t, ncols), mb = rs * n;
-    char *W = (char *)malloc(mb * ne);
-    fill_weights(t, W, (int64_t)n * ncols * ne);
-    float *hx = (float *)malloc(sizeof(float) * k * ncols), *hres = (float *)malloc(sizeof(float) * n),
-          *hy0 = (float *)malloc(sizeof(float) * k * n), *hw = (float *)malloc(sizeof(float) * n), *hsh = (float *)malloc(sizeof(float) * n),
-          hwt[8];
-    for (int i = 0; i < k * ncols; i++) hx[i] = rndf();
-    for (int i = 0; i < n; i++) { hres[i] = rndf(); hw[i] = 1.0f + 0.5f * rndf(); hsh[i] = 0.1f * rndf(); }
-    for (int i = 0; i < k * n; i++) hy0[i] = 0.25f * rndf();   /* what a skipped slot's row holds */
-    for (int j = 0; j < 8; j++) hwt[j] = 0.1f + 0.1f * j;
-    int hids[8] = { 3, 0, 11, 7, -1, 5, 9, 2 };
-    char *dW = (char *)dev_upload(W, mb * ne);
-    void *tab[12];
-    for (int e = 0; e < ne; e++) tab[e] = dW + e * mb;
-    void **dtab = (void **)dev_upload(tab, sizeof tab);
-    int *dids = (int *)dev_upload(hids, sizeof hids);
-    float *dx = (float *)dev_upload(hx, sizeof(float) * k * ncols), *dwt = (float *)dev_upload(hwt, sizeof hwt),
-          *dw = (float *)dev_upload(hw, sizeof(float) * n), *dsh = (float *)dev_upload(hsh, sizeof(float) * n);
-    float *dy[2], *dres[2], *dout[2];
-    for (int v = 0; v < 2; v++) {
-        dy[v] = (float *)dev_upload(hy0, sizeof(float) * k * n);
-        dres[v] = (float *)dev_upload(hres, sizeof(float) * n);
-        CK(cudaMalloc(&dout[v], sizeof(float) * n)); CK(cudaMemset(dout[v], 0xFF, sizeof(float) * n));
-    }
-    unsigned *cnt; CK(cudaMalloc(&cnt, 4)); CK(cudaMemset(cnt, 0, 4));
-    int rc = 0, bad = 0;
-    for (int call = 0; call < 3; call++) {   /* the residual stream moves on each time, on both sides alike */
-        const gpu_resnorm rn = { dres[1], dy[1], experts ? dwt : NULL, k, experts ? dsh : NULL, dw, dout[1], n, 1e-5f, cnt };
-        if (experts) {
-            gpu_gemv_experts(t, (const void *const *)dtab, dids, k, dx, dy[0], ncols, n, NULL);
-            op_residual_norm(dres[0], dy[0], dwt, k, dsh, dw, dout[0], n, 1e-5f, 0);
-            rc |= gpu_gemv_experts_rn(t, (const void *const *)dtab, dids, k, dx, dy[1], ncols, n, &rn, NULL);
-        } else {
-            gpu_gemv(t, dW, dx, dy[0], ncols, n, NULL);
-            op_residual_norm(dres[0], dy[0], NULL, 1, NULL, dw, dout[0], n, 1e-5f, 0);
-            rc |= gpu_gemv_rn(t, dW, dx, dy[1], ncols, n, &rn, NULL);
-        }
-        CK(cudaDeviceSynchronize());
-        float *h[2][3];
-        for (int v = 0; v < 2; v++) {
-            h[v][0] = (float *)malloc(sizeof(float) * k * n); h[v][1] = (float *)malloc(sizeof(float) * n); h[v][2] = (float *)malloc(sizeof(float) * n);
-            CK(cudaMemcpy(h[v][0], dy[v], sizeof(float) * k * n, cudaMemcpyDeviceToHost));
-            CK(cudaMemcpy(h[v][1], dres[v], sizeof(float) * n, cudaMemcpyDeviceToHost));
-            CK(cudaMemcpy(h[v][2], dout[v], sizeof(float) * n, cudaMemcpyDeviceToHost));
-        }
-        bad += memcmp(h[0][0], h[1][0], sizeof(float) * k * n) != 0;
-        bad += cmp_rel(h[1][1], h[0][1], n, 1e-6) + cmp_rel(h[1][2], h[0][2], n, 1e-6);
-        for (int v = 0; v < 2; v++) for (int i = 0; i < 3; i++) free(h[v][i]);
-    }
-    unsigned c = 1;
-    CK(cudaMemcpy(&c, cnt, 4, cudaMemcpyDeviceToHost));
-    char detail[200];
-    snprintf(detail, sizeof detail, "%s %dx%d%s: rc %d, %d elements off, counter %u after 3 launches", experts ? "experts k=8" : "one matrix",
-             n, ncols, experts ? " (a slot skipped, shared part)" : "", rc, bad, c);
-    report(rc == 0 && bad == 0 && c == 0, "gemv + residual norm", hm_type_name(t), detail);
-    for (int v = 0; v < 2; v++) { CK(cudaFree(dy[v])); CK(cudaFree(dres[v])); CK(cudaFree(dout[v])); }
-    CK(cudaFree(dW)); CK(cudaFree(dtab)); CK(cudaFree(dids)); CK(cudaFree(dx)); CK(cudaFree(dwt)); CK(cudaFree(dw));
-    CK(cudaFree(dsh)); CK(cudaFree(cnt));
-    free(W); free(hx); free(hres); free(hy0); free(hw); free(hsh);
-}
-
 int main(int argc, char **argv) {
     int ndev = 0;
     const cudaError_t err = cudaGetDeviceCount(&ndev);
@@ -845,12 +769,6 @@ int main(int argc, char **argv) {
         test_experts(t, 2048, 768); /* Qwen3-30B-A3B's expert shapes (fewer rows) */
         if (hm_type_get(t)->blck == 32) test_experts(t, 1408, 1408); /* GLM-4.5-Air's: partial chunks */
         test_q8(t);
-    }
-    for (int t : { HM_TYPE_Q4_K, HM_TYPE_Q4_0, HM_TYPE_Q3_K, HM_TYPE_Q6_K }) {
-        test_rn(t, 0, 4096, 1024);
-        test_rn(t, 0, 1000, 512);
-        test_rn(t, 1, 4096, t == HM_TYPE_Q4_0 ? 1408 : 1536);
-        test_rn(t, 1, 8192, 256);
     }
     g_q8 = 0;
     gpu_gemv_set_mode(0);

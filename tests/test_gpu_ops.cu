@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops.cuh"
-#include "gpu_gemv.h"
 extern "C" {
 #include "cpu.h"
 #include "quant.h"
@@ -138,10 +137,7 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
             ref[h * hd + i] = o;
         }
     }
-    const size_t np = op_attn_part_floats(n_head, n_kv, hd);
-    float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *dout = poisoned(qd), *part;
-    cudaMalloc(&part, np * sizeof(float));
-    cudaMemset(part, 0, np * sizeof(float));   /* the contract: zeroed once (the split counters at its end) */
+    float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *dout = poisoned(qd), *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
     float *got = (float *)malloc(qd * 4);
     char what[128];
@@ -175,53 +171,6 @@ static void test_router(int fn, int n, int k, int norm, float scale, int n_group
            fn == 2 ? "sigmoid" : "softmax", n, k, norm, scale, topk_group, n_group, with_bias, ties, same ? "equal" : "differ");
     same ? n_pass++ : n_fail++;
     cudaFree(dl); cudaFree(db); cudaFree(dw); cudaFree(di); free(lg); free(b);
-}
-
-/* gpu_gemv_router (logits and top-k in one launch, the last block choosing) against gpu_gemv +
- * op_router on the same input: logits bitwise, ids and weights bitwise; and against the CPU's
- * router_select on those logits. Three calls on one counter (it must come back to zero). */
-static void test_router_fused(int type, int n, int ncols, int k, int fn, int with_bias) {
-    const size_t nw = (size_t)n * ncols;
-    float *w = (float *)malloc(nw * 4), *x = (float *)malloc(ncols * 4), *b = (float *)malloc(n * 4);
-    fill(w, nw, 0.05f); fill(x, ncols, 1.0f); fill(b, n, 0.5f);
-    size_t wbytes = nw * 4;
-    void *dwm;
-    if (type == HM_TYPE_BF16) {   /* the same values rounded to bf16 */
-        uint16_t *h = (uint16_t *)malloc(nw * 2);
-        for (size_t i = 0; i < nw; i++) { uint32_t u; memcpy(&u, &w[i], 4); h[i] = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1)) >> 16); }
-        wbytes = nw * 2; cudaMalloc(&dwm, wbytes); cudaMemcpy(dwm, h, wbytes, cudaMemcpyHostToDevice); free(h);
-    } else {
-        cudaMalloc(&dwm, wbytes); cudaMemcpy(dwm, w, wbytes, cudaMemcpyHostToDevice);
-    }
-    float *dx = dup(x, ncols), *db = dup(b, n), *dl0 = poisoned(n), *dl1 = poisoned(n), *dw0 = poisoned(k), *dw1 = poisoned(k);
-    int *di0, *di1; cudaMalloc(&di0, k * 4); cudaMalloc(&di1, k * 4); cudaMemset(di0, 0xFF, k * 4);
-    unsigned *cnt; cudaMalloc(&cnt, 4); cudaMemset(cnt, 0, 4);
-    gpu_gemv(type, dwm, dx, dl0, ncols, n, 0);
-    op_router(dl0, with_bias ? db : NULL, n, k, fn, 1, 1.0f, 1, 1, di0, dw0, 0);
-    int ok = 1, rc = 0;
-    float *l0 = (float *)malloc(n * 4), *l1 = (float *)malloc(n * 4), g0[64], g1[64];
-    int i0[64], i1[64], ri[64]; float rw[64];
-    back(l0, dl0, n);
-    cudaMemcpy(i0, di0, k * 4, cudaMemcpyDeviceToHost); cudaMemcpy(g0, dw0, k * 4, cudaMemcpyDeviceToHost);
-    router_params rp = { fn, n, k, 1, 1.0f, 1, 1 };
-    router_select(&rp, l0, with_bias ? b : NULL, ri, rw);
-    for (int j = 0; j < k; j++) ok &= ri[j] == i0[j];
-    for (int call = 0; call < 3; call++) {
-        cudaMemset(dl1, 0xFF, n * 4); cudaMemset(di1, 0xFF, k * 4); cudaMemset(dw1, 0xFF, k * 4);
-        rc |= gpu_gemv_router(type, dwm, dx, dl1, ncols, n, with_bias ? db : NULL, k, fn, 1, 1.0f, 1, 1, di1, dw1, cnt, 0);
-        back(l1, dl1, n);
-        cudaMemcpy(i1, di1, k * 4, cudaMemcpyDeviceToHost); cudaMemcpy(g1, dw1, k * 4, cudaMemcpyDeviceToHost);
-        ok &= memcmp(l0, l1, n * 4) == 0 && memcmp(i0, i1, k * 4) == 0 && memcmp(g0, g1, k * 4) == 0;
-    }
-    unsigned c = 1; cudaMemcpy(&c, cnt, 4, cudaMemcpyDeviceToHost);
-    ok &= rc == 0 && c == 0 && cudaGetLastError() == cudaSuccess;
-    printf("%s router fused %s n=%d ncols=%d k=%d %s bias %d: logits, ids, weights bitwise gpu_gemv + op_router, ids the CPU's, "
-           "3 calls (rc %d, counter %u)\n", ok ? "PASS" : "FAIL", type == HM_TYPE_BF16 ? "BF16" : "F32", n, ncols, k,
-           fn == 2 ? "sigmoid" : "softmax", with_bias, rc, c);
-    ok ? n_pass++ : n_fail++;
-    cudaFree(dwm); cudaFree(dx); cudaFree(db); cudaFree(dl0); cudaFree(dl1); cudaFree(dw0); cudaFree(dw1);
-    cudaFree(di0); cudaFree(di1); cudaFree(cnt);
-    free(w); free(x); free(b); free(l0); free(l1);
 }
 
 int main(void) {
@@ -262,11 +211,6 @@ int main(void) {
     test_router(2, 2000, 16, 1, 1.0f, 1, 1, 0, 1);  /* ties over two experts a thread */
     test_router(1, 1000, 12, 1, 1.0f, 1, 1, 1, 1);  /* softmax, a partial last warp */
     test_router(2, 33, 8, 1, 1.0f, 1, 1, 1, 1);     /* one expert past a warp */
-    test_router_fused(HM_TYPE_F32, 128, 4096, 8, 2, 1);    /* air: sigmoid, bias */
-    test_router_fused(HM_TYPE_F32, 128, 2048, 8, 1, 0);    /* a3b: softmax */
-    test_router_fused(HM_TYPE_F32, 160, 1000, 6, 1, 0);    /* odd width, 160 blocks */
-    test_router_fused(HM_TYPE_BF16, 512, 4096, 16, 2, 1);
-    test_router_fused(HM_TYPE_F32, 37, 96, 5, 1, 1);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail != 0;
 }
