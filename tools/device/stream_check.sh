@@ -117,6 +117,8 @@ PY
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
       env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_ATTN_FUSE=0+HOTMOE_Q8_GRID=0
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
+      launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
+          for w in 0 5; do timeout 60 ./build-dev/bench_launch --work $w >"$OUT/launch-w$w.log" 2>&1; echo "-- bench_launch --work $w: rc=$?"; grep "^|" "$OUT/launch-w$w.log"; done ;;
       autopipe) export HOTMOE_Q8_PIPE=3; run resident-autopipe; unset HOTMOE_Q8_PIPE ;;   # q8p_auto's plain matrices on the pipelined kernel (vs resident: the register kernel)
       timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;

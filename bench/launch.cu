@@ -1,0 +1,98 @@
+/* launch.cu - what a kernel boundary costs inside a decode-step graph on this GPU: a CUDA graph of
+ * N kernels captured on one stream, replayed, time per kernel. Each kernel waits for the one before
+ * (griddepcontrol.wait, as every decode kernel does, gpu/launch.cuh), reads the value it wrote and
+ * writes the next, so every boundary carries a real dependency. Shapes: 1 block (a norm), 104
+ * blocks of 128 (qkv post), 264 of 256 (a GEMV's grid at two blocks per SM); each with the
+ * programmatic launch attribute (hm_launch, the decode step's way) and without (HOTMOE_PDL=0's).
+ * With --work US each block also spins US microseconds (clock64) after its wait: the boundary's
+ * cost is then the time per kernel minus US. Prints one line per case and a JSON line.
+ *
+ *   bench_launch [--kernels N] [--replays R] [--work US]
+ *
+ * It needs a GPU (exit 77 without one). The numbers bound what fusing kernels can save: a kernel
+ * removed from the chain saves at most its boundary plus its own critical-path work. */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "launch.cuh"
+
+__global__ void k_step(int *v, long long spin) {
+    hm_pdl_wait();
+    if (spin > 0) {
+        const long long t0 = clock64();
+        while (clock64() - t0 < spin) {}
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) v[1] = v[0] + 1, v[0] = v[1];
+}
+
+static cudaError_t launch(int pdl, int blocks, int threads, cudaStream_t s, int *v, long long spin) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k_step, v, spin);
+}
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_launch: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+int main(int argc, char **argv) {
+    int n = 700, replays = 20;
+    double work_us = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--kernels") && i + 1 < argc) n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--replays") && i + 1 < argc) replays = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--work") && i + 1 < argc) work_us = atof(argv[++i]);
+        else { fprintf(stderr, "usage: bench_launch [--kernels N] [--replays R] [--work US]\n"); return 2; }
+    }
+    if (n < 1 || replays < 1 || work_us < 0) { fprintf(stderr, "bench_launch: --kernels and --replays >= 1, --work >= 0\n"); return 2; }
+    int nd = 0;
+    if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) { printf("SKIP: no CUDA device\n"); return 77; }
+    int clk_khz = 0;
+    CK(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, 0));
+    const long long spin = (long long)(work_us * clk_khz / 1000.0);
+    int *v;
+    CK(cudaMalloc(&v, 2 * sizeof(int)));
+    CK(cudaMemset(v, 0, 2 * sizeof(int)));
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    static const int shapes[][2] = { { 1, 512 }, { 104, 128 }, { 264, 256 } };
+    printf("bench_launch: graph of %d dependent kernels, %d replays, work %.1f us a kernel (clock %d MHz)\n", n, replays, work_us, clk_khz / 1000);
+    printf("| blocks x threads | PDL | us per kernel | us per boundary (minus work) |\n|---|---|---|---|\n");
+    for (int si = 0; si < 3; si++)
+        for (int pdl = 1; pdl >= 0; pdl--) {
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            for (int i = 0; i < n; i++) CK(launch(pdl, shapes[si][0], shapes[si][1], s, v, spin));
+            CK(cudaStreamEndCapture(s, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            CK(cudaGraphLaunch(ge, s));   /* warm-up */
+            CK(cudaStreamSynchronize(s));
+            CK(cudaEventRecord(e0, s));
+            for (int r = 0; r < replays; r++) CK(cudaGraphLaunch(ge, s));
+            CK(cudaEventRecord(e1, s));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            const double us = 1000.0 * ms / ((double)replays * n);
+            printf("| %d x %d | %s | %.2f | %.2f |\n", shapes[si][0], shapes[si][1], pdl ? "yes" : "no", us, us - work_us);
+            printf("{\"blocks\": %d, \"threads\": %d, \"pdl\": %d, \"work_us\": %.2f, \"us_per_kernel\": %.3f}\n", shapes[si][0],
+                   shapes[si][1], pdl, work_us, us);
+            CK(cudaGraphExecDestroy(ge));
+            CK(cudaGraphDestroy(g));
+        }
+    int h[2];
+    CK(cudaMemcpy(h, v, sizeof h, cudaMemcpyDeviceToHost));
+    const long long want = (long long)n * (replays + 1) * 6;
+    if (h[0] != (int)want) { fprintf(stderr, "bench_launch: the chain counted %d, expected %lld\n", h[0], want); return 1; }
+    return 0;
+}
