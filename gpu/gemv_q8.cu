@@ -13,7 +13,7 @@
  * written by its lane 0: a fixed order, so results are bitwise reproducible and independent of the
  * grid. Two kernels share this split (and so their results):
  *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
- *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
+ *     next (cp.async.bulk.prefetch), decodes; grid at most q8_bps (2 or 3) blocks per SM, rounds balanced.
  *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1 or 2: every GEMV, one or two blocks per SM; 3: the plain
  *     matrices of q8p_auto): the lanes of a row copy the spans of chunks they take next with
  *     coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there. Faster
@@ -160,12 +160,23 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
     }
 }
 
+/* Blocks of the register kernel per SM: 3 (24 warps) for the types whose kernels ptxas fits in
+ * 85 registers without spilling at every alignment (sm_90, CUDA 13), else 2 (up to 128 registers).
+ * HOTMOE_Q8_BPS=2 sizes the grid for 2 everywhere (for comparison). */
+template <class T> struct q8_bps { static constexpr int v = 2; };
+template <> struct q8_bps<Q8W_Q4_0> { static constexpr int v = 3; };
+template <> struct q8_bps<Q8W_Q2_K> { static constexpr int v = 3; };
+template <> struct q8_bps<Q8W_Q3_K> { static constexpr int v = 3; };
+template <> struct q8_bps<Q8W_Q4_K> { static constexpr int v = 3; };
+template <> struct q8_bps<Q8W_Q5_K> { static constexpr int v = 3; };
+template <> struct q8_bps<Q8W_IQ4_XS> { static constexpr int v = 3; };
+
 /* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
 template <class T, int NMAT, int A, int NB>
-__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
+__global__ void __launch_bounds__(Q8_THREADS, q8_bps<T>::v) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
@@ -450,6 +461,19 @@ static int q8p_go_bps(q8_params p, int nslices, cudaStream_t s) {
     return q8_pipe_on() == 1 ? q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s);
 }
 
+/* HOTMOE_Q8_BPS: 2 caps the register kernel's grid at 2 blocks per SM for every type; unset or
+ * anything else: q8_bps */
+static int q8_bps_env(void) {
+    static std::atomic<int> v(-1);
+    int b = v.load(std::memory_order_relaxed);
+    if (b < 0) {
+        const char *env = getenv("HOTMOE_Q8_BPS");
+        b = env && env[0] == '2' ? 2 : 0;
+        v.store(b, std::memory_order_relaxed);
+    }
+    return b;
+}
+
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
@@ -486,7 +510,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, q8_bps_env() == 2 ? 2 : q8_bps<T>::v);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (nmat == 2) {
