@@ -13,7 +13,7 @@
  * written by its lane 0: a fixed order, so results are bitwise reproducible and independent of the
  * grid. Two kernels share this split (and so their results):
  *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
- *     next (cp.async.bulk.prefetch), decodes; grid at most q8_bps (2-4) blocks per SM, rounds balanced.
+ *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
  *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1 or 2: every GEMV, one or two blocks per SM; 3: the plain
  *     matrices of q8p_auto): the lanes of a row copy the spans of chunks they take next with
  *     coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there. Faster
@@ -160,25 +160,12 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
     }
 }
 
-/* Blocks of the register kernel per SM (8 warps each), by what ptxas fits without spilling at
- * 256 threads (sm_90, CUDA 13): 4 (64 registers) for Q3_K, and for one Q4_K matrix or one
- * 16-byte-aligned Q4_0 matrix; 3 (85) for the other Q4_0, Q4_K, and Q2_K, Q5_K, IQ4_XS; else 2
- * (128). HOTMOE_Q8_BPS=N caps the grid at N blocks per SM (for comparison). */
-template <class T, int NMAT, int A>
-__host__ __device__ constexpr int q8_bps() {
-    return std::is_same<T, Q8W_Q3_K>::value ? 4
-         : std::is_same<T, Q8W_Q4_K>::value ? (NMAT == 1 ? 4 : 3)
-         : std::is_same<T, Q8W_Q4_0>::value ? (NMAT == 1 && A == 16 ? 4 : 3)
-         : std::is_same<T, Q8W_Q2_K>::value || std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_IQ4_XS>::value ? 3
-         : 2;
-}
-
 /* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
 template <class T, int NMAT, int A, int NB>
-__global__ void __launch_bounds__(Q8_THREADS, (q8_bps<T, NMAT, A>())) gemv_q8_kernel(const q8_params p) {
+__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
@@ -390,6 +377,12 @@ static int q8_sm_count(void) {
 }
 
 
+template <class T, int NMAT, int A>
+static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, grid, Q8_THREADS, smem, s, p);
+}
+
+
 /* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
  * per_sm blocks per SM, the rounds balanced. */
 static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
@@ -399,28 +392,6 @@ static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
     const int gx = (int)((nitems + per_block * rounds - 1) / (per_block * rounds));
     return gx < 1 ? 1 : gx;
 }
-
-/* HOTMOE_Q8_BPS=N (1..4): at most N register-kernel blocks per SM; unset: q8_bps */
-static int q8_bps_env(void) {
-    static std::atomic<int> v(-1);
-    int b = v.load(std::memory_order_relaxed);
-    if (b < 0) {
-        const char *env = getenv("HOTMOE_Q8_BPS");
-        b = env && env[0] >= '1' && env[0] <= '4' ? env[0] - '0' : 0;
-        v.store(b, std::memory_order_relaxed);
-    }
-    return b;
-}
-
-/* The register kernel over nitems items in nslices slices, at most q8_bps blocks per SM. */
-template <class T, int NMAT, int A>
-static void q8_go(const q8_params &p, int nslices, size_t smem, cudaStream_t s) {
-    constexpr int B = q8_bps<T, NMAT, A>();
-    const int cap = q8_bps_env(), bps = cap && cap < B ? cap : B;
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, bps);
-    hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
-}
-
 
 /* the batched kernel (p.nb vectors); 1 when its records do not fit shared memory (the caller then
  * runs the vectors one by one) */
@@ -515,16 +486,18 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
+    const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (nmat == 2) {
-        if (aligned) q8_go<T, 2, T::A>(p, nslices, smem, s);
-        else if constexpr (q8_b32<T>::v) q8_go<T, 2, 1>(p, nslices, smem, s);
+        if (aligned) q8_go<T, 2, T::A>(p, grid, smem, s);
+        else if constexpr (q8_b32<T>::v) q8_go<T, 2, 1>(p, grid, smem, s);
     } else {
-        if (aligned) q8_go<T, 1, T::A>(p, nslices, smem, s);
-        else if constexpr (q8_b32<T>::v) q8_go<T, 1, 1>(p, nslices, smem, s);
+        if (aligned) q8_go<T, 1, T::A>(p, grid, smem, s);
+        else if constexpr (q8_b32<T>::v) q8_go<T, 1, 1>(p, grid, smem, s);
     }
     const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d x %d-slice blocks failed: %s", p.nitems, nslices, cudaGetErrorString(err));
+    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d blocks failed: %s", gx, nslices, cudaGetErrorString(err));
     return 0;
 }
 
