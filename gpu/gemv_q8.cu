@@ -376,12 +376,10 @@ static int q8_sm_count(void) {
     return n;
 }
 
-
 template <class T, int NMAT, int A>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, grid, Q8_THREADS, smem, s, p);
 }
-
 
 /* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
  * per_sm blocks per SM, the rounds balanced. */
@@ -428,7 +426,6 @@ static bool q8p_auto(const q8_params &p, int nmat) {
     if (std::is_same<T, Q8W_Q4_K>::value || std::is_same<T, Q8W_Q4_0>::value) return true;
     return std::is_same<T, Q8W_Q6_K>::value && p.ncols <= 4096;
 }
-
 
 /* Launches the pipelined kernel (BPS blocks per SM) when its shared memory fits; 1 when it does
  * not (the caller then takes the register kernel). */

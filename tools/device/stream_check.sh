@@ -119,7 +119,6 @@ PY
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
           for w in 0 5; do timeout 60 ./build-dev/bench_launch --work $w >"$OUT/launch-w$w.log" 2>&1; echo "-- bench_launch --work $w: rc=$?"; grep "^|" "$OUT/launch-w$w.log"; done ;;
-      autopipe) export HOTMOE_Q8_PIPE=3; run resident-autopipe; unset HOTMOE_Q8_PIPE ;;   # q8p_auto's plain matrices on the pipelined kernel (vs resident: the register kernel)
       timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
       ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm4}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
