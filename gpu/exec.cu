@@ -125,6 +125,7 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
                           c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
                           op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
+    n += gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + 512;
     if (n_seq > 1) n += batch_workspace(c);
     return n;
 }
@@ -165,7 +166,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     if (g->d_replay) cudaMemcpyAsync(g->d_replay, g->h_replay, sizeof(int) * nk, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
     mark(g, -1);
-    op_rmsnorm(g->x, g->L[g->l0].attn_norm, g->xn, D, c->rms_eps, s);
+    if (g->xq_n) op_rmsnorm_q8(g->x, g->L[g->l0].attn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
+    else op_rmsnorm(g->x, g->L[g->l0].attn_norm, g->xn, D, c->rms_eps, s);
     mark(g, P_NORM);
     const int nl = g->l1 - g->l0;
     int pf_for = -1;   /* --prefetch: the layer whose copies ahead are on the way (joined before its update) */
@@ -178,25 +180,29 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
-            gpu_gemv(l->wv.type, l->wv.d, g->xn, g->v, D, c->kv_dim, g->s2);
+            gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
             cudaEventRecord(g->ev_join, g->s2);
         }
         if (l->n_fused) {
-            gpu_gemv(l->wqkv.type, l->wqkv.d, g->xn, g->q, D, (int)l->wqkv.ne1, s);
+            gpu_gemv_q8x(l->wqkv.type, l->wqkv.d, g->xn, g->xq_n, g->q, D, (int)l->wqkv.ne1, s);
         } else {
-            gpu_gemv(l->wq.type, l->wq.d, g->xn, g->q, D, c->q_dim, s);
-            gpu_gemv(l->wk.type, l->wk.d, g->xn, g->k, D, c->kv_dim, s);
+            gpu_gemv_q8x(l->wq.type, l->wq.d, g->xn, g->xq_n, g->q, D, c->q_dim, s);
+            gpu_gemv_q8x(l->wk.type, l->wk.d, g->xn, g->xq_n, g->k, D, c->kv_dim, s);
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
         mark(g, P_ROPE);
-        op_attn_decode(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->part, c->n_head, c->n_head_kv, c->head_dim,
-                       g->n_ctx, g->d_pos, s);
+        if (g->xq_att)
+            op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
+                              g->n_ctx, g->d_pos, s);
+        else
+            op_attn_decode(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->part, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
+                           g->d_pos, s);
         mark(g, P_ATTN);
-        gpu_gemv(l->wo.type, l->wo.d, g->att, g->tmp, c->q_dim, D, s);
-        op_residual_norm(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, D, c->rms_eps, s);
+        gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
+        op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_OPROJ);
         const float *shared = NULL;
         if (l->has_single) { /* dense FFN, or the shared expert */
@@ -206,18 +212,18 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
              * activation buffer), joined before the reduction that adds it */
             cudaStream_t ss = l->is_moe ? g->s2 : s;
             if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
-            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->sh_act, D, ff, ss);
+            gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
             gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
-                op_residual_norm(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, D, c->rms_eps, s);
+                op_residual_norm_q8(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
                 mark(g, P_DENSE);
                 continue;
             }
             mark(g, P_DENSE);
         }
-        gpu_gemv(l->router.type, l->router.d, g->xn, g->rlog, D, c->n_expert, s);
+        gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
         op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
                   c->n_group, c->topk_group, g->ids, g->ew, s);
         if (g->d_rec) {
@@ -251,13 +257,14 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                 mark(g, P_CACHE);
             }
         }
-        gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
+        gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);
-            gpu_gemv_experts_swiglu(x->type_gu, x->gate, x->up, g->ids_miss, c->n_expert_used, g->xn, g->act, D, c->n_ff_exp, s);
+            gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids_miss, c->n_expert_used, g->xn, g->xq_n, g->act, D,
+                                        c->n_ff_exp, s);
             gpu_gemv_experts(x->type_down, x->down, g->ids_miss, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
             mark(g, P_MOE_DOWN);
         }
@@ -269,7 +276,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             mark(g, P_CPUWAIT);
         }
         if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
-        op_residual_norm(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, D, c->rms_eps, s);
+        op_residual_norm_q8(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
     if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);
@@ -282,7 +289,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         return;
     }
     if (!with_logits) return;
-    gpu_gemv(g->output.type, g->output.d, g->xn, g->logits, D, c->n_vocab, s);
+    gpu_gemv_q8x(g->output.type, g->output.d, g->xn, g->xq_n, g->logits, D, c->n_vocab, s);
     cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * c->n_vocab, cudaMemcpyDeviceToHost, s);
     mark(g, P_OUTPUT);
 }
@@ -325,7 +332,7 @@ static void record_step_batch(gpu_exec *g, int nb) {
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
             gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, g->bsh_act, D, ff, s);
-            gpu_gemv_experts(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, s);
+            gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, s);   /* a slot per token */
             if (!l->is_moe) {
                 op_residual_norm_rows(g->bx, g->bsh, D, NULL, 0, 1, NULL, next_norm, g->bxn, D, nb, c->rms_eps, s);
                 continue;
@@ -732,6 +739,13 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
+        {   /* the activations' q8 records (HOTMOE_XQ=0: every GEMV block quantizes its x itself) */
+            const char *e = getenv("HOTMOE_XQ");
+            const size_t bn = gpu_q8_records_bytes(D), ba = gpu_q8_records_bytes(c->q_dim);
+            if (!(e && e[0] == '0') && bn && ba &&
+                (!(g->xq_n = dalloc(g, bn, err, errlen)) || !(g->xq_att = dalloc(g, ba, err, errlen))))
+                goto bad;
+        }
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))
             goto bad;

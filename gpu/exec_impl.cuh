@@ -98,6 +98,8 @@ struct gpu_exec {
     float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
     float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
     float *sh_act;                        /* (ff) the shared expert's activations (act is the routed ones') */
+    void *xq_n, *xq_att;                  /* q8 records of xn and att, written by the ops that make them, read by the
+                                             GEMVs instead of quantizing in every block; NULL: not used (HOTMOE_XQ=0) */
     int *ids, *zero_id, *d_pos;
     float *h_x, *h_logits; int *h_pos;    /* pinned */
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */

@@ -190,17 +190,22 @@ static int gemv_check(const char *fn, int type, const float *x, int ncols, int n
     return 0;
 }
 
-extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream) {
+extern "C" int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, void *stream) {
     const gemv_type *t;
     if (gemv_check("gpu_gemv", type, x, ncols, nrows, 1, &t)) return -1;
     if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv: W at %p is not 16-byte aligned", W);
+    if ((uintptr_t)xq % 16) return gemv_fail("gpu_gemv_q8x: records at %p are not 16-byte aligned", xq);
     if (nrows == 0) return 0;
     if (gemv_q8_mode()) { /* q8 + dp4a when it handles (type, ncols); else on to the F32 path */
-        const int rc = gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream);
+        const int rc = gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream, 1, 1, 0, 1, xq);
         if (rc <= 0) return rc;
     }
     const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream) {
+    return gpu_gemv_q8x(type, W, x, NULL, y, ncols, nrows, stream);
 }
 
 extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
@@ -226,19 +231,25 @@ extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x
     return 0;
 }
 
-extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
-                                       const int *ids, int k, const float *x, float *act, int ncols,
-                                       int nrows, void *stream) {
+extern "C" int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
+                                           const float *x, const void *xq, float *act, int ncols, int nrows, void *stream) {
     const gemv_type *t;
     if (gemv_check("gpu_gemv_experts_swiglu", type, x, ncols, nrows, k, &t)) return -1;
     if (!gate_tab || !up_tab || !ids) return gemv_fail("gpu_gemv_experts_swiglu: NULL table or ids");
+    if ((uintptr_t)xq % 16) return gemv_fail("gpu_gemv_experts_swiglu_q8x: records at %p are not 16-byte aligned", xq);
     if (nrows == 0 || k == 0) return 0;
     if (gemv_q8_mode()) {
-        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, 0, act, nrows, ncols, nrows, 2, stream);
+        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, 0, act, nrows, ncols, nrows, 2, stream, 1, 1, 0, k, xq);
         if (rc <= 0) return rc;
     }
     const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows, 1, 1, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
+                                       const int *ids, int k, const float *x, float *act, int ncols,
+                                       int nrows, void *stream) {
+    return gpu_gemv_experts_swiglu_q8x(type, gate_tab, up_tab, ids, k, x, NULL, act, ncols, nrows, stream);
 }
 
 extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
@@ -251,7 +262,7 @@ extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, 
                          kx, (long long)x_stride, ncols);
     if (nrows == 0 || k == 0) return 0;
     if (gemv_q8_mode()) {
-        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx);
+        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx, 1, 0, kx);
         if (rc <= 0) return rc;
     }
     const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0 };
@@ -268,7 +279,7 @@ extern "C" int gpu_gemv_experts_y(int type, const void *const *w_tab, const int 
                          (long long)y_group_stride, nrows);
     if (nrows == 0 || k == 0) return 0;
     if (gemv_q8_mode()) {
-        const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, ky, y_group_stride);
+        const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, ky, y_group_stride, ky);
         if (rc <= 0) return rc;
     }
     const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride };
@@ -282,7 +293,7 @@ extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *i
     if (!w_tab || !ids) return gemv_fail("gpu_gemv_experts: NULL table or ids");
     if (nrows == 0 || k == 0) return 0;
     if (gemv_q8_mode()) {
-        const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream);
+        const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, 1, 0, k);
         if (rc <= 0) return rc;
     }
     const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, 1, 0 };

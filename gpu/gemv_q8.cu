@@ -3,8 +3,11 @@
  * (gemv_q8.cuh has the formats, the rounding and the per-type math).
  *
  * Shape of the work. A thread block (256 threads) quantizes all of x (ncols <= 32768) into shared
- * memory once, then its lanes stream weight rows with no block barrier: lanes form groups of L
- * (a power of two <= 32 picked so that the row's 256-element chunks spread evenly over them); a
+ * memory once, or copies x's records when its producer wrote them (gpu_gemv_q8x: the norms and the
+ * attention merge of the decode step do), then its lanes stream weight rows with no block barrier:
+ * lanes form groups of L (a power of two <= 32 picked so that the row's 256-element chunks spread
+ * evenly over them, then lowered while a token's rows still fill one round of the grid,
+ * q8_lanes_shift_for); a
  * group owns one output row of one matrix (for SwiGLU the gate row and the up row go to two
  * neighbouring groups of a warp, joined by a shuffle), lane i of it takes chunks i, i+L, ... of the
  * row. Work items are rows; when x is shared by the k expert slots (SwiGLU, or a single matrix) the
@@ -12,8 +15,10 @@
  * blockIdx.y is the slot. Sums: per lane in chunk order, then a shuffle butterfly inside the group,
  * written by its lane 0: a fixed order, so results are bitwise reproducible and independent of the
  * grid. Two kernels share this split (and so their results):
- *   gemv_q8_kernel (default): a lane loads its chunk into registers, asks L2 for the row it takes
- *     next (cp.async.bulk.prefetch), decodes; grid at most 2 blocks per SM, rounds balanced.
+ *   gemv_q8_kernel (default): a lane loads its chunk into registers, decodes; lane 0 of a warp
+ *     asks L2 for the rows the warp takes next (cp.async.bulk.prefetch, one span per matrix and
+ *     slot); a group's (slot, row) advance without divisions; grid at most 2 blocks per SM, rounds
+ *     balanced.
  *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1 or 2: every GEMV, one or two blocks per SM; 3: the plain
  *     matrices of q8p_auto): the lanes of a row copy the spans of chunks they take next with
  *     coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there. Faster
@@ -69,6 +74,8 @@ struct q8_params {
     int xg;                                /* not flat: slot e reads x + (e / xg) * x_stride (0 or 1: e) */
     int yg;                                /* not flat, > 1: slot e writes y + (e / yg) * ygs + (e % yg) * y_stride */
     int64_t ygs;
+    int tok;                               /* expert slots per token (1: a plain matrix), for the lane choice */
+    const uint8_t *xq;                     /* x's chunk records made beforehand (gpu_q8_records, a fused producer), or NULL */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -76,7 +83,7 @@ struct q8_params {
  * each; the float operations are q8_quant32's (max is exact in any order, sums are integers), so
  * the records equal what q8_quant32 makes. ncols % 32 == 0: warps run whole (lanes past the end
  * compute zeros and store nothing); the groups of a partial last chunk past ncols are zeroed. */
-__device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t *xs) {
+__device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t *xs) {   /* x: read-only in the kernel */
     const int n4 = ncols / 4, n4r = (n4 + 31) & ~31;
     /* batches of Q8_XB float4 per thread, all loaded before any is used: one L2 round trip per
      * batch instead of one per float4 (the shuffles would otherwise serialize them) */
@@ -91,27 +98,7 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
         for (int u = 0; u < Q8_XB; u++) {
             const int i = i0 + u * blockDim.x;
             if (i >= n4r) break; /* warp-uniform: n4r and blockDim are multiples of 32 */
-            const bool in = i < n4;
-            const float4 f = fb[u];
-            float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
-#pragma unroll
-            for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-            const bool nz = amax >= 0x1p-100f;
-            const float id = nz ? q8_div(127.f, amax) : 0.f;
-            const int q0 = nz ? q8_rint(q8_mul(f.x, id)) : 0, q1 = nz ? q8_rint(q8_mul(f.y, id)) : 0;
-            const int q2 = nz ? q8_rint(q8_mul(f.z, id)) : 0, q3 = nz ? q8_rint(q8_mul(f.w, id)) : 0;
-            int s = (q0 + q1) + (q2 + q3);
-            s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
-            s += __shfl_xor_sync(0xFFFFFFFFu, s, 2); /* the sum over this lane's 16-half */
-            const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 4);
-            if (!in) continue;
-            const int b = i >> 3, l = i & 7;
-            uint8_t *rec = xs + (b >> 3) * Q8_REC;
-            *(uint32_t *)(rec + 32 * (b & 7) + 4 * l) =
-                (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
-            if (l == 0)
-                *(uint2 *)(rec + 256 + 8 * (b & 7)) =
-                    make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
+            q8_quant_f4(fb[u], i, i < n4, xs);
         }
     }
     const int gl = (ncols / 32) & 7; /* groups present in a partial last chunk */
@@ -177,23 +164,47 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     const int nchunks = p.nch + (p.nbl > 0);
     const size_t rs = (size_t)p.nch * T::CB + p.nbl;
     const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
-    /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT */
-    auto row_ptr = [&](int it, int *slot, int *row) -> const uint8_t * {
-        const int r = it / NMAT, sl = p.flat ? r / p.nrows : 0;
-        *slot = sl;
-        *row = r - sl * p.nrows;
-        return wp[it % NMAT][sl] + (size_t)*row * rs;
+    /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT. A group's
+     * items are base0 + gi + s * tg: its matrix m is fixed (tg and base0 are multiples of NMAT) and
+     * its (slot, row) advance by tg / NMAT rows a step, tracked without dividing. */
+    const int m = gi & (NMAT - 1), dr = tg / NMAT, nrw = p.nrows;
+    auto advance = [&](int *slot, int *row) {
+        *row += dr;
+        if (p.flat)
+            while (*row >= nrw) { *row -= nrw; (*slot)++; }
+    };
+    int slot = 0, row = (base0 + gi) / NMAT;      /* this group's item */
+    int wslot = 0, wrow = base0 / NMAT;           /* the warp's first item */
+    if (p.flat) {
+        slot = row / nrw; row -= slot * nrw;
+        wslot = wrow / nrw; wrow -= wslot * nrw;
+    }
+    /* Asks L2 for the rows the warp takes at item base (its first item at (sl, r) of each matrix):
+     * one bulk prefetch per matrix and slot its rows fall in, issued by lane 0 only. */
+    auto prefetch_warp = [&](int base, int sl, int r) {
+        if ((threadIdx.x & 31) || base >= p.nitems) return;
+        const int nit = min(gpw, p.nitems - base), cnt = (nit + NMAT - 1) / NMAT;   /* rows per matrix */
+        for (int mm = 0; mm < NMAT; mm++) {
+            int s = sl, r0 = r, left = cnt;
+            while (left > 0 && s < nslot) {
+                const int n = min(left, nrw - r0);
+                if (wp[mm][s]) q8_prefetch_l2(wp[mm][s] + (size_t)r0 * rs, (size_t)n * rs);
+                left -= n; r0 = 0; s++;
+            }
+        }
     };
     if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
-        const int it = base0 + gi;
-        if (NMAT == 1 && li == 0 && it < p.nitems) q8_prefetch_l2(p.w + (size_t)it * rs, rs);
+        if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
+            q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     q8_slot_tables<NMAT>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
-    if (NB == 1) q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
+    if (NB == 1 && p.xq) {   /* x's records made once by its producer: copied, not quantized again */
+        for (int i = threadIdx.x; i < xrec / 16; i += Q8_THREADS) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
+    } else if (NB == 1) q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
     else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
@@ -203,11 +214,10 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     /* warp-uniform steps (the shuffles need every lane) */
     for (int base = base0; base < p.nitems; base += tg) {
         const int it = base + gi;
-        int slot = 0, row = 0, ns, nr;
-        const bool ok = it < p.nitems && wp[0][p.flat ? it / NMAT / p.nrows : 0];   /* not a skipped slot */
-        const uint8_t *rp = ok ? row_ptr(it, &slot, &row) : nullptr;
-        if (li == 0 && it + tg < p.nitems && wp[0][p.flat ? (it + tg) / NMAT / p.nrows : 0])
-            q8_prefetch_l2(row_ptr(it + tg, &ns, &nr), rs);
+        const bool ok = it < p.nitems && slot < nslot && wp[0][slot];   /* not a skipped slot */
+        const uint8_t *rp = ok ? wp[m][slot] + (size_t)row * rs : nullptr;
+        advance(&wslot, &wrow);
+        prefetch_warp(base + tg, wslot, wrow);
         if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
             float acc[NB];
 #pragma unroll
@@ -226,6 +236,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
                 for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
                 if (li == 0 && ok && b < p.nb) p.y[b * p.yb_stride + row] = acc[b];
             }
+            advance(&slot, &row);
             continue;
         }
         float acc = 0.f;
@@ -243,6 +254,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         } else if (li == 0 && ok) {
             ybase[slot * p.y_stride + row] = acc;
         }
+        advance(&slot, &row);
     }
 }
 
@@ -326,7 +338,10 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
 #pragma unroll
     for (int t = 0; t < P - 1; t++) issue(t); /* one matrix: before the previous kernel is done */
     if (!p.tab0) hm_pdl_wait();               /* x may come from it */
-    q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
+    if (p.xq)
+        for (int i = threadIdx.x; i < xbytes / 16; i += Q8_THREADS) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
+    else
+        q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
     __syncthreads();
 
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
@@ -447,10 +462,26 @@ static int q8p_go_bps(q8_params p, int nslices, cudaStream_t s) {
     return q8_pipe_on() == 1 ? q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s);
 }
 
+/* Lanes in one round of the register kernel's grid (q8_lanes_shift_for): two blocks of Q8_THREADS
+ * per SM; HOTMOE_Q8_LANES=N sets it (0: q8_lanes_shift's choice everywhere) */
+static long q8_lane_cap(void) {
+    static std::atomic<long> v(-1);
+    long r = v.load(std::memory_order_relaxed);
+    if (r < 0) {
+        const char *env = getenv("HOTMOE_Q8_LANES");
+        r = env && env[0] ? atol(env) : 2L * q8_sm_count() * Q8_THREADS;
+        if (r < 0) r = 0;
+        v.store(r, std::memory_order_relaxed);
+    }
+    return r;
+}
+
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
-    p.lshift = q8_lanes_shift(nchunks);
+    /* the rows one token computes: a plain matrix's, or every slot's of the token's experts */
+    const long per_tok = (long)p.nrows * nmat * p.tok;
+    p.lshift = q8_lanes_shift_for(nchunks, per_tok, q8_lane_cap());
     if (nmat == 2 && p.lshift > 4) p.lshift = 4; /* gate and up groups share a warp */
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;
     p.k = k;
@@ -516,7 +547,7 @@ static const q8_type k_q8_types[] = {
 
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg,
-                int yg, int64_t ygs) {
+                int yg, int64_t ygs, int tok, const void *xq) {
     const q8_type *t = NULL;
     for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
         if (k_q8_types[i].type == type) t = &k_q8_types[i];
@@ -524,9 +555,11 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     if (ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
     /* x rows must stay 16-byte aligned for the float4 loads: x is, and x_stride is 0 or ncols */
     if (x_stride % 4) return 1;
+    if (x_stride) xq = NULL;   /* records are of one x shared by every slot */
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
-    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs };
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -540,8 +573,26 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0 };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL };
     return t->run(p, 1, 1, (cudaStream_t)stream);
+}
+
+/* x's chunk records in global memory, for the GEMVs that take them (gpu_gemv_q8x): one block */
+__global__ void k_q8_records(const float *x, int ncols, uint8_t *xq) {
+    hm_pdl_wait();
+    q8_quantize_x(x, ncols, xq);
+}
+
+extern "C" size_t gpu_q8_records_bytes(int ncols) {
+    return ncols > 0 && ncols % 32 == 0 && ncols <= Q8_MAX_NCOLS ? (size_t)(ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC : 0;
+}
+
+extern "C" int gpu_q8_records(const float *x, int ncols, void *xq, void *stream) {
+    if (!gpu_q8_records_bytes(ncols)) return gemv_fail("gpu_q8_records: ncols %d: expected a positive multiple of 32 up to %d", ncols, Q8_MAX_NCOLS);
+    if (((uintptr_t)x | (uintptr_t)xq) % 16) return gemv_fail("gpu_q8_records: x %p, records %p: expected 16-byte alignment", (const void *)x, xq);
+    hm_launch(k_q8_records, 1, Q8_THREADS, 0, (cudaStream_t)stream, x, ncols, (uint8_t *)xq);
+    const cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? 0 : gemv_fail("gpu_q8_records: launch failed: %s", cudaGetErrorString(err));
 }
 
 static std::atomic<int> g_mode(-1);

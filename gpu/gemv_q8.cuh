@@ -45,6 +45,24 @@ static inline int q8_lanes_shift(int nchunks) {
     return l;
 }
 
+/* Lanes per row for a launch whose token has `items` rows to compute (rows of one matrix, x2 for
+ * SwiGLU's gate and up, x the expert slots of one token), on a grid of `cap` lanes a round (two
+ * blocks per SM): when the rows fit one round, q8_lanes_shift's choice is halved while they still
+ * do not fill more than a round (each lane then takes more chunks of its row, the per-row work
+ * and the butterfly are paid fewer times); rows of several rounds keep it (a warp's rows, and the
+ * L2 prefetch of its next ones, stay small). cap 0: q8_lanes_shift alone. From the shape of one
+ * token only, never from how many share a launch, so batched rows sum in the single-token order.
+ * H200, test_gpu_gemv --bench-air per launch: Q4_0 down 8 x 4096 x 1408 17.6 -> 13.9 us (2 lanes
+ * instead of 8), Q4_K 13312 x 4096 15.6 -> 15.1 (4 instead of 16); the head (151552 rows) 185 us
+ * at 16 lanes, 260 at 1. */
+static inline int q8_lanes_shift_for(int nchunks, long items, long cap) {
+    int l = q8_lanes_shift(nchunks);
+    if (cap > 0 && items <= cap)
+        while (l > 0 && items * (1L << l) > cap) l--;
+    return l;
+}
+#define Q8_LANES_H200 (2 * 132 * 256) /* cap on the device of bench/ (the tests' CPU emulation uses it) */
+
 /* ---- intrinsics with host fallbacks ---- */
 
 __device__ __forceinline__ int q8_dp4a(uint32_t a, uint32_t b, int c) {
@@ -108,6 +126,53 @@ __host__ __device__ __forceinline__ void q8_quant32(const float *x, int8_t *q, f
     }
     *s01 = ((uint32_t)s0 & 0xFFFFu) | (uint32_t)s1 << 16;
 }
+
+#ifdef __CUDACC__
+/* ---- writing chunk records on the GPU (every way gives q8_quant32's bytes) ----
+ * q8_quant_f4: one float4 f = x[4i .. 4i+3] into the records at xs. Called by all 32 lanes of a
+ * warp together, holding consecutive i (the 8 lanes of i / 8 form one 32-group); a lane with
+ * !in (past the end) takes part in the shuffles and writes nothing. */
+__device__ __forceinline__ void q8_quant_f4(float4 f, int i, bool in, uint8_t *xs) {
+    float amax = fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w)));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    const bool nz = amax >= 0x1p-100f;
+    const float id = nz ? q8_div(127.f, amax) : 0.f;
+    const int q0 = nz ? q8_rint(q8_mul(f.x, id)) : 0, q1 = nz ? q8_rint(q8_mul(f.y, id)) : 0;
+    const int q2 = nz ? q8_rint(q8_mul(f.z, id)) : 0, q3 = nz ? q8_rint(q8_mul(f.w, id)) : 0;
+    int s = (q0 + q1) + (q2 + q3);
+    s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+    s += __shfl_xor_sync(0xFFFFFFFFu, s, 2); /* the sum over this lane's 16-half */
+    const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 4);
+    if (!in) return;
+    const int b = i >> 3, l = i & 7;
+    uint8_t *rec = xs + (b >> 3) * Q8_REC;
+    *(uint32_t *)(rec + 32 * (b & 7) + 4 * l) =
+        (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
+    if (l == 0)
+        *(uint2 *)(rec + 256 + 8 * (b & 7)) =
+            make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
+}
+
+/* q8_quant_lane: one value v = x[j] per lane, the 32 lanes of a warp holding one 32-group
+ * (j % 32 == lane), into the records at xs. */
+__device__ __forceinline__ void q8_quant_lane(float v, int j, uint8_t *xs) {
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    const bool nz = amax >= 0x1p-100f;
+    const int q = nz ? q8_rint(q8_mul(v, q8_div(127.f, amax))) : 0;
+    int s = q;
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o); /* the sum over this lane's 16-half */
+    const int s1 = __shfl_down_sync(0xFFFFFFFFu, s, 16);
+    uint8_t *rec = xs + (j >> 8) * Q8_REC;
+    rec[j & 255] = (uint8_t)(q & 0xFF);
+    if ((j & 31) == 0)
+        *(uint2 *)(rec + 256 + 8 * ((j >> 5) & 7)) =
+            make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
+}
+#endif
 
 /* ---- the activations of group g (0..7) of a chunk record ---- */
 
@@ -496,9 +561,12 @@ struct Q8W_Q6_K {
 
 /* The q8 path's entry, called by gemv.cu after its own argument checks: 1 when (type, ncols) is
  * not handled here (the caller falls back to the F32-activation kernels), else the result of the
- * launch (0, or -1 with the reason recorded). nmat 2: SwiGLU over (tab0, tab1). */
+ * launch (0, or -1 with the reason recorded). nmat 2: SwiGLU over (tab0, tab1). tok: expert slots
+ * per token (the lane choice depends on a token's rows only). xq: x's records (gpu_q8_records'
+ * layout), used when x is shared by every slot (x_stride 0), else ignored. */
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
-                const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg = 1, int yg = 1, int64_t ygs = 0);
+                const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg = 1, int yg = 1, int64_t ygs = 0,
+                int tok = 1, const void *xq = nullptr);
 
 /* the mode set by gpu_gemv_set_mode (or HOTMOE_GEMV_MODE at first use): 0 or 1 */
 int gemv_q8_mode(void);

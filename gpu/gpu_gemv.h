@@ -11,6 +11,7 @@
  * Execution errors surface at the caller's next synchronization. */
 #ifndef HM_GPU_GEMV_H
 #define HM_GPU_GEMV_H
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -22,6 +23,17 @@ int gpu_gemv_supported(int type);
 
 /* y[r] = sum_c W[r][c] x[c] for r < nrows. ncols: a positive multiple of the type's block size. */
 int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream);
+
+/* gpu_gemv with x's q8 records (made by gpu_q8_records or by an op that writes them beside its
+ * output, see gpu/ops.cuh) at xq, NULL for none: the q8 path (mode 1) copies them instead of
+ * quantizing x in every thread block; the results are bitwise gpu_gemv's. xq: 16-byte aligned,
+ * gpu_q8_records_bytes(ncols) bytes, made from this x. */
+int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, void *stream);
+
+/* Bytes of x's q8 records (ncols a positive multiple of 32, at most 32768; else 0: the q8 path
+ * does not take such rows), and one launch writing them (q8_quant32's values, gemv_q8.cuh). */
+size_t gpu_q8_records_bytes(int ncols);
+int gpu_q8_records(const float *x, int ncols, void *xq, void *stream);
 
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each
@@ -38,6 +50,10 @@ int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, fl
 int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
                             const int *ids, int k, const float *x, float *act, int ncols,
                             int nrows, void *stream);
+
+/* The same with x's q8 records at xq (see gpu_gemv_q8x); bitwise the same results. */
+int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
+                                const float *x, const void *xq, float *act, int ncols, int nrows, void *stream);
 
 /* The same with one x per group of kx consecutive slots: slot j reads x + (j / kx) * x_stride
  * (several tokens' experts in one launch: kx = top-k, x_stride = n_embd). Each slot's results are

@@ -4,6 +4,8 @@
 #include "launch.cuh"
 #include "blockops.cuh"
 #include "router.cuh"
+#include "gemv_q8.cuh"
+#include "gpu_gemv.h"
 #include <math.h>
 #include <stdint.h>
 
@@ -23,20 +25,26 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
 #define RN_V 2
 /* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
  * squares); every thread of the block calls it (block_sum synchronizes) */
-static __device__ void rn_store4(const float4 *v, float ss, const float *w, float *out, int n, int n4, float eps) {
+static __device__ void rn_store4(const float4 *v, float ss, const float *w, float *out, int n, int n4, float eps,
+                                 uint8_t *xq = nullptr) {
     ss = block_sum(ss);
     const float inv = 1.0f / sqrtf(ss / (float)n + eps);
 #pragma unroll
     for (int r = 0; r < RN_V; r++) {
         const int i = threadIdx.x + r * blockDim.x;
-        if (i >= n4) continue;
-        const float4 ww = ((const float4 *)w)[i];
-        ((float4 *)out)[i] = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
+        if (i - (threadIdx.x & 31) >= n4) continue;   /* warp-uniform: the warp's float4s start past n */
+        float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i < n4) {
+            const float4 ww = ((const float4 *)w)[i];
+            o = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
+            ((float4 *)out)[i] = o;
+        }
+        if (xq) q8_quant_f4(o, i, i < n4, xq);   /* the q8 records of out (n % 256 == 0: whole chunks) */
     }
 }
 
 __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, const float *__restrict__ w,
-                                                   float *__restrict__ out, int n, float eps) {
+                                                   float *__restrict__ out, int n, float eps, uint8_t *__restrict__ xq) {
     hm_pdl_wait();
     x += (size_t)blockIdx.y * n; out += (size_t)blockIdx.y * n;   /* row blockIdx.y of a batched step */
     const int n4 = n / 4;
@@ -48,7 +56,7 @@ __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, 
         v[r] = i < n4 ? ((const float4 *)x)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
     }
-    rn_store4(v, ss, w, out, n, n4, eps);
+    rn_store4(v, ss, w, out, n, n4, eps, xq);
 }
 
 static bool vec4_ok(int n, const void *a, const void *b, const void *c) {
@@ -59,14 +67,26 @@ static int vec4_threads(int n) {
     return (per + 31) / 32 * 32 < 32 ? 32 : (per + 31) / 32 * 32;
 }
 
-void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
+/* records beside the norm's output: whole chunks, and the float4 kernel's threads in whole warps */
+static bool xq_fused(int n, const void *xq) { return xq && n % Q8_CHUNK == 0 && n <= Q8_MAX_NCOLS && (uintptr_t)xq % 16 == 0; }
+
+static void rmsnorm_launch(const float *x, const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s) {
     const dim3 grid(1, rows);
-    if (vec4_ok(n, x, w, out)) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps);
+    if (vec4_ok(n, x, w, out)) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps, xq_fused(n, xq) ? xq : nullptr);
     else hm_launch(k_rmsnorm, grid, 1024, 0, s, x, w, out, n, eps);
+    if (xq && !(vec4_ok(n, x, w, out) && xq_fused(n, xq))) gpu_q8_records(out, n, xq, s);   /* a launch of its own */
+}
+
+void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
+    rmsnorm_launch(x, w, out, NULL, n, rows, eps, s);
 }
 
 void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s) {
-    op_rmsnorm_rows(x, w, out, n, 1, eps, s);
+    rmsnorm_launch(x, w, out, NULL, n, 1, eps, s);
+}
+
+void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, float eps, cudaStream_t s) {
+    rmsnorm_launch(x, w, out, (uint8_t *)xq, n, 1, eps, s);
 }
 
 /* x += sum_j wt[j] * y[j] (+ shared), then out = rmsnorm(x) * w when w is given: the residual
@@ -106,7 +126,8 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
 __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ y,
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
-                                                         float *__restrict__ out, int n, float eps, long long ys, int ws) {
+                                                         float *__restrict__ out, int n, float eps, long long ys, int ws,
+                                                         uint8_t *__restrict__ xq) {
     hm_pdl_wait();
     RN_ROW();
     __shared__ float swt[64];
@@ -147,21 +168,34 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
     }
     if (!w) return;
-    rn_store4(v, ss, w, out, n, n4, eps);
+    rn_store4(v, ss, w, out, n, n4, eps, xq);
+}
+
+static void residual_norm_launch(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
+                                 const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s) {
+    const dim3 grid(1, rows);
+    const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
+    if (!w) xq = NULL;   /* no norm, no output */
+    if (v4)
+        hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, xq_fused(n, xq) ? xq : nullptr);
+    else
+        hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
+    if (xq && !(v4 && xq_fused(n, xq))) gpu_q8_records(out, n, xq, s);   /* a launch of its own */
 }
 
 void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
                            const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
-    const dim3 grid(1, rows);
-    if (k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0)
-        hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
-    else
-        hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
+    residual_norm_launch(x, y, ys, wt, ws, k, shared, w, out, NULL, n, rows, eps, s);
 }
 
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s) {
-    op_residual_norm_rows(x, y, 0, wt, 0, k, shared, w, out, n, 1, eps, s);
+    residual_norm_launch(x, y, 0, wt, 0, k, shared, w, out, NULL, n, 1, eps, s);
+}
+
+void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
+                         void *xq, int n, float eps, cudaStream_t s) {
+    residual_norm_launch(x, y, 0, wt, 0, k, shared, w, out, (uint8_t *)xq, n, 1, eps, s);
 }
 
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
@@ -430,11 +464,14 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
-                               long long ps, long long os) {
+                               long long ps, long long os, uint8_t *__restrict__ xq) {
     hm_pdl_wait();
     const int h = blockIdx.x, row = blockIdx.y;
     const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
-    if (ns == 1) return;
+    if (ns == 1) {   /* the attention kernel wrote the output: only its records are left to make */
+        if (xq && threadIdx.x < hd) q8_quant_lane(out[row * os + (size_t)h * hd + threadIdx.x], h * hd + threadIdx.x, xq);
+        return;
+    }
     __shared__ float cw[64];
     const int hw = hd + 2, lane = threadIdx.x & 31;
     const float *p = part + row * ps + (size_t)h * n_split * hw;
@@ -455,6 +492,7 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
 #pragma unroll 8
         for (int s = 0; s < ns; s++) O = fmaf(cw[s], p[(size_t)s * hw + 2 + d], O);
         out[(size_t)h * hd + d] = O;
+        if (xq) q8_quant_lane(O, h * hd + d, xq);   /* whole warps per 32-group: hd % 32 == 0, blockDim == hd */
     }
 }
 
@@ -468,14 +506,29 @@ static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q
               qs, os, ps);
 }
 
+static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s);
+
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    op_attn_decode_seq(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, s);
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, s);
+}
+
+void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s);
 }
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s);
+}
+
+static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
@@ -492,7 +545,12 @@ void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache
         hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
                   nslab, qs, os, ps);
     }
-    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os);   /* whole warps */
+    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
+    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
+                       (uintptr_t)xq % 16 == 0;
+    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
+              fused ? xq : nullptr);   /* whole warps */
+    if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,

@@ -40,6 +40,14 @@ void op_router_rows(const float *logits, const float *bias, int n, int k, int fn
  * out = rmsnorm(x) * w. One launch for the residual update and the next norm. */
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s);
+/* The same ops also writing their output's q8 records at xq (gpu_gemv.h: gpu_q8_records's bytes,
+ * for gpu_gemv_q8x and gpu_gemv_experts_swiglu_q8x): inside the op where the output's 32-groups
+ * fall on whole warps (n % 256 == 0; heads of hd % 32 == 0), else by one more launch. */
+void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
+void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
+                         void *xq, int n, float eps, cudaStream_t s);
+void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);

@@ -653,9 +653,20 @@ static void bench_batch(int t, int nrows, int ncols, int nb, cudaEvent_t e0, cud
 
 /* MoE decode step of a Qwen3-30B-A3B layer: 128 experts, gate/up (768, 2048), down (2048, 768),
  * k = 8 random experts per call; GB/s over the bytes of the 8 experts' matrices */
+static void bench_moe_shape(int t, int td_type, int H, int I, int K, cudaEvent_t e0, cudaEvent_t e1, double *us_gu, double *us_down);
 static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, double *gbs_down) {
-    const int H = 2048, I = 768, K = 8, NSETS = 64, iters = 200;
-    const size_t gu_bytes = hm_row_size(t, H) * I, d_bytes = hm_row_size(t, I) * H;
+    const int H = 2048, I = 768, K = 8;
+    double ug, ud;
+    bench_moe_shape(t, t, H, I, K, e0, e1, &ug, &ud);
+    *gbs_gu = 2.0 * K * hm_row_size(t, H) * I / (ug * 1e-6) / 1e9;
+    *gbs_down = K * hm_row_size(t, I) * H / (ud * 1e-6) / 1e9;
+}
+
+/* one MoE layer's two launches: K of NEXP experts, gate/up (I, H) of type t, down (H, I) of type
+ * td_type; time per launch */
+static void bench_moe_shape(int t, int td_type, int H, int I, int K, cudaEvent_t e0, cudaEvent_t e1, double *us_gu, double *us_down) {
+    const int NSETS = 64, iters = 200;
+    const size_t gu_bytes = hm_row_size(t, H) * I, d_bytes = hm_row_size(td_type, I) * H;
     void *hg[NEXP], *hu[NEXP], *hd[NEXP];
     for (int e = 0; e < NEXP; e++) {
         CK(cudaMalloc(&hg[e], gu_bytes)); CK(cudaMemset(hg[e], 0x11, gu_bytes));
@@ -674,19 +685,180 @@ static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, dou
         CK(cudaEventRecord(e0));
         for (int i = 0; i < iters; i++) {
             const int *di = dids + (i % NSETS) * K;
-            const int rc = pass ? gpu_gemv_experts(t, (const void *const *)td, di, K, act, y, I, H, NULL)
+            const int rc = pass ? gpu_gemv_experts(td_type, (const void *const *)td, di, K, act, y, I, H, NULL)
                                 : gpu_gemv_experts_swiglu(t, (const void *const *)tg, (const void *const *)tu, di, K, x, act, H, I, NULL);
             if (rc) { fprintf(stderr, "%s\n", gpu_gemv_error()); exit(1); }
         }
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
-        const double us = time_ms(e0, e1) * 1e3 / iters;
-        if (pass) *gbs_down = K * d_bytes / (us * 1e-6) / 1e9;
-        else *gbs_gu = 2.0 * K * gu_bytes / (us * 1e-6) / 1e9;
+        *(pass ? us_down : us_gu) = time_ms(e0, e1) * 1e3 / iters;
     }
     for (int e = 0; e < NEXP; e++) { CK(cudaFree(hg[e])); CK(cudaFree(hu[e])); CK(cudaFree(hd[e])); }
     CK(cudaFree(tg)); CK(cudaFree(tu)); CK(cudaFree(td)); CK(cudaFree(dids));
     CK(cudaFree(x)); CK(cudaFree(act)); CK(cudaFree(y));
+}
+
+/* ---- x's records made once (gpu_q8_records) and handed to the GEMVs (gpu_gemv_q8x,
+ * gpu_gemv_experts_swiglu_q8x): the records byte for byte the reference quantizer's, the results
+ * bitwise those of the calls that quantize x in every block ---- */
+static int check_records(const uint8_t *rec, const float *x, int ncols, char *msg, size_t cap) {
+    for (int g = 0; g < ncols / 32; g++) {
+        q8r_group r;
+        q8r_quantize(x + 32 * g, 32, &r);
+        const uint8_t *c = rec + (size_t)(g / 8) * 336;
+        float d;
+        memcpy(&d, c + 256 + 8 * (g % 8), 4);
+        int16_t s0, s1;
+        memcpy(&s0, c + 260 + 8 * (g % 8), 2);
+        memcpy(&s1, c + 262 + 8 * (g % 8), 2);
+        if (memcmp(c + 32 * (g % 8), r.q, 32) || memcmp(&d, &r.d, 4) || s0 != r.s0 || s1 != r.s1) {
+            snprintf(msg, cap, "group %d: the records differ from the reference quantizer's", g);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void test_q8x(int t) {
+    static const int shapes[][2] = { { 67, 256 }, { 300, 4096 }, { 129, 1408 }, { 1024, 12288 }, { 33, 32 } };
+    char msg[256] = "", detail[128];
+    int bad = 0, n = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0] && !bad; si++) {
+        const int nrows = shapes[si][0], ncols = shapes[si][1];
+        if (!q8r_handles(t, ncols)) continue;
+        const size_t rb = gpu_q8_records_bytes(ncols), wb = hm_row_size(t, ncols) * (size_t)nrows;
+        void *hw = malloc(wb), *hw2 = malloc(wb);
+        fill_weights(t, hw, (int64_t)nrows * ncols);
+        fill_weights(t, hw2, (int64_t)nrows * ncols);
+        float *hx = (float *)malloc(ncols * 4);
+        for (int c = 0; c < ncols; c++) hx[c] = rndf() * (c % 97 == 5 ? 40.f : 1.f);
+        for (int c = 64; c < 96 && c < ncols; c++) hx[c] = 0.f;   /* an all-zero group */
+        uint8_t *hr = (uint8_t *)malloc(rb);
+        float *y0 = (float *)malloc(sizeof(float) * 2 * nrows), *y1 = (float *)malloc(sizeof(float) * 2 * nrows);
+        float *x = (float *)dev_upload(hx, ncols * 4), *y;
+        void *w = dev_upload(hw, wb), *w2 = dev_upload(hw2, wb), *xq;
+        CK(cudaMalloc(&y, sizeof(float) * 2 * nrows));
+        CK(cudaMalloc(&xq, rb));
+        CK(cudaMemset(xq, 0xA5, rb));   /* poisoned: every byte the GEMV reads must be written */
+        if (gpu_q8_records(x, ncols, xq, NULL)) { bad = 1; snprintf(msg, sizeof msg, "gpu_q8_records: %s", gpu_gemv_error()); }
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(hr, xq, rb, cudaMemcpyDeviceToHost));
+        if (!bad) bad = check_records(hr, hx, ncols, msg, sizeof msg);
+        /* gpu_gemv_q8x against gpu_gemv */
+        for (int v = 0; v < 2 && !bad; v++) {
+            CK(cudaMemset(y, 0xFF, sizeof(float) * nrows));
+            const int rc = v ? gpu_gemv_q8x(t, w, x, xq, y, ncols, nrows, NULL) : gpu_gemv(t, w, x, y, ncols, nrows, NULL);
+            if (rc) { bad = 1; snprintf(msg, sizeof msg, "launch: %s", gpu_gemv_error()); }
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(v ? y1 : y0, y, sizeof(float) * nrows, cudaMemcpyDeviceToHost));
+        }
+        if (!bad && memcmp(y0, y1, sizeof(float) * nrows)) { bad = 1; snprintf(msg, sizeof msg, "%dx%d: gpu_gemv_q8x differs from gpu_gemv", nrows, ncols); }
+        /* the SwiGLU experts (two slots over two expert pairs) against the call without records */
+        void *htab[2] = { w, w2 }, *hutab[2] = { w2, w };
+        const int hids[2] = { 1, 0 };
+        void **tab = (void **)dev_upload(htab, sizeof htab), **utab = (void **)dev_upload(hutab, sizeof hutab);
+        int *ids = (int *)dev_upload(hids, sizeof hids);
+        for (int v = 0; v < 2 && !bad; v++) {
+            CK(cudaMemset(y, 0xFF, sizeof(float) * 2 * nrows));
+            const int rc = v ? gpu_gemv_experts_swiglu_q8x(t, (const void *const *)tab, (const void *const *)utab, ids, 2, x, xq, y, ncols, nrows, NULL)
+                             : gpu_gemv_experts_swiglu(t, (const void *const *)tab, (const void *const *)utab, ids, 2, x, y, ncols, nrows, NULL);
+            if (rc) { bad = 1; snprintf(msg, sizeof msg, "experts launch: %s", gpu_gemv_error()); }
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(v ? y1 : y0, y, sizeof(float) * 2 * nrows, cudaMemcpyDeviceToHost));
+        }
+        if (!bad && memcmp(y0, y1, sizeof(float) * 2 * nrows)) { bad = 1; snprintf(msg, sizeof msg, "%dx%d: experts_swiglu_q8x differs", nrows, ncols); }
+        for (int r = 0; r < 2 * nrows && !bad; r++)
+            if (!(y0[r] == y0[r])) { bad = 1; snprintf(msg, sizeof msg, "%dx%d: unwritten output %d", nrows, ncols, r); }
+        n++;
+        CK(cudaFree(x)); CK(cudaFree(y)); CK(cudaFree(w)); CK(cudaFree(w2)); CK(cudaFree(xq));
+        CK(cudaFree(tab)); CK(cudaFree(utab)); CK(cudaFree(ids));
+        free(hw); free(hw2); free(hx); free(hr); free(y0); free(y1);
+    }
+    snprintf(detail, sizeof detail, "%d shapes: records = reference quantizer, q8x GEMV and SwiGLU bitwise equal", n);
+    report(!bad, "gemv-q8x", hm_type_name(t), bad ? msg : detail);
+}
+
+/* Time of the register kernel with x's records made once (gpu_q8_records, outside the timing)
+ * against each block quantizing x (--bench-xq); results bitwise equal. */
+static int bench_xq(void) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    const double copy = bench_copy(e0, e1);
+    gpu_gemv_set_mode(1);
+    static const int shp[][3] = { { HM_TYPE_Q4_K, 13312, 4096 }, { HM_TYPE_Q4_K, 4096, 12288 }, { HM_TYPE_Q6_K, 1024, 4096 },
+                                  { HM_TYPE_Q4_K, 14336, 4096 }, { HM_TYPE_Q3_K, 22528, 4096 }, { HM_TYPE_Q4_0, 4096, 14336 } };
+    int fails = 0;
+    for (int si = 0; si < 6; si++) {
+        const int t = shp[si][0], nrows = shp[si][1], ncols = shp[si][2];
+        const size_t bytes = hm_row_size(t, ncols) * (size_t)nrows;
+        void *h = malloc(bytes);
+        fill_weights(t, h, (int64_t)nrows * ncols);
+        float *hx = (float *)malloc(ncols * 4), *y0 = (float *)malloc(nrows * 4), *y1 = (float *)malloc(nrows * 4);
+        for (int c = 0; c < ncols; c++) hx[c] = rndf();
+        float *x = (float *)dev_upload(hx, ncols * 4), *y;
+        void *xq;
+        CK(cudaMalloc(&y, nrows * 4));
+        CK(cudaMalloc(&xq, gpu_q8_records_bytes(ncols)));
+        if (gpu_q8_records(x, ncols, xq, NULL)) { printf("FAIL gpu_q8_records\n"); return 1; }
+        void *w[16];
+        int ncopy = (int)((512u << 20) / bytes) + 1;
+        if (ncopy > 16) ncopy = 16;
+        for (int i = 0; i < ncopy; i++) w[i] = dev_upload(h, bytes);
+        double us[2];
+        for (int v = 0; v < 2; v++) {   /* 0: each block quantizes x; 1: records made once */
+            CK(cudaMemset(y, 0xFF, nrows * 4));
+            int rc = gpu_gemv_q8x(t, w[0], x, v ? xq : NULL, y, ncols, nrows, NULL);
+            if (rc) { printf("FAIL launch %d\n", rc); return 1; }
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(v ? y1 : y0, y, nrows * 4, cudaMemcpyDeviceToHost));
+            const int iters = 200;
+            CK(cudaEventRecord(e0));
+            for (int i = 0; i < iters; i++) gpu_gemv_q8x(t, w[i % ncopy], x, v ? xq : NULL, y, ncols, nrows, NULL);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            us[v] = time_ms(e0, e1) * 1e3 / iters;
+        }
+        const int same = memcmp(y0, y1, nrows * 4) == 0;
+        fails += !same;
+        const double g0 = bytes / (us[0] * 1e-6) / 1e9, g1 = bytes / (us[1] * 1e-6) / 1e9;
+        printf("%s %-5s %5dx%-5d: quantized in each block %7.1f us (%4.1f%%), records made once %7.1f us (%4.1f%%): %.2fx, results %s\n",
+               same ? "PASS" : "FAIL", hm_type_name(t), nrows, ncols, us[0], 100 * g0 / copy, us[1], 100 * g1 / copy, us[0] / us[1],
+               same ? "bitwise equal" : "DIFFER");
+        for (int i = 0; i < ncopy; i++) CK(cudaFree(w[i]));
+        CK(cudaFree(x)); CK(cudaFree(y)); CK(cudaFree(xq));
+        free(h); free(hx); free(y0); free(y1);
+    }
+    gpu_gemv_set_mode(0);
+    return fails ? 1 : 0;
+}
+
+/* --bench-air: the q8 GEMV launches of one `air` decode layer (BENCH.md), time per launch and %
+ * of the copy bandwidth over the bytes each reads; the environment picks the variant. */
+static int bench_air(void) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    const double copy = bench_copy(e0, e1);
+    gpu_gemv_set_mode(1);
+    static const struct { const char *name; int t, nrows, ncols; } plain[] = {
+        { "q|k Q4_K 13312x4096", HM_TYPE_Q4_K, 13312, 4096 }, { "o Q4_K 4096x12288", HM_TYPE_Q4_K, 4096, 12288 },
+        { "v Q6_K 1024x4096", HM_TYPE_Q6_K, 1024, 4096 }, { "head Q6_K 151552x4096", HM_TYPE_Q6_K, 151552, 4096 } };
+    double tot = 0, us;
+    for (int i = 0; i < 4; i++) {
+        const double g = bench_gemv(plain[i].t, plain[i].nrows, plain[i].ncols, e0, e1, &us);
+        printf("%-24s %7.1f us %5.1f%%\n", plain[i].name, us, 100 * g / copy);
+        if (i < 3) tot += us;
+    }
+    double ug, ud;
+    bench_moe_shape(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 8, e0, e1, &ug, &ud);
+    printf("%-24s %7.1f us %5.1f%%\n%-24s %7.1f us %5.1f%%\n", "routed g+u Q3_K 8x2816", ug,
+           100 * 16.0 * hm_row_size(HM_TYPE_Q3_K, 4096) * 1408 / (ug * 1e-6) / 1e9 / copy, "routed down Q4_0 8x4096", ud,
+           100 * 8.0 * hm_row_size(HM_TYPE_Q4_0, 1408) * 4096 / (ud * 1e-6) / 1e9 / copy);
+    tot += ug + ud;
+    bench_moe_shape(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 1408, 1, e0, e1, &ug, &ud);
+    printf("%-24s %7.1f us\n%-24s %7.1f us\n", "shared g+u Q4_K 2816", ug, "shared down Q4_0 4096", ud);
+    printf("%-24s %7.1f us (v and the shared expert run beside the rest in the model)\n", "layer GEMVs, sum", tot + ug + ud);
+    gpu_gemv_set_mode(0);
+    return 0;
 }
 
 static int bench(int only_mode, const char *only_type) {   /* only_type: a type name, or NULL for all */
@@ -745,6 +917,8 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     printf("device 0: %s, sm_%d%d\n", prop.name, prop.major, prop.minor);
     if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
+    if (argc > 1 && !strcmp(argv[1], "--bench-xq")) return bench_xq();
+    if (argc > 1 && !strcmp(argv[1], "--bench-air")) return bench_air();
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? argv[3] : NULL); /* --bench [mode [type]] */
 
     for (int i = 0; i < NTYPES; i++) {
@@ -769,6 +943,7 @@ int main(int argc, char **argv) {
         test_experts(t, 2048, 768); /* Qwen3-30B-A3B's expert shapes (fewer rows) */
         if (hm_type_get(t)->blck == 32) test_experts(t, 1408, 1408); /* GLM-4.5-Air's: partial chunks */
         test_q8(t);
+        test_q8x(t);
     }
     g_q8 = 0;
     gpu_gemv_set_mode(0);

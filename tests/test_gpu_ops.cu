@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops.cuh"
+#include "gemv_q8.cuh"
+#include "gpu_gemv.h"
 extern "C" {
 #include "cpu.h"
 #include "quant.h"
@@ -77,6 +79,78 @@ static void test_residual_norm(int n, int k, int with_shared, int with_norm) {
     if (with_norm) { snprintf(what, sizeof what, "residual+norm n=%d k=%d shared=%d", n, k, with_shared); check(what, gn, rn, n, 1e-5); }
     cudaFree(dx); cudaFree(dy); cudaFree(dwt); cudaFree(dsh); cudaFree(dw); cudaFree(dn);
     free(x); free(y); free(wt); free(sh); free(w); free(rx); free(rn); free(gx); free(gn);
+}
+
+/* ---- the _q8 ops: the same output bit for bit, and its q8 records byte for byte what
+ * q8_quant32 makes of that output (records poisoned before the run) ---- */
+static void check_records(const char *what, const void *dxq, const float *out, int n) {
+    const size_t rb = gpu_q8_records_bytes(n);
+    uint8_t *rec = (uint8_t *)malloc(rb);
+    cudaDeviceSynchronize();
+    cudaMemcpy(rec, dxq, rb, cudaMemcpyDeviceToHost);
+    int bad = -1;
+    for (int g = 0; g < n / 32 && bad < 0; g++) {
+        int8_t q[32]; float d; uint32_t s01;
+        q8_quant32(out + 32 * g, q, &d, &s01);
+        const uint8_t *c = rec + (size_t)(g / 8) * Q8_REC;
+        if (memcmp(c + 32 * (g % 8), q, 32) || memcmp(c + 256 + 8 * (g % 8), &d, 4) || memcmp(c + 260 + 8 * (g % 8), &s01, 4)) bad = g;
+    }
+    printf("%s %s q8 records: %d groups%s\n", bad < 0 ? "PASS" : "FAIL", what, n / 32, bad < 0 ? " equal to q8_quant32's" : " (differ)");
+    if (bad >= 0) printf("  first differing group %d\n", bad);
+    bad < 0 ? n_pass++ : n_fail++;
+    free(rec);
+}
+static void *poisoned_rec(int n) { void *d; cudaMalloc(&d, gpu_q8_records_bytes(n)); cudaMemset(d, 0xA5, gpu_q8_records_bytes(n)); return d; }
+static void check_same(const char *what, const float *a, const float *b, size_t n) {
+    const int same = !memcmp(a, b, n * sizeof(float));
+    printf("%s %s: output of the _q8 op bitwise the plain op's\n", same ? "PASS" : "FAIL", what);
+    same ? n_pass++ : n_fail++;
+}
+
+static void test_norms_q8(int n, int k) {
+    float *x = (float *)malloc(n * 4), *y = (float *)malloc((size_t)n * k * 4), *wt = (float *)malloc(k * 4), *w = (float *)malloc(n * 4);
+    float *a = (float *)malloc(n * 4), *b = (float *)malloc(n * 4);
+    fill(x, n, 2); fill(y, (size_t)n * k, 1); fill(wt, k, 1); fill(w, n, 1);
+    for (int i = 40; i < 72 && i < n; i++) x[i] = 0.f;   /* an all-zero group in the rmsnorm's input */
+    char what[96];
+    float *dx = dup(x, n), *dw = dup(w, n), *dn = poisoned(n), *dn2 = poisoned(n);
+    void *xq = poisoned_rec(n);
+    op_rmsnorm(dx, dw, dn, n, 1e-6f, 0);
+    op_rmsnorm_q8(dx, dw, dn2, xq, n, 1e-6f, 0);
+    back(a, dn, n); back(b, dn2, n);
+    snprintf(what, sizeof what, "rmsnorm_q8 n=%d", n);
+    check_same(what, a, b, n);
+    check_records(what, xq, b, n);
+    float *dy = dup(y, (size_t)n * k), *dwt = dup(wt, k), *dx2 = dup(x, n);
+    cudaMemset(xq, 0xA5, gpu_q8_records_bytes(n));
+    op_residual_norm(dx, dy, dwt, k, NULL, dw, dn, n, 1e-5f, 0);
+    op_residual_norm_q8(dx2, dy, dwt, k, NULL, dw, dn2, xq, n, 1e-5f, 0);
+    back(a, dn, n); back(b, dn2, n);
+    snprintf(what, sizeof what, "residual_norm_q8 n=%d k=%d", n, k);
+    check_same(what, a, b, n);
+    check_records(what, xq, b, n);
+    cudaFree(dx); cudaFree(dw); cudaFree(dn); cudaFree(dn2); cudaFree(xq); cudaFree(dy); cudaFree(dwt); cudaFree(dx2);
+    free(x); free(y); free(wt); free(w); free(a); free(b);
+}
+
+static void test_attention_q8(int n_head, int n_kv, int hd, int n_ctx, int pos) {
+    const int qd = n_head * hd;
+    const size_t cn = (size_t)n_ctx * n_kv * hd;
+    float *q = (float *)malloc(qd * 4), *kc = (float *)malloc(cn * 4), *vc = (float *)malloc(cn * 4), *a = (float *)malloc(qd * 4), *b = (float *)malloc(qd * 4);
+    fill(q, qd, 1); fill(kc, cn, 1); fill(vc, cn, 1);
+    float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *d1 = poisoned(qd), *d2 = poisoned(qd);
+    float *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
+    int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
+    void *xq = poisoned_rec(qd);
+    op_attn_decode(dq, dk, dv, d1, part, n_head, n_kv, hd, n_ctx, dpos, 0);
+    op_attn_decode_q8(dq, dk, dv, d2, xq, part, n_head, n_kv, hd, n_ctx, dpos, 0);
+    back(a, d1, qd); back(b, d2, qd);
+    char what[96];
+    snprintf(what, sizeof what, "attention_q8 heads %d/%d hd %d pos %d", n_head, n_kv, hd, pos);
+    check_same(what, a, b, qd);
+    check_records(what, xq, b, qd);
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(d1); cudaFree(d2); cudaFree(part); cudaFree(dpos); cudaFree(xq);
+    free(q); free(kc); free(vc); free(a); free(b);
 }
 
 /* bias, per-head RMSNorm, partial NeoX RoPE at pos, then k/v written to the caches */
@@ -182,6 +256,12 @@ int main(void) {
         test_residual_norm(4096, k, 1, 1); test_residual_norm(8192, k, 0, 0);
         test_residual_norm(7168, k, 1, 1); test_residual_norm(1024, k, 1, 1); test_residual_norm(32768, k, 0, 1);
     }
+    /* records in the op (float4 kernel, n % 256 == 0), by a launch of their own (n % 256 != 0, the
+     * scalar kernel past 8192), the merge writing them or one split having written the output */
+    for (int n : { 4096, 2048, 2080, 32768 }) test_norms_q8(n, 8);
+    test_attention_q8(96, 8, 128, 640, 300);
+    test_attention_q8(40, 2, 64, 100, 16);
+    test_attention_q8(6, 3, 48, 300, 211);
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */

@@ -48,7 +48,9 @@ static void q8_gemv(const hm_tensor *W, const float *x, float *y) {
         memcpy(r + 256 + 8 * (b % 8), &d, 4);
         memcpy(r + 260 + 8 * (b % 8), &s01, 4);
     }
-    const int L = 1 << q8_lanes_shift(nchunks);   /* the launcher's choice (the SwiGLU cap of 16 lanes matters past 4096 columns only) */
+    /* the launcher's choice for a plain matrix (an expert launch also counts the token's slots, and
+     * two matrices for SwiGLU, so it may take fewer lanes: another order, the same bound) */
+    const int L = 1 << q8_lanes_shift_for(nchunks, nrows, Q8_LANES_H200);
     alignas(16) uint8_t buf[(T::CB + 15) / 16 * 16];
     for (int r = 0; r < nrows; r++) {
         const uint8_t *row = (const uint8_t *)W->data + (size_t)r * rs;
