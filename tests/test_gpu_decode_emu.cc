@@ -204,7 +204,35 @@ static void check_q8(int t, const char *name, const int *f16_at) {
     free(w); free(x); free(f); free(rec); free(g);
 }
 
+/* The lane choice of the q8 launcher (q8_lanes_shift_for): the air layer's launches against the
+ * lanes measured best per launch (bench/README.md, eighth pass), and its properties: never more
+ * than q8_lanes_shift's choice, rows of one round fill at most a round (unless one lane a row
+ * already does not), rows of several rounds keep the old choice, cap 0 is the old choice. */
+static void check_lanes(void) {
+    const long cap = Q8_LANES_H200;
+    static const struct { const char *name; int nchunks; long items; int lanes; } air[] = {
+        { "q|k 13312x4096", 16, 13312, 4 }, { "o-proj 4096x12288", 48, 4096, 16 }, { "v 1024x4096", 16, 1024, 16 },
+        { "routed gate+up 8x2x1408", 16, 22528, 2 }, { "routed down 8x4096 (1408 columns)", 6, 32768, 2 },
+        { "head 151552x4096", 16, 151552, 16 }, { "shared gate+up 2x1408", 16, 2816, 16 }, { "shared down 4096", 6, 4096, 8 } };
+    char msg[160] = "";
+    int bad = 0;
+    for (const auto &a : air) {
+        const int got = 1 << q8_lanes_shift_for(a.nchunks, a.items, cap);
+        if (got != a.lanes && !bad++) snprintf(msg, sizeof msg, "%s: %d lanes, expected %d", a.name, got, a.lanes);
+    }
+    for (int nch = 1; nch <= 128 && !bad; nch++)
+        for (long items = 1; items <= 1L << 20 && !bad; items = items * 3 / 2 + 1) {
+            const int old = q8_lanes_shift(nch), l = q8_lanes_shift_for(nch, items, cap);
+            const bool ok = l <= old && q8_lanes_shift_for(nch, items, 0) == old &&
+                            (items > cap ? l == old : (items << l) <= cap || l == 0) &&
+                            (items > cap || l == old || (items << (l + 1)) > cap);
+            if (!ok) { bad = 1; snprintf(msg, sizeof msg, "%d chunks, %ld rows: %d lanes (q8_lanes_shift: %d)", nch, items, 1 << l, 1 << old); }
+        }
+    result(bad, "q8 lanes", "per row", msg);
+}
+
 int main(void) {
+    check_lanes();
     static const int none[] = { -1 }, d0[] = { 0, -1 }, dm0[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 }, q3k[] = { 108, -1 }, q6k[] = { 208, -1 };
     for (int rep = 0; rep < 20; rep++) {
         check<TF32V, false>(HM_TYPE_F32, "F32 (vector)", none);
