@@ -778,6 +778,73 @@ static void test_q8x(int t) {
     report(!bad, "gemv-q8x", hm_type_name(t), bad ? msg : detail);
 }
 
+/* ---- several tokens' expert slots in one launch (gpu_gemv_experts_swiglu_x, gpu_gemv_experts_y,
+ * the batched decode's calls) bitwise what the single-token calls give each token, and
+ * gpu_gemv_batch bitwise gpu_gemv, at model shapes: there the launcher lowers the lanes per row
+ * (q8_lanes_shift_for), and it must do so from one token's rows, not from the launch's ---- */
+static void test_tokens(int tgu, int tdn, int H, int I, int K, int NT) {
+    enum { NMATS = 12 };   /* distinct matrices behind the NEXP table entries */
+    const size_t gb = hm_row_size(tgu, H) * I, db = hm_row_size(tdn, I) * H;
+    void *g[NMATS], *u[NMATS], *d[NMATS];
+    uint8_t *h = (uint8_t *)malloc(gb > db ? gb : db);
+    for (int m = 0; m < NMATS; m++) {
+        fill_weights(tgu, h, (int64_t)I * H); g[m] = dev_upload(h, gb);
+        fill_weights(tgu, h, (int64_t)I * H); u[m] = dev_upload(h, gb);
+        fill_weights(tdn, h, (int64_t)H * I); d[m] = dev_upload(h, db);
+    }
+    free(h);
+    void *hg[NEXP], *hu[NEXP], *hd[NEXP];
+    for (int e = 0; e < NEXP; e++) { hg[e] = g[e % NMATS]; hu[e] = u[(e + 5) % NMATS]; hd[e] = d[(e + 7) % NMATS]; }
+    void *tg = dev_upload(hg, sizeof hg), *tu = dev_upload(hu, sizeof hu), *td = dev_upload(hd, sizeof hd);
+    int *ids = (int *)malloc(sizeof(int) * NT * K);
+    for (int j = 0; j < NT; j++) pick_ids(ids + j * K, K);
+    ids[K - 1] = -1;   /* a skipped slot (a copied miss): its rows keep the poison in both */
+    float *hx = (float *)malloc(sizeof(float) * NT * H);
+    for (int i = 0; i < NT * H; i++) hx[i] = rndf();
+    const size_t na = (size_t)NT * K * I, ny = (size_t)NT * (K + 1) * H;   /* y: K + 1 rows a token, as the decode's */
+    float *x = (float *)dev_upload(hx, sizeof(float) * NT * H), *a1, *a2, *y1, *y2;
+    int *dids = (int *)dev_upload(ids, sizeof(int) * NT * K);
+    CK(cudaMalloc(&a1, na * 4)); CK(cudaMalloc(&a2, na * 4)); CK(cudaMalloc(&y1, ny * 4)); CK(cudaMalloc(&y2, ny * 4));
+    CK(cudaMemset(a1, 0xFF, na * 4)); CK(cudaMemset(a2, 0xFF, na * 4)); CK(cudaMemset(y1, 0xFF, ny * 4)); CK(cudaMemset(y2, 0xFF, ny * 4));
+    int rc = 0;
+    for (int j = 0; j < NT && !rc; j++) {   /* one token at a time, as the single-token step */
+        rc |= gpu_gemv_experts_swiglu(tgu, (const void *const *)tg, (const void *const *)tu, dids + j * K, K, x + (size_t)j * H,
+                                      a1 + (size_t)j * K * I, H, I, NULL);
+        rc |= gpu_gemv_experts(tdn, (const void *const *)td, dids + j * K, K, a1 + (size_t)j * K * I, y1 + (size_t)j * (K + 1) * H, I, H, NULL);
+    }
+    rc |= gpu_gemv_experts_swiglu_x(tgu, (const void *const *)tg, (const void *const *)tu, dids, NT * K, x, H, K, a2, H, I, NULL);
+    rc |= gpu_gemv_experts_y(tdn, (const void *const *)td, dids, NT * K, a2, y2, I, H, K, (int64_t)(K + 1) * H, NULL);
+    char msg[256] = "", detail[256];
+    int bad = 0;
+    if (rc) { bad = 1; snprintf(msg, sizeof msg, "a launch failed: %s", gpu_gemv_error()); }
+    float *b1 = (float *)malloc(ny * 4), *b2 = (float *)malloc(ny * 4);
+    if (!bad) {
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(b1, a1, na * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(b2, a2, na * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < na && !bad; i++)
+            if (memcmp(&b1[i], &b2[i], 4)) { bad = 1; snprintf(msg, sizeof msg, "gate/up: token %zu slot %zu row %zu: %.9g vs %.9g", i / ((size_t)K * I), i / I % K, i % I, b2[i], b1[i]); }
+        CK(cudaMemcpy(b1, y1, ny * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(b2, y2, ny * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < ny && !bad; i++)
+            if (memcmp(&b1[i], &b2[i], 4)) { bad = 1; snprintf(msg, sizeof msg, "down: token %zu row %zu of %d: %.9g vs %.9g", i / ((size_t)(K + 1) * H), i % ((size_t)(K + 1) * H), (K + 1) * H, b2[i], b1[i]); }
+        for (int r = 0; r < H && !bad; r++)   /* the written slot really was written, the skipped one not */
+            if (!(b1[r] == b1[r]) || b1[(size_t)(K - 1) * H + r] == b1[(size_t)(K - 1) * H + r]) { bad = 1; snprintf(msg, sizeof msg, "slot 0 unwritten or skipped slot written at row %d", r); }
+    }
+    /* gpu_gemv_batch at a dense shape of the same token count */
+    if (!bad) {
+        const int nrows = 4 * I > 8192 ? 4 * I : 8192;
+        char m2[160];
+        const int b = test_batch_shape(tgu, nrows, H, NT < 4 ? NT : 4, m2, sizeof m2);
+        if (b) { bad = 1; snprintf(msg, sizeof msg, "gemv_batch %dx%d: %s", nrows, H, m2); }
+    }
+    snprintf(detail, sizeof detail, "%s/%s %dx%d, %d tokens x %d slots: swiglu_x, experts_y, gemv_batch bitwise the single-token calls",
+             hm_type_name(tgu), hm_type_name(tdn), I, H, NT, K);
+    report(!bad, "gemv-tokens", hm_type_name(tgu), bad ? msg : detail);
+    for (int m = 0; m < NMATS; m++) { CK(cudaFree(g[m])); CK(cudaFree(u[m])); CK(cudaFree(d[m])); }
+    CK(cudaFree(tg)); CK(cudaFree(tu)); CK(cudaFree(td)); CK(cudaFree(dids)); CK(cudaFree(x));
+    CK(cudaFree(a1)); CK(cudaFree(a2)); CK(cudaFree(y1)); CK(cudaFree(y2));
+    free(ids); free(hx); free(b1); free(b2);
+}
+
 /* Time of the register kernel with x's records made once (gpu_q8_records, outside the timing)
  * against each block quantizing x (--bench-xq); results bitwise equal. */
 static int bench_xq(void) {
@@ -945,6 +1012,8 @@ int main(int argc, char **argv) {
         test_q8(t);
         test_q8x(t);
     }
+    test_tokens(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 8, 3);   /* air's experts */
+    test_tokens(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 4);    /* a3b's */
     g_q8 = 0;
     gpu_gemv_set_mode(0);
     printf("%d passed, %d failed\n", g_pass, g_fail);
