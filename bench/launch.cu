@@ -28,16 +28,7 @@ __global__ void k_step(int *v, long long spin) {
 }
 
 static cudaError_t launch(int pdl, int blocks, int threads, cudaStream_t s, int *v, long long spin) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, k_step, v, spin);
+    return hm_launch_pdl(k_step, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s, pdl, v, spin);
 }
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_launch: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)

@@ -30,10 +30,11 @@ static inline int hm_pdl_enabled(void) {
     return v;
 }
 
-/* kernel<<<grid, block, smem, s>>>(args...) with the programmatic-serialization attribute */
+/* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when
+ * pdl is set (bench/launch.cu compares both in one process) */
 template <typename... KArgs, typename... Args>
-static inline cudaError_t hm_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                                    Args... args) {
+static inline cudaError_t hm_launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
+                                        Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -43,19 +44,24 @@ static inline cudaError_t hm_launch(void (*kernel)(KArgs...), dim3 grid, dim3 bl
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = hm_pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 
-/* The device's opt-in limit of dynamic shared memory per block (the first device asked; 48 KB if unknown). */
-static inline int hm_smem_optin(void) {
-    static std::atomic<int> cache(0);
-    int n = cache.load(std::memory_order_relaxed);
+/* kernel<<<grid, block, smem, s>>>(args...) with PDL unless HOTMOE_PDL=0 */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t hm_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                    Args... args) {
+    return hm_launch_pdl(kernel, grid, block, smem, s, hm_pdl_enabled(), args...);
+}
+
+/* Device dev's (0..63) opt-in limit of dynamic shared memory per block (48 KB if unknown). */
+static inline int hm_smem_optin(int dev) {
+    static std::atomic<int> cache[64];
+    int n = cache[dev].load(std::memory_order_relaxed);
     if (n <= 0) {
-        int dev = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-            n = 48 * 1024;
-        cache.store(n, std::memory_order_relaxed);
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess || n <= 0) n = 48 * 1024;
+        cache[dev].store(n, std::memory_order_relaxed);
     }
     return n;
 }
@@ -66,9 +72,10 @@ static inline int hm_smem_optin(void) {
  * takes another path or reports the launch). */
 template <typename K>
 static inline int hm_allow_smem(K kernel, size_t smem, size_t stat, std::atomic<unsigned long long> &raised) {
-    const int optin = hm_smem_optin();
     int dev = 0;
-    if (smem + stat > (size_t)optin || cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
+    const int optin = hm_smem_optin(dev);
+    if (smem + stat > (size_t)optin) return 1;
     if (smem > 48 * 1024 && !(raised.load(std::memory_order_relaxed) >> dev & 1)) {
         if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
             cudaGetLastError();
