@@ -166,8 +166,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     if (g->d_replay) cudaMemcpyAsync(g->d_replay, g->h_replay, sizeof(int) * nk, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
     mark(g, -1);
-    if (g->xq_n) op_rmsnorm_q8(g->x, g->L[g->l0].attn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
-    else op_rmsnorm(g->x, g->L[g->l0].attn_norm, g->xn, D, c->rms_eps, s);
+    op_rmsnorm_q8(g->x, g->L[g->l0].attn_norm, g->xn, g->xq_n, D, c->rms_eps, s);   /* xq_n NULL: no records */
     mark(g, P_NORM);
     const int nl = g->l1 - g->l0;
     int pf_for = -1;   /* --prefetch: the layer whose copies ahead are on the way (joined before its update) */
@@ -194,12 +193,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
         mark(g, P_ROPE);
-        if (g->xq_att)
-            op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
-                              g->n_ctx, g->d_pos, s);
-        else
-            op_attn_decode(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->part, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
-                           g->d_pos, s);
+        op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
+                          g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
         gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);

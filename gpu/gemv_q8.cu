@@ -112,6 +112,15 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
     }
 }
 
+/* Slot e's x as chunk records in xs (nchunks of them, whole 16-byte words): copied from its
+ * producer's (p.xq, gpu_gemv_q8x), or quantized here */
+__device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunks, uint8_t *xs) {
+    if (p.xq)
+        for (int i = threadIdx.x; i < nchunks * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
+    else
+        q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
+}
+
 /* 32-element-block types: rows may end in a partial chunk and start at any even address */
 template <class T> struct q8_b32 { static constexpr bool v = false; };
 template <> struct q8_b32<Q8W_Q4_0> { static constexpr bool v = true; };
@@ -203,9 +212,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
-    if (NB == 1 && p.xq) {   /* x's records made once by its producer: copied, not quantized again */
-        for (int i = threadIdx.x; i < xrec / 16; i += Q8_THREADS) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
-    } else if (NB == 1) q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
+    if (NB == 1) q8_stage_x(p, e, nchunks, xs);
     else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
@@ -339,10 +346,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
 #pragma unroll
     for (int t = 0; t < P - 1; t++) issue(t); /* one matrix: before the previous kernel is done */
     if (!p.tab0) hm_pdl_wait();               /* x may come from it */
-    if (p.xq)
-        for (int i = threadIdx.x; i < xbytes / 16; i += Q8_THREADS) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
-    else
-        q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
+    q8_stage_x(p, e, nchunks, xs);
     __syncthreads();
 
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);

@@ -67,14 +67,19 @@ static int vec4_threads(int n) {
     return (per + 31) / 32 * 32 < 32 ? 32 : (per + 31) / 32 * 32;
 }
 
-/* records beside the norm's output: whole chunks, and the float4 kernel's threads in whole warps */
-static bool xq_fused(int n, const void *xq) { return xq && n % Q8_CHUNK == 0 && n <= Q8_MAX_NCOLS && (uintptr_t)xq % 16 == 0; }
+/* The records the float4 kernel (v4) writes beside the norm's output: xq when they are whole
+ * chunks, else NULL (the launcher then makes them with gpu_q8_records, a launch of its own) */
+static uint8_t *xq_in_kernel(bool v4, int n, uint8_t *xq) {
+    return v4 && xq && n % Q8_CHUNK == 0 && n <= Q8_MAX_NCOLS && (uintptr_t)xq % 16 == 0 ? xq : nullptr;
+}
 
 static void rmsnorm_launch(const float *x, const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s) {
     const dim3 grid(1, rows);
-    if (vec4_ok(n, x, w, out)) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps, xq_fused(n, xq) ? xq : nullptr);
+    const bool v4 = vec4_ok(n, x, w, out);
+    uint8_t *kq = xq_in_kernel(v4, n, xq);
+    if (v4) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq);
     else hm_launch(k_rmsnorm, grid, 1024, 0, s, x, w, out, n, eps);
-    if (xq && !(vec4_ok(n, x, w, out) && xq_fused(n, xq))) gpu_q8_records(out, n, xq, s);   /* a launch of its own */
+    if (xq && !kq) gpu_q8_records(out, n, xq, s);
 }
 
 void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
@@ -176,11 +181,10 @@ static void residual_norm_launch(float *x, const float *y, long long ys, const f
     const dim3 grid(1, rows);
     const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
-    if (v4)
-        hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, xq_fused(n, xq) ? xq : nullptr);
-    else
-        hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
-    if (xq && !(v4 && xq_fused(n, xq))) gpu_q8_records(out, n, xq, s);   /* a launch of its own */
+    uint8_t *kq = xq_in_kernel(v4, n, xq);
+    if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq);
+    else hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
+    if (xq && !kq) gpu_q8_records(out, n, xq, s);
 }
 
 void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,

@@ -42,7 +42,8 @@ void op_residual_norm(float *x, const float *y, const float *wt, int k, const fl
                       int n, float eps, cudaStream_t s);
 /* The same ops also writing their output's q8 records at xq (gpu_gemv.h: gpu_q8_records's bytes,
  * for gpu_gemv_q8x and gpu_gemv_experts_swiglu_q8x): inside the op where the output's 32-groups
- * fall on whole warps (n % 256 == 0; heads of hd % 32 == 0), else by one more launch. */
+ * fall on whole warps (n % 256 == 0; heads of hd % 32 == 0), else by one more launch. xq NULL:
+ * the plain op. */
 void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
 void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                          void *xq, int n, float eps, cudaStream_t s);

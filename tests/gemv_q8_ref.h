@@ -52,6 +52,24 @@ static inline void q8r_quantize(const float *x, int n, q8r_group *g) {
     }
 }
 
+/* The first 32-group of x[0..ncols) whose bytes in the GPU's chunk records at rec (gemv_q8.cuh:
+ * 336 bytes a chunk of 256, q[256] then {float d; int16 s0, s1} per group) differ from
+ * q8r_quantize's, or -1 */
+static inline int q8r_records_differ(const uint8_t *rec, const float *x, int ncols) {
+    for (int g = 0; g < ncols / 32; g++) {
+        q8r_group r;
+        q8r_quantize(x + 32 * g, 32, &r);
+        const uint8_t *c = rec + (size_t)(g / 8) * 336;
+        float d;
+        int16_t s0, s1;
+        memcpy(&d, c + 256 + 8 * (g % 8), 4);
+        memcpy(&s0, c + 260 + 8 * (g % 8), 2);
+        memcpy(&s1, c + 262 + 8 * (g % 8), 2);
+        if (memcmp(c + 32 * (g % 8), r.q, 32) || memcmp(&d, &r.d, 4) || s0 != r.s0 || s1 != r.s1) return g;
+    }
+    return -1;
+}
+
 static inline double q8r_h(uint16_t h) { return hm_fp16_to_f32(h); }
 
 /* adds one product term to the sum and its magnitude to the error scale */

@@ -701,24 +701,6 @@ static void bench_moe_shape(int t, int td_type, int H, int I, int K, cudaEvent_t
 /* ---- x's records made once (gpu_q8_records) and handed to the GEMVs (gpu_gemv_q8x,
  * gpu_gemv_experts_swiglu_q8x): the records byte for byte the reference quantizer's, the results
  * bitwise those of the calls that quantize x in every block ---- */
-static int check_records(const uint8_t *rec, const float *x, int ncols, char *msg, size_t cap) {
-    for (int g = 0; g < ncols / 32; g++) {
-        q8r_group r;
-        q8r_quantize(x + 32 * g, 32, &r);
-        const uint8_t *c = rec + (size_t)(g / 8) * 336;
-        float d;
-        memcpy(&d, c + 256 + 8 * (g % 8), 4);
-        int16_t s0, s1;
-        memcpy(&s0, c + 260 + 8 * (g % 8), 2);
-        memcpy(&s1, c + 262 + 8 * (g % 8), 2);
-        if (memcmp(c + 32 * (g % 8), r.q, 32) || memcmp(&d, &r.d, 4) || s0 != r.s0 || s1 != r.s1) {
-            snprintf(msg, cap, "group %d: the records differ from the reference quantizer's", g);
-            return 1;
-        }
-    }
-    return 0;
-}
-
 static void test_q8x(int t) {
     static const int shapes[][2] = { { 67, 256 }, { 300, 4096 }, { 129, 1408 }, { 1024, 12288 }, { 33, 32 } };
     char msg[256] = "", detail[128];
@@ -743,7 +725,8 @@ static void test_q8x(int t) {
         if (gpu_q8_records(x, ncols, xq, NULL)) { bad = 1; snprintf(msg, sizeof msg, "gpu_q8_records: %s", gpu_gemv_error()); }
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(hr, xq, rb, cudaMemcpyDeviceToHost));
-        if (!bad) bad = check_records(hr, hx, ncols, msg, sizeof msg);
+        const int dg = bad ? -1 : q8r_records_differ(hr, hx, ncols);
+        if (dg >= 0) { bad = 1; snprintf(msg, sizeof msg, "group %d: the records differ from the reference quantizer's", dg); }
         /* gpu_gemv_q8x against gpu_gemv */
         for (int v = 0; v < 2 && !bad; v++) {
             CK(cudaMemset(y, 0xFF, sizeof(float) * nrows));

@@ -7,13 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ops.cuh"
-#include "gemv_q8.cuh"
 #include "gpu_gemv.h"
 extern "C" {
 #include "cpu.h"
 #include "quant.h"
+#include "quant_blocks.h"
 #include "router.h"
 }
+#include "gemv_q8_ref.h"
 
 static int n_pass, n_fail;
 static uint64_t rng = 88172645463325252ull;
@@ -81,21 +82,15 @@ static void test_residual_norm(int n, int k, int with_shared, int with_norm) {
     free(x); free(y); free(wt); free(sh); free(w); free(rx); free(rn); free(gx); free(gn);
 }
 
-/* ---- the _q8 ops: the same output bit for bit, and its q8 records byte for byte what
- * q8_quant32 makes of that output (records poisoned before the run) ---- */
+/* ---- the _q8 ops: the same output bit for bit, and its q8 records byte for byte what the
+ * reference quantizer (gemv_q8_ref.h) makes of that output (records poisoned before the run) ---- */
 static void check_records(const char *what, const void *dxq, const float *out, int n) {
     const size_t rb = gpu_q8_records_bytes(n);
     uint8_t *rec = (uint8_t *)malloc(rb);
     cudaDeviceSynchronize();
     cudaMemcpy(rec, dxq, rb, cudaMemcpyDeviceToHost);
-    int bad = -1;
-    for (int g = 0; g < n / 32 && bad < 0; g++) {
-        int8_t q[32]; float d; uint32_t s01;
-        q8_quant32(out + 32 * g, q, &d, &s01);
-        const uint8_t *c = rec + (size_t)(g / 8) * Q8_REC;
-        if (memcmp(c + 32 * (g % 8), q, 32) || memcmp(c + 256 + 8 * (g % 8), &d, 4) || memcmp(c + 260 + 8 * (g % 8), &s01, 4)) bad = g;
-    }
-    printf("%s %s q8 records: %d groups%s\n", bad < 0 ? "PASS" : "FAIL", what, n / 32, bad < 0 ? " equal to q8_quant32's" : " (differ)");
+    const int bad = q8r_records_differ(rec, out, n);
+    printf("%s %s q8 records: %d groups%s\n", bad < 0 ? "PASS" : "FAIL", what, n / 32, bad < 0 ? " equal to the reference quantizer's" : " (differ)");
     if (bad >= 0) printf("  first differing group %d\n", bad);
     bad < 0 ? n_pass++ : n_fail++;
     free(rec);

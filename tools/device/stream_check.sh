@@ -115,7 +115,7 @@ PY
       pipe) for v in 1 2; do HOTMOE_Q8_PIPE=$v timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-pipe$v.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_PIPE=$v: rc=$?"; tail -1 "$OUT/test_gpu_gemv-pipe$v.log"; done
           for t in Q4_K Q3_K Q4_0 Q6_K; do for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_PIPE=$v /"; done; done
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
-      env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_ATTN_FUSE=0+HOTMOE_Q8_GRID=0
+      env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
           for w in 0 5; do timeout 60 ./build-dev/bench_launch --work $w >"$OUT/launch-w$w.log" 2>&1; echo "-- bench_launch --work $w: rc=$?"; grep "^|" "$OUT/launch-w$w.log"; done ;;
