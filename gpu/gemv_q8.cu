@@ -19,11 +19,11 @@
  *     asks L2 for the rows the warp takes next (cp.async.bulk.prefetch, one span per matrix and
  *     slot); a group's (slot, row) advance without divisions; grid at most 2 blocks per SM, rounds
  *     balanced.
- *   gemv_q8p_kernel (HOTMOE_Q8_PIPE=1 or 2: every GEMV, one or two blocks per SM; 3: the plain
- *     matrices of q8p_auto; 4: the wide or tall ones among them): the lanes of a row copy the
- *     spans of chunks they take next with coalesced cp.async into shared memory, 2-4 spans in
- *     flight, and decode from there. Faster alone on plain matrices; inside the model mode 4
- *     wins (q8_pipe_on), not yet the default.
+ *   gemv_q8p_kernel (default, mode 4: the wide or tall plain matrices, on air the o-projection
+ *     and the head; HOTMOE_Q8_PIPE=1 or 2: every GEMV, one or two blocks per SM; 3: the plain
+ *     matrices of q8p_auto; 0: none): the lanes of a row copy the spans of chunks they take next
+ *     with coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there.
+ *     Faster alone on plain matrices; inside the model mode 4 wins (q8_pipe_on).
  * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
  * previous kernel has finished. The register kernel also multiplies one matrix by up to Q8_NB
  * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
@@ -421,16 +421,15 @@ static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     return 0;
 }
 
-/* Which decode GEMVs take the pipelined kernel: HOTMOE_Q8_PIPE unset or 0 none (the register
- * kernel), 1 all (one block per SM), 2 all (two blocks per SM), 3 (Q8P_AUTO) the cases measured
- * faster alone with two blocks per SM (test_gpu_gemv --bench, H200: Q4_K 14336x4096 14.1 vs 16.8
- * us, Q4_0 13.4 vs 16.9, Q6_K 19.5 vs 24.4; slower for the MoE launches, Q3_K and Q6_K 4096x14336),
- * see q8p_auto; 4 (Q8P_BIG) q8p_auto's matrices that are wide (ncols >= 8192) or tall (>= 65536
- * rows): on air those are the o-projection and the head, which run while the second stream is
- * idle (the pipelined blocks' shared memory keeps v and the shared expert from running beside
- * q|k). H200, air resident (bench/README.md, eighth pass): 174.3 tok/s with 4, 170.1 with 3,
- * 168.5 / 167.6 with the register kernel alone; a3b 297.6 vs 292.4. Mode 4 is not the default
- * yet: the GPU suites have not run under it (they passed under 1 and 2, session 7). */
+/* Which decode GEMVs take the pipelined kernel: HOTMOE_Q8_PIPE=0 none (the register kernel), 1 all
+ * (one block per SM), 2 all (two blocks per SM), 3 (Q8P_AUTO) the cases measured faster alone with
+ * two blocks per SM (test_gpu_gemv --bench, H200: Q4_K 14336x4096 14.1 vs 16.8 us, Q4_0 13.4 vs
+ * 16.9, Q6_K 19.5 vs 24.4; slower for the MoE launches, Q3_K and Q6_K 4096x14336), see q8p_auto;
+ * unset or 4 (Q8P_BIG, the default) q8p_auto's matrices that are wide (ncols >= 8192) or tall
+ * (>= 65536 rows): on air those are the o-projection and the head, which run while the second
+ * stream is idle (the pipelined blocks' shared memory keeps v and the shared expert from running
+ * beside q|k). H200, air resident (bench/README.md, ninth pass): 178.4 tok/s with 4, 170.9 with
+ * the register kernel alone (eighth pass: 174.3 / 168.5, 170.1 with 3); a3b 304.4 vs 305.4. */
 #define Q8P_AUTO 3
 #define Q8P_BIG 4
 static int q8_pipe_on(void) {
@@ -438,7 +437,7 @@ static int q8_pipe_on(void) {
     int v = on.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("HOTMOE_Q8_PIPE");
-        v = env && env[0] >= '0' && env[0] <= '4' ? env[0] - '0' : 0;
+        v = env && env[0] >= '0' && env[0] <= '4' ? env[0] - '0' : Q8P_BIG;
         on.store(v, std::memory_order_relaxed);
     }
     return v;
