@@ -77,6 +77,7 @@ struct q8_params {
     int64_t ygs;
     int tok;                               /* expert slots per token (1: a plain matrix), for the lane choice */
     const uint8_t *xq;                     /* x's chunk records made beforehand (gpu_q8_records, a fused producer), or NULL */
+    int trig;                              /* hm_pdl_trigger_mode(): when a block lets the next kernel launch */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -221,6 +222,8 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
     /* warp-uniform steps (the shuffles need every lane) */
     for (int base = base0; base < p.nitems; base += tg) {
+        /* warp 0 has the block's most rounds: its last one starts the block's last */
+        if (p.trig && threadIdx.x == 0 && base + tg >= p.nitems && (p.trig == 1 || base > base0)) hm_pdl_trigger();
         const int it = base + gi;
         const bool ok = it < p.nitems && slot < nslot && wp[0][slot];   /* not a skipped slot */
         const uint8_t *rp = ok ? wp[m][slot] + (size_t)row * rs : nullptr;
@@ -354,6 +357,8 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
     for (int tau = 0; tau < ntask; tau++) { /* ntask, J: warp-uniform */
         __syncwarp();   /* every lane has read the stage that issue() refills */
         issue(tau + P - 1);
+        /* warp 0 has the block's most tasks: its last copies are issued */
+        if (p.trig && threadIdx.x == 0 && tau == (ntask > P ? ntask - P : 0) && (p.trig == 1 || tau >= J)) hm_pdl_trigger();
         q8_cp_wait<P - 1>();
         __syncwarp();   /* the group's copies of stage tau are in */
         int it, c0;
@@ -491,6 +496,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     /* the rows one token computes: a plain matrix's, or every slot's of the token's experts */
     const long per_tok = (long)p.nrows * nmat * p.tok;
     p.lshift = q8_lanes_shift_for(nchunks, per_tok, q8_lane_cap());
+    p.trig = hm_pdl_trigger_mode();
     if (nmat == 2 && p.lshift > 4) p.lshift = 4; /* gate and up groups share a warp */
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;
     p.k = k;
@@ -569,7 +575,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -583,7 +589,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

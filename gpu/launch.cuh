@@ -19,6 +19,30 @@ __device__ __forceinline__ void hm_pdl_wait(void) {
 #endif
 }
 
+/* Lets the next kernel in the stream be scheduled (its blocks fill the SMs this grid's blocks leave,
+ * and run what precedes their hm_pdl_wait) once every block of this grid has called it or exited;
+ * the first call of a block counts. Memory written here is visible to the next kernel only after
+ * its hm_pdl_wait, which waits for this whole grid. */
+__device__ __forceinline__ void hm_pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* HOTMOE_PDL_TRIGGER: where the decode GEMVs let the next kernel launch. 0 (default): as their
+ * blocks exit; 1: when a block starts its last round of rows (its last copies issued); 2: the same,
+ * but not in a block's first round (launches of one round trigger as their blocks exit). */
+static inline int hm_pdl_trigger_mode(void) {
+    static std::atomic<int> on(-1);
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("HOTMOE_PDL_TRIGGER");
+        v = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 0;
+        on.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 static inline int hm_pdl_enabled(void) {
     static std::atomic<int> on(-1);
     int v = on.load(std::memory_order_relaxed);
