@@ -25,11 +25,31 @@ static __device__ float block_sum(float v) {
     return red[0];
 }
 
-/* Head h (q heads first, then kv heads) of one token at position pos; one block, blockDim = hd
- * rounded up to a warp. q, k, v: the token's rows. */
+/* What one head's post needs besides q|k|v: its bias and norm weight at dim threadIdx.x and the
+ * RoPE rotation at pos (weights and pos only, so a decode kernel reads them before hm_pdl_wait) */
+struct qkv_pre { float b, nw, c, sn; };
+static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const float *qn, const float *kn, int n_head, int hd,
+                                        int n_rot, float theta, int h, int pos) {
+    qkv_pre r = { 0.f, 0.f, 1.f, 0.f };
+    const int i = threadIdx.x, is_q = h < n_head, hh = is_q ? h : h - n_head;
+    const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
+    if (b && i < hd) r.b = b[hh * hd + i];
+    if (nw && i < hd) r.nw = nw[i];
+    if (i < n_rot) {
+        const int half = n_rot / 2, j = i < half ? i : i - half;
+        const float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
+        const float ang = (float)pos * inv;
+        r.c = cosf(ang); r.sn = sinf(ang);
+    }
+    return r;
+}
+
+/* Bias, q/k norm and RoPE of head h (q heads first, then kv heads) of one token at position pos; a
+ * kv head's k and v go into the cache. One block, blockDim = hd rounded up to a warp; q, k, v: the
+ * token's rows; pr: qkv_post_prep's values for this thread. */
 static __device__ void qkv_post_head(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                                      const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot,
-                                     float theta, float eps, int h, int pos, float *kcache, float *vcache) {
+                                     float eps, int h, int pos, float *kcache, float *vcache, const qkv_pre &pr) {
     __shared__ float buf[1024];
     int i = threadIdx.x, on = i < hd;
     int is_q = h < n_head;
@@ -37,20 +57,18 @@ static __device__ void qkv_post_head(float *q, float *k, const float *v, const f
     float *p = (is_q ? q : k) + hh * hd;
     const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
     float x = on ? p[i] : 0.0f;
-    if (b && on) x += b[hh * hd + i];
+    if (b && on) x += pr.b;
     if (nw) {
         float ss = block_sum(x * x);
-        if (on) x = nw[i] * (x * (1.0f / sqrtf(ss / (float)hd + eps)));
+        if (on) x = pr.nw * (x * (1.0f / sqrtf(ss / (float)hd + eps)));
     }
     buf[i] = x;
     __syncthreads();
     int half = n_rot / 2;
     if (i < n_rot) {
         int j = i < half ? i : i - half;
-        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
-        float ang = (float)pos * inv, c = cosf(ang), sn = sinf(ang);
         float a = buf[j], bb = buf[j + half];
-        x = i < half ? a * c - bb * sn : bb * c + a * sn;
+        x = i < half ? a * pr.c - bb * pr.sn : bb * pr.c + a * pr.sn;
     }
     if (!on) return;
     if (is_q) p[i] = x;

@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     /* warp-uniform steps (the shuffles need every lane) */
     for (int base = base0; base < p.nitems; base += tg) {
         /* warp 0 has the block's most rounds: its last one starts the block's last */
-        if (p.trig && threadIdx.x == 0 && base + tg >= p.nitems && (p.trig == 1 || base > base0)) hm_pdl_trigger();
+        if (p.trig && threadIdx.x == 0 && base + tg >= p.nitems && (p.trig != 2 || base > base0)) hm_pdl_trigger();
         const int it = base + gi;
         const bool ok = it < p.nitems && slot < nslot && wp[0][slot];   /* not a skipped slot */
         const uint8_t *rp = ok ? wp[m][slot] + (size_t)row * rs : nullptr;
@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
         __syncwarp();   /* every lane has read the stage that issue() refills */
         issue(tau + P - 1);
         /* warp 0 has the block's most tasks: its last copies are issued */
-        if (p.trig && threadIdx.x == 0 && tau == (ntask > P ? ntask - P : 0) && (p.trig == 1 || tau >= J)) hm_pdl_trigger();
+        if (p.trig && threadIdx.x == 0 && tau == (ntask > P ? ntask - P : 0) && (p.trig != 2 || tau >= J)) hm_pdl_trigger();
         q8_cp_wait<P - 1>();
         __syncwarp();   /* the group's copies of stage tau are in */
         int it, c0;

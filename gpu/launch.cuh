@@ -31,13 +31,39 @@ __device__ __forceinline__ void hm_pdl_trigger(void) {
 
 /* HOTMOE_PDL_TRIGGER: where the decode GEMVs let the next kernel launch. 0 (default): as their
  * blocks exit; 1: when a block starts its last round of rows (its last copies issued); 2: the same,
- * but not in a block's first round (launches of one round trigger as their blocks exit). */
+ * but not in a block's first round (launches of one round trigger as their blocks exit); 3: as 1,
+ * and the small kernels trigger right after their wait (hm_small_pdl). */
 static inline int hm_pdl_trigger_mode(void) {
     static std::atomic<int> on(-1);
     int v = on.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("HOTMOE_PDL_TRIGGER");
-        v = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 0;
+        v = env && env[0] >= '0' && env[0] <= '3' ? env[0] - '0' : 0;
+        on.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
+/* The small decode kernels' flags (an int argument, hm_small_pdl()): HM_PDL_PRE, they read what
+ * does not depend on the kernel before (weights, the step's position, earlier KV rows) before
+ * their wait (default; HOTMOE_PREWAIT=0 waits first); HM_PDL_TRIG, they trigger their dependents
+ * right after it (HOTMOE_PDL_TRIGGER=3). Such a kernel calls hm_pdl_pre(f), its independent
+ * reads, then hm_pdl_wait_f(f). */
+#define HM_PDL_PRE 1
+#define HM_PDL_TRIG 2
+__device__ __forceinline__ void hm_pdl_pre(int f) {
+    if (!(f & HM_PDL_PRE)) hm_pdl_wait();
+}
+__device__ __forceinline__ void hm_pdl_wait_f(int f) {
+    hm_pdl_wait();   /* a second wait returns at once */
+    if (f & HM_PDL_TRIG) hm_pdl_trigger();
+}
+static inline int hm_small_pdl(void) {
+    static std::atomic<int> on(-1);
+    int v = on.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv("HOTMOE_PREWAIT");
+        v = (env && env[0] == '0' ? 0 : HM_PDL_PRE) | (hm_pdl_trigger_mode() == 3 ? HM_PDL_TRIG : 0);
         on.store(v, std::memory_order_relaxed);
     }
     return v;

@@ -24,8 +24,9 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
  * 1024 * RN_V) between the sum of squares and the output */
 #define RN_V 2
 /* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
- * squares); every thread of the block calls it (block_sum synchronizes) */
-static __device__ void rn_store4(const float4 *v, float ss, const float *w, float *out, int n, int n4, float eps,
+ * squares; wv: its float4s of w, rn_load_w); every thread of the block calls it (block_sum
+ * synchronizes) */
+static __device__ void rn_store4(const float4 *v, float ss, const float4 *wv, float *out, int n, int n4, float eps,
                                  uint8_t *xq = nullptr) {
     ss = block_sum(ss);
     const float inv = 1.0f / sqrtf(ss / (float)n + eps);
@@ -35,7 +36,7 @@ static __device__ void rn_store4(const float4 *v, float ss, const float *w, floa
         if (i - (threadIdx.x & 31) >= n4) continue;   /* warp-uniform: the warp's float4s start past n */
         float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
         if (i < n4) {
-            const float4 ww = ((const float4 *)w)[i];
+            const float4 ww = wv[r];
             o = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
             ((float4 *)out)[i] = o;
         }
@@ -43,11 +44,24 @@ static __device__ void rn_store4(const float4 *v, float ss, const float *w, floa
     }
 }
 
+/* this thread's float4s of the norm weight w (NULL: none), read before hm_pdl_wait (weights do not
+ * depend on the kernel before) */
+static __device__ __forceinline__ void rn_load_w(const float *w, int n4, float4 *wv) {
+#pragma unroll
+    for (int r = 0; r < RN_V; r++) {
+        const int i = threadIdx.x + r * blockDim.x;
+        wv[r] = w && i < n4 ? __ldg((const float4 *)w + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
 __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, const float *__restrict__ w,
-                                                   float *__restrict__ out, int n, float eps, uint8_t *__restrict__ xq) {
-    hm_pdl_wait();
-    x += (size_t)blockIdx.y * n; out += (size_t)blockIdx.y * n;   /* row blockIdx.y of a batched step */
+                                                   float *__restrict__ out, int n, float eps, uint8_t *__restrict__ xq, int f) {
     const int n4 = n / 4;
+    float4 wv[RN_V];
+    hm_pdl_pre(f);
+    rn_load_w(w, n4, wv);
+    hm_pdl_wait_f(f);
+    x += (size_t)blockIdx.y * n; out += (size_t)blockIdx.y * n;   /* row blockIdx.y of a batched step */
     float4 v[RN_V];
     float ss = 0;
 #pragma unroll
@@ -56,7 +70,7 @@ __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, 
         v[r] = i < n4 ? ((const float4 *)x)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
     }
-    rn_store4(v, ss, w, out, n, n4, eps, xq);
+    rn_store4(v, ss, wv, out, n, n4, eps, xq);
 }
 
 static bool vec4_ok(int n, const void *a, const void *b, const void *c) {
@@ -77,7 +91,7 @@ static void rmsnorm_launch(const float *x, const float *w, float *out, uint8_t *
     const dim3 grid(1, rows);
     const bool v4 = vec4_ok(n, x, w, out);
     uint8_t *kq = xq_in_kernel(v4, n, xq);
-    if (v4) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq);
+    if (v4) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq, hm_small_pdl());
     else hm_launch(k_rmsnorm, grid, 1024, 0, s, x, w, out, n, eps);
     if (xq && !kq) gpu_q8_records(out, n, xq, s);
 }
@@ -132,8 +146,11 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps, long long ys, int ws,
-                                                         uint8_t *__restrict__ xq) {
-    hm_pdl_wait();
+                                                         uint8_t *__restrict__ xq, int f) {
+    float4 wv[RN_V];
+    hm_pdl_pre(f);
+    rn_load_w(w, n / 4, wv);
+    hm_pdl_wait_f(f);
     RN_ROW();
     __shared__ float swt[64];
     for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
@@ -173,7 +190,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
     }
     if (!w) return;
-    rn_store4(v, ss, w, out, n, n4, eps, xq);
+    rn_store4(v, ss, wv, out, n, n4, eps, xq);
 }
 
 static void residual_norm_launch(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
@@ -182,7 +199,7 @@ static void residual_norm_launch(float *x, const float *y, long long ys, const f
     const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
-    if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq);
+    if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
     else hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
     if (xq && !kq) gpu_q8_records(out, n, xq, s);
 }
@@ -206,12 +223,16 @@ void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                            float eps, const int *pos_p, float *kcache, float *vcache, const int *seq_p, long long seq_stride,
-                           long long qs) {
-    hm_pdl_wait();
+                           long long qs, int f) {
     const int r = blockIdx.y;   /* a batched step: row r's q|k|v, position and sequence (its cache) */
     q += r * qs; k += r * qs; v += r * qs; pos_p += r;
+    /* weights, and the position (copied in before the step's first kernel), before the wait */
+    hm_pdl_pre(f);
+    const int pos = *pos_p;
+    const qkv_pre pr = qkv_post_prep(bq, bk, qn, kn, n_head, hd, n_rot, theta, blockIdx.x, pos);
+    hm_pdl_wait_f(f);
     const long long so = seq_p ? seq_p[r] * seq_stride : 0;
-    qkv_post_head(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, blockIdx.x, *pos_p, kcache + so, vcache + so);
+    qkv_post_head(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, eps, blockIdx.x, pos, kcache + so, vcache + so, pr);
 }
 
 void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
@@ -219,7 +240,7 @@ void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const 
                      float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, int rows,
                      long long qs, cudaStream_t s) {
     hm_launch(k_qkv_post, dim3(n_head + n_head_kv, rows), (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv,
-              hd, n_rot, theta, eps, pos, kcache, vcache, seq, seq_stride, qs);
+              hd, n_rot, theta, eps, pos, kcache, vcache, seq, seq_stride, qs, hm_small_pdl());
 }
 
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
@@ -378,9 +399,10 @@ template <int DPL>   /* 2, 4 or 8 */
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
-                                                            long long seq_stride, int nslab, long long qs, long long os, long long ps) {
+                                                            long long seq_stride, int nslab, long long qs, long long os, long long ps,
+                                                            int f) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4;
-    hm_pdl_wait();
+    hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
     if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
@@ -389,10 +411,17 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
     const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
     const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
+    /* before the wait: the position and sequence (copied in before the step's first kernel) and the
+     * first tile's rows of earlier positions (written by earlier steps); after it, the row of this
+     * step's position (the kernel before writes it) and q */
     const int n = *pos_p + 1;
     const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
+    const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
+    attn_load_tile(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    hm_pdl_wait_f(f);
+    if (npre < nt0) attn_load_tile(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
     const float scale = 1.0f / sqrtf((float)HD);
     attn_stage_q(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
     float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][DPL];
@@ -404,9 +433,11 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
     }
     for (int tb = t0; tb < t1; tb += TP) {
         const int nt = min(TP, t1 - tb);
-        __syncthreads(); /* the previous tile is consumed (and q is in) */
-        attn_load_tile(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
-        __syncthreads();
+        if (tb != t0) {   /* the first tile is in */
+            __syncthreads(); /* the previous tile is consumed */
+            attn_load_tile(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+        }
+        __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
         for (int j = 0; j < ATT_HPW; j++) {
             const int h = wid + ATT_WARPS * j;
@@ -468,8 +499,8 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
-                               long long ps, long long os, uint8_t *__restrict__ xq) {
-    hm_pdl_wait();
+                               long long ps, long long os, uint8_t *__restrict__ xq, int f) {
+    hm_pdl_wait_f(f);
     const int h = blockIdx.x, row = blockIdx.y;
     const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
     if (ns == 1) {   /* the attention kernel wrote the output: only its records are left to make */
@@ -507,7 +538,7 @@ static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q
     static std::atomic<unsigned long long> raised(0);
     hm_allow_smem(k_attn_gqa_w<DPL>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
     hm_launch(k_attn_gqa_w<DPL>, grid, ATT_THREADS, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps);
+              qs, os, ps, hm_small_pdl());
 }
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
@@ -553,20 +584,37 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
-              fused ? xq : nullptr);   /* whole warps */
+              fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 
+/* NMAX: the most experts (ROUTER_SMALL: arrays of that size, the bias read into shared memory
+ * before the wait; ROUTER_MAX: the bias read where it is used) */
+#define ROUTER_SMALL 256
+template <int NMAX>
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
-                         int n_group, int topk_group, int *ids, float *w, int ws) {
-    hm_pdl_wait();
-    logits += (size_t)blockIdx.x * n; ids += blockIdx.x * k; w += blockIdx.x * ws;   /* row blockIdx.x of a batched step */
-    router_topk(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+                         int n_group, int topk_group, int *ids, float *w, int ws, int f) {
+    if constexpr (NMAX <= ROUTER_SMALL) {
+        __shared__ float sb[NMAX];   /* each thread reads back the entries it wrote (router_topk's stride) */
+        hm_pdl_pre(f);
+        if (bias)
+            for (int i = threadIdx.x; i < n; i += blockDim.x) sb[i] = __ldg(bias + i);
+        hm_pdl_wait_f(f);
+        logits += (size_t)blockIdx.x * n; ids += blockIdx.x * k; w += blockIdx.x * ws;   /* row blockIdx.x of a batched step */
+        router_topk<NMAX>(logits, bias ? sb : nullptr, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+    } else {
+        hm_pdl_wait_f(f);
+        logits += (size_t)blockIdx.x * n; ids += blockIdx.x * k; w += blockIdx.x * ws;
+        router_topk<NMAX>(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
+    }
 }
 
 void op_router_rows(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                     int topk_group, int *ids, float *w, int ws, int rows, cudaStream_t s) {
-    hm_launch(k_router, rows, router_threads(n), 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, ws);
+    if (n <= ROUTER_SMALL)
+        hm_launch(k_router<ROUTER_SMALL>, rows, router_threads(n), 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, ws, hm_small_pdl());
+    else
+        hm_launch(k_router<ROUTER_MAX>, rows, router_threads(n), 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, ws, hm_small_pdl());
 }
 
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,

@@ -66,8 +66,9 @@ __global__ void k_pf_qkv_post(float *qkv, int ld, const float *bq, const float *
                               const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta, float eps,
                               int pos0, float *kcache, float *vcache) {
     float *q = qkv + (size_t)blockIdx.x * ld, *k = q + n_head * hd;
-    qkv_post_head(q, k, k + n_head_kv * hd, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, blockIdx.y, pos0 + blockIdx.x,
-                  kcache, vcache);
+    const qkv_pre pr = qkv_post_prep(bq, bk, qn, kn, n_head, hd, n_rot, theta, blockIdx.y, pos0 + blockIdx.x);
+    qkv_post_head(q, k, k + n_head_kv * hd, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, eps, blockIdx.y, pos0 + blockIdx.x,
+                  kcache, vcache, pr);
 }
 
 /* Flash attention, causal, over the F32 KV cache: grid (q tiles of 64 tokens, n_head), 4 warps of
@@ -234,7 +235,7 @@ __global__ void k_pf_widen(const uint16_t *src, float *dst, int64_t n, int bf16)
 
 __global__ void k_pf_router(const float *logits_all, const float *bias, int n, int k, int fn, int norm, float scale,
                             int n_group, int topk_group, int *ids_all, float *w_all) {
-    router_topk(logits_all + (size_t)blockIdx.x * n, bias, n, k, fn, norm, scale, n_group, topk_group,
+    router_topk<ROUTER_MAX>(logits_all + (size_t)blockIdx.x * n, bias, n, k, fn, norm, scale, n_group, topk_group,
                 ids_all + (size_t)blockIdx.x * k, w_all + (size_t)blockIdx.x * k);
 }
 

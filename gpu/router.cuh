@@ -30,10 +30,11 @@ static inline int router_threads(int n) { return n <= 32 ? 32 : n >= 1024 ? 1024
  * ties to the lower index. Each expert's rank in that order is counted at once (no k rounds of
  * arg-max); group-limited routing, and choices with a NaN (whose order the rank count would not
  * reproduce), take the k rounds of warp_argmax on warp 0 instead. */
+template <int NMAX>   /* n <= NMAX <= ROUTER_MAX: the size of its shared arrays */
 static __device__ void router_topk(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
                                    int n_group, int topk_group, int *ids, float *w) {
-    __shared__ float score[ROUTER_MAX], choice[ROUTER_MAX], gscore[64], red[32];
-    __shared__ unsigned char used[ROUTER_MAX], gused[64];
+    __shared__ float score[NMAX], choice[NMAX], gscore[64], red[32];
+    __shared__ unsigned char used[NMAX], gused[64];
     __shared__ float total;
     const int tid = threadIdx.x, lane = tid & 31, nt = blockDim.x;
     if (fn == 2) {
