@@ -3,10 +3,10 @@
  * what does not depend on it (e.g. prefetching weights), and calls hm_pdl_wait() before it reads
  * anything an earlier kernel wrote, or writes anything one may still read. Every kernel launched
  * through hm_launch must call hm_pdl_wait() first thing (or after such independent work).
- * HOTMOE_PDL=0 launches plainly (full serialization), for comparison. No kernel triggers its
- * dependents early (griddepcontrol.launch_dependents right after the wait measured slower: `air`
- * 154.5 against 159.2 tok/s, bench/README.md), so the next kernel launches as this one's blocks
- * exit. CUDA sources only. */
+ * HOTMOE_PDL=0 launches plainly (full serialization), for comparison. Kernels trigger their
+ * dependents where hm_pdl_trigger_mode says (the q8 GEMVs at their blocks' last round, the small
+ * kernels right after their wait; every kernel right after its wait measured slower in session 8,
+ * `air` 154.5 against 159.2 tok/s, bench/README.md). CUDA sources only. */
 #ifndef HM_LAUNCH_CUH
 #define HM_LAUNCH_CUH
 #include <atomic>
@@ -29,16 +29,19 @@ __device__ __forceinline__ void hm_pdl_trigger(void) {
 #endif
 }
 
-/* HOTMOE_PDL_TRIGGER: where the decode GEMVs let the next kernel launch. 0 (default): as their
- * blocks exit; 1: when a block starts its last round of rows (its last copies issued); 2: the same,
- * but not in a block's first round (launches of one round trigger as their blocks exit); 3: as 1,
- * and the small kernels trigger right after their wait (hm_small_pdl). */
+/* HOTMOE_PDL_TRIGGER: where the decode kernels let the next kernel launch. 0: as their blocks
+ * exit; 1: the q8 GEMVs when a block starts its last round of rows (its last copies issued); 2:
+ * the same, but not in a block's first round (launches of one round trigger as their blocks
+ * exit); 3 (default): as 1, and the small kernels right after their wait (hm_small_pdl). The next
+ * kernel's blocks then take the SMs this one leaves and run what precedes their wait (weights
+ * asked for, KV rows read) while it finishes. H200 (bench/README.md, ninth pass), air resident
+ * tok/s: 0 182.9, 1 186.8, 3 190.2; a3b: 0 313.3, 3 334.2. */
 static inline int hm_pdl_trigger_mode(void) {
     static std::atomic<int> on(-1);
     int v = on.load(std::memory_order_relaxed);
     if (v < 0) {
         const char *env = getenv("HOTMOE_PDL_TRIGGER");
-        v = env && env[0] >= '0' && env[0] <= '3' ? env[0] - '0' : 0;
+        v = env && env[0] >= '0' && env[0] <= '3' ? env[0] - '0' : 3;
         on.store(v, std::memory_order_relaxed);
     }
     return v;
