@@ -156,14 +156,6 @@ static void mark(gpu_exec *g, int grp) {
 }
 
 /* Records one decode step into the stream (captured into a graph by the caller). */
-/* HOTMOE_SHEXP_SERIAL=1 (to be measured): the shared expert on the step's stream before the router
- * instead of beside the router and the routed experts on the second stream */
-static int shexp_serial(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_SHEXP_SERIAL"); v = e && e[0] == '1'; }
-    return v;
-}
-
 static void record_step(gpu_exec *g, int with_logits, int seq) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
@@ -213,12 +205,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
             /* the shared expert runs beside the router and the routed experts (its own stream and
              * activation buffer), joined before the reduction that adds it */
-            const int side = l->is_moe && !shexp_serial();
-            cudaStream_t ss = side ? g->s2 : s;
-            if (side) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
+            cudaStream_t ss = l->is_moe ? g->s2 : s;
+            if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
             gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
-            if (side) cudaEventRecord(g->ev_join, ss);
+            if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
                 op_residual_norm_q8(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
@@ -279,7 +270,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             kk++;
             mark(g, P_CPUWAIT);
         }
-        if (shared && !shexp_serial()) cudaStreamWaitEvent(s, g->ev_join, 0);
+        if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
         op_residual_norm_q8(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
