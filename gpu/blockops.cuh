@@ -25,27 +25,9 @@ static __device__ float block_sum(float v) {
     return red[0];
 }
 
-/* The q/k post's arithmetic, rounded the same wherever it runs (explicit roundings: the compiler
- * may not fuse these into FMAs differently in different kernels): a value's square for the norm's
- * sum, the normed value, the NeoX rotation of pair (a, b) for the low (lo) or the high half. */
-static __device__ __forceinline__ float qkv_sq(float x) { return __fmul_rn(x, x); }
-static __device__ __forceinline__ float qkv_normed(float x, float ss, float nw, int hd, float eps) {
-    return __fmul_rn(nw, __fmul_rn(x, 1.0f / sqrtf(ss / (float)hd + eps)));
-}
-static __device__ __forceinline__ float qkv_rot(float a, float b, float c, float sn, bool lo) {
-    return lo ? __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn)) : __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
-}
-
 /* What one head's post needs besides q|k|v: its bias and norm weight at dim threadIdx.x and the
  * RoPE rotation at pos (weights and pos only, so a decode kernel reads them before hm_pdl_wait) */
 struct qkv_pre { float b, nw, c, sn; };
-/* cos and sin of dim i's RoPE angle at pos (i < n_rot) */
-static __device__ __forceinline__ void qkv_angle(int i, int n_rot, float theta, int pos, float *c, float *sn) {
-    const int half = n_rot / 2, j = i < half ? i : i - half;
-    const float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
-    const float ang = (float)pos * inv;
-    *c = cosf(ang); *sn = sinf(ang);
-}
 static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const float *qn, const float *kn, int n_head, int hd,
                                         int n_rot, float theta, int h, int pos) {
     qkv_pre r = { 0.f, 0.f, 1.f, 0.f };
@@ -53,7 +35,12 @@ static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const 
     const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
     if (b && i < hd) r.b = b[hh * hd + i];
     if (nw && i < hd) r.nw = nw[i];
-    if (i < n_rot) qkv_angle(i, n_rot, theta, pos, &r.c, &r.sn);
+    if (i < n_rot) {
+        const int half = n_rot / 2, j = i < half ? i : i - half;
+        const float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
+        const float ang = (float)pos * inv;
+        r.c = cosf(ang); r.sn = sinf(ang);
+    }
     return r;
 }
 
@@ -72,15 +59,16 @@ static __device__ void qkv_post_head(float *q, float *k, const float *v, const f
     float x = on ? p[i] : 0.0f;
     if (b && on) x += pr.b;
     if (nw) {
-        float ss = block_sum(qkv_sq(x));
-        if (on) x = qkv_normed(x, ss, pr.nw, hd, eps);
+        float ss = block_sum(x * x);
+        if (on) x = pr.nw * (x * (1.0f / sqrtf(ss / (float)hd + eps)));
     }
     buf[i] = x;
     __syncthreads();
     int half = n_rot / 2;
     if (i < n_rot) {
         int j = i < half ? i : i - half;
-        x = qkv_rot(buf[j], buf[j + half], pr.c, pr.sn, i < half);
+        float a = buf[j], bb = buf[j + half];
+        x = i < half ? a * pr.c - bb * pr.sn : bb * pr.c + a * pr.sn;
     }
     if (!on) return;
     if (is_q) p[i] = x;

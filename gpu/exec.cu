@@ -137,7 +137,7 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
  * the graph's launch overhead gone (a group boundary does cost the programmatic launch across
  * it). Times are summed per group and printed when the executor is freed. */
 enum { P_NORM, P_QKV, P_ROPE, P_ATTN, P_OPROJ, P_ROUTER, P_MOE_GU, P_MOE_DOWN, P_REDUCE, P_DENSE, P_OUTPUT, P_CACHE, P_CPUWAIT, P_COUNT };
-static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "qkv post+attention", "o-proj+res+norm",
+static const char *prof_names[P_COUNT] = { "rmsnorm", "q/k/v gemv", "qkv post+rope", "attention", "o-proj+res+norm",
                                            "router gemv+topk", "experts gate/up", "experts down", "moe reduce+norm",
                                            "dense/shared ffn", "output head+copy", "expert cache", "wait for CPU experts" };
 typedef struct {
@@ -190,9 +190,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        op_qkv_attn_decode(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
-                           c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, NULL, 0, 1, 0, 0, 0, g->att,
-                           g->xq_att, g->part, s);
+        op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
+                    c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
+        mark(g, P_ROPE);
+        op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
+                          g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
         gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
@@ -313,9 +315,11 @@ static void record_step_batch(gpu_exec *g, int nb) {
             gpu_gemv_batch(l->wk.type, l->wk.d, g->bxn, D, g->bq + c->q_dim, QKV, nb, D, c->kv_dim, s);
         }
         if (l->n_fused != 3) gpu_gemv_batch(l->wv.type, l->wv.d, g->bxn, D, g->bq + c->q_dim + c->kv_dim, QKV, nb, D, c->kv_dim, s);
-        op_qkv_attn_decode(g->bq, g->bq + c->q_dim, g->bq + c->q_dim + c->kv_dim, l->bq, l->bk, l->bv, l->q_norm, l->k_norm,
-                           c->n_head, c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos, g->kc + kvl,
-                           g->vc + kvl, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, g->batt, NULL, g->bpart, s);
+        op_qkv_post_seq(g->bq, g->bq + c->q_dim, g->bq + c->q_dim + c->kv_dim, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head,
+                        c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos, g->kc + kvl, g->vc + kvl, g->bseq,
+                        seq_stride, nb, QKV, s);
+        op_attn_decode_seq(g->bq, g->kc + kvl, g->vc + kvl, g->batt, g->bpart, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
+                           g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s);
         gpu_gemv_batch(l->wo.type, l->wo.d, g->batt, c->q_dim, g->btmp, D, nb, c->q_dim, D, s);
         op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s);
         int shared = 0;

@@ -390,137 +390,40 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     }
 }
 
-/* What k_attn_gqa_w<.., true> needs for op_qkv_post's work (see op_qkv_attn_decode) */
-struct attn_post {
-    const float *k, *v;                       /* the raw k and v rows (row r at + r * qs) */
-    const float *bq, *bk, *bv, *qn, *kn;      /* biases and q/k norm weights, or NULL */
-    float *kw, *vw;                           /* the caches (kc, vc), written at the step's position */
-    int n_rot;
-    float theta, eps;
-};
-
-/* One head's q/k post by one warp, lane holding dims lane + 32 r (r < DPL, hd = 32 DPL):
- * qkv_post_head's values bit for bit (the norm's sum in block_sum's order: a butterfly per 32
- * dims, then one over the DPL sums). src: the raw row; bias: its bias or NULL; nw: the norm
- * weights of the lane's dims (NULL: no norm); c, sn: the lane's dims' rotation; the result goes
- * to buf (hd floats of shared memory, also the rotation's scratch). */
-template <int DPL>
-static __device__ void head_post_warp(const float *src, const float *bias, const float *nw, const float *c, const float *sn,
-                                      int n_rot, float eps, float *buf) {
-    const int lane = threadIdx.x & 31;
-    float x[DPL];
-#pragma unroll
-    for (int r = 0; r < DPL; r++) {
-        x[r] = src[lane + 32 * r];
-        if (bias) x[r] += bias[lane + 32 * r];
-    }
-    if (nw) {
-        float t = 0.f;
-#pragma unroll
-        for (int r = 0; r < DPL; r++) {
-            const float sr = warp_sum(qkv_sq(x[r]));
-            if (lane == r) t = sr;
-        }
-        const float ss = warp_sum(t);
-#pragma unroll
-        for (int r = 0; r < DPL; r++) x[r] = qkv_normed(x[r], ss, nw[r], 32 * DPL, eps);
-    }
-#pragma unroll
-    for (int r = 0; r < DPL; r++) buf[lane + 32 * r] = x[r];
-    __syncwarp();
-    const int half = n_rot / 2;
-#pragma unroll
-    for (int r = 0; r < DPL; r++) {
-        const int i = lane + 32 * r;
-        if (i < n_rot) {
-            const int j = i < half ? i : i - half;
-            x[r] = qkv_rot(buf[j], buf[j + half], c[r], sn[r], i < half);
-        }
-    }
-    __syncwarp();
-#pragma unroll
-    for (int r = 0; r < DPL; r++) buf[lane + 32 * r] = x[r];
-    __syncwarp();
-}
-
 /* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
  * a q head, lane t scores position t of the tile against it (the K row read from shared memory,
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
- * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions.
- * POST: q, k and v are the q|k|v GEMV's raw rows, and the kernel does op_qkv_post's work itself
- * (one slab a kv head, nslab 1): each block posts its q heads into shared memory; the block of the
- * split holding the step's position posts that kv head's k and v, writes them into the cache
- * (for later steps) and into its tile (never read back from the cache here). */
-template <int DPL, bool POST>   /* 2, 4 or 8 */
+ * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
+template <int DPL>   /* 2, 4 or 8 */
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int f, const attn_post pp) {
+                                                            int f) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
-    const long long so = seq_p ? seq_p[row] * seq_stride : 0;
-    kc += so; vc += so;
+    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
     extern __shared__ __align__(16) float att_sm[];
     float *sk = att_sm, *sv = sk + TP * KS, *sq = sv + TP * HD; /* [TP][HD+4], [TP][HD], [ng][HD] */
-    float *snew = sq + min(ATT_MAXG, n_head / n_head_kv) * HD; /* POST: [2][HD], the new k and v row */
     const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
     const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
-    /* before the wait: the position and sequence (copied in before the step's first kernel), the
-     * first tile's rows of earlier positions (written by earlier steps) and, POST, the weights and
-     * the rotation; after it, the row of this step's position and q */
+    /* before the wait: the position and sequence (copied in before the step's first kernel) and the
+     * first tile's rows of earlier positions (written by earlier steps); after it, the row of this
+     * step's position (the kernel before writes it) and q */
     const int n = *pos_p + 1;
     const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
     attn_load_tile(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
-    float pc[POST ? DPL : 1], psn[POST ? DPL : 1], pqn[POST ? DPL : 1], pkn[POST ? DPL : 1];
-    if constexpr (POST) {
-#pragma unroll
-        for (int r = 0; r < DPL; r++) {
-            const int i = lane + 32 * r;
-            pc[r] = 1.f; psn[r] = 0.f;
-            if (i < pp.n_rot) qkv_angle(i, pp.n_rot, pp.theta, n - 1, &pc[r], &psn[r]);
-            pqn[r] = pp.qn ? __ldg(pp.qn + i) : 0.f;
-            pkn[r] = pp.kn ? __ldg(pp.kn + i) : 0.f;
-        }
-        if (pp.bq)   /* the q heads' biases, where their posted values will go */
-            for (int i = threadIdx.x; i < ng * HD; i += ATT_THREADS) sq[i] = __ldg(pp.bq + (size_t)(kvh * grp + h0) * HD + i);
-    }
     hm_pdl_wait_f(f);
-    if constexpr (POST) {
-        __syncthreads();   /* the biases are in */
-        const float *qh = q + (size_t)(kvh * grp + h0) * HD;
-#pragma unroll
-        for (int j = 0; j < ATT_HPW; j++) {
-            const int h = wid + ATT_WARPS * j;
-            if (h >= ng) break; /* warp-uniform */
-            head_post_warp<DPL>(qh + h * HD, pp.bq ? sq + h * HD : nullptr, pp.qn ? pqn : nullptr, pc, psn, pp.n_rot, pp.eps, sq + h * HD);
-        }
-        if (sp == ns - 1 && wid == ATT_WARPS - 1) {   /* this split holds position n - 1: its k and v */
-            const float *kr = pp.k + row * qs + (size_t)kvh * HD, *vr = pp.v + row * qs + (size_t)kvh * HD;
-            float *kd = npre < nt0 ? sk + npre * KS : snew, *vd = npre < nt0 ? sv + npre * HD : snew + HD;
-            head_post_warp<DPL>(kr, pp.bk ? pp.bk + (size_t)kvh * HD : nullptr, pp.kn ? pkn : nullptr, pc, psn, pp.n_rot, pp.eps, kd);
-            const size_t off = (size_t)so + (size_t)(n - 1) * kvd + (size_t)kvh * HD;
-#pragma unroll
-            for (int r = 0; r < DPL; r++) {
-                const int i = lane + 32 * r;
-                float vv = vr[i];
-                if (pp.bv) vv += pp.bv[(size_t)kvh * HD + i];
-                vd[i] = vv;
-                if (slab == 0) { pp.kw[off + i] = kd[i]; pp.vw[off + i] = vv; }
-            }
-        }
-    } else {
-        if (npre < nt0) attn_load_tile(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
-        attn_stage_q(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
-    }
+    if (npre < nt0) attn_load_tile(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
     const float scale = 1.0f / sqrtf((float)HD);
+    attn_stage_q(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
     float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][DPL];
 #pragma unroll
     for (int j = 0; j < ATT_HPW; j++) {
@@ -532,10 +435,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            const bool last = POST && tb + nt == n;   /* POST: the step's row comes from snew */
-            attn_load_tile(kc, vc, sk, sv, tb, last ? nt - 1 : nt, kvd, kvh, HD, KS);
-            if (last)
-                for (int i = threadIdx.x; i < HD; i += ATT_THREADS) { sk[(nt - 1) * KS + i] = snew[i]; sv[(nt - 1) * HD + i] = snew[HD + i]; }
+            attn_load_tile(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
@@ -631,53 +531,48 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     }
 }
 
-template <int DPL, bool POST>
+template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                          long long qs, long long os, long long ps, const attn_post &pp) {
+                          long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, POST>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL, POST>, grid, ATT_THREADS, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride,
-              nslab, qs, os, ps, hm_small_pdl(), pp);
+    hm_allow_smem(k_attn_gqa_w<DPL>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL>, grid, ATT_THREADS, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+              qs, os, ps, hm_small_pdl());
 }
 
-/* HOTMOE_ATTN_POST=0: op_qkv_attn_decode always takes the two launches */
-static int attn_post_on(void) {
-    static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_ATTN_POST");
-        v = !(env && env[0] == '0');
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
-}
-
-/* the decode attention (and, pp given, the q/k/v post first: in the register kernel when it takes
- * it, else by op_qkv_post_seq) */
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                        int n_head_kv, int hd, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, const attn_post *pp, cudaStream_t s) {
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s);
+
+void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, s);
+}
+
+void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s);
+}
+
+void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s);
+}
+
+static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s) {
+    (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    const bool wk = hd == 64 || hd == 128 || hd == 256;   /* the register kernel */
-    const bool post = pp && wk && nslab == 1 && pp->n_rot <= hd && attn_post_on();
-    if (pp && !post)
-        op_qkv_post_seq((float *)q, (float *)pp->k, pp->v, pp->bq, pp->bk, pp->bv, pp->qn, pp->kn, n_head, n_head_kv, hd, pp->n_rot,
-                        pp->theta, pp->eps, pos, pp->kw, pp->vw, seq, seq_stride, rows, qs, s);
-    const attn_post none = {};
-    if (wk) {   /* tiles of 32 positions, q in shared memory (POST: and the new k and v row) */
-        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd + (post ? 2 * hd : 0));
-#define ATTN_W(D)                                                                                                                \
-    (post ? attn_w_launch<D, true>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, \
-                                   ps, *pp)                                                                                        \
-          : attn_w_launch<D, false>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, \
-                                    ps, none))
-        if (hd == 64) ATTN_W(2);
-        else if (hd == 128) ATTN_W(4);
-        else ATTN_W(8);
-#undef ATTN_W
+    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
+        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
+        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);
@@ -691,33 +586,6 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
-}
-
-void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    (void)n_ctx;
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, pos, NULL, 0, 1, 0, 0, 0, NULL, NULL, s);
-}
-
-void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    (void)n_ctx;
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, NULL, s);
-}
-
-void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, cudaStream_t s) {
-    (void)n_ctx;
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, pos, seq, seq_stride, rows, qs, os, ps, NULL, NULL, s);
-}
-
-void op_qkv_attn_decode(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv, const float *qn,
-                        const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta, float eps, const int *pos,
-                        float *kcache, float *vcache, const int *seq, long long seq_stride, int rows, long long qs, long long os,
-                        long long ps, float *out, void *xq, float *part, cudaStream_t s) {
-    const attn_post pp = { k, v, bq, bk, bv, qn, kn, kcache, vcache, n_rot, theta, eps };
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, pos, seq, seq_stride, rows, qs, os, ps, (uint8_t *)xq, &pp, s);
 }
 
 /* NMAX: the most experts (ROUTER_SMALL: arrays of that size, the bias read into shared memory

@@ -49,17 +49,6 @@ void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const
                          void *xq, int n, float eps, cudaStream_t s);
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
                        int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
-/* op_qkv_post_seq then op_attn_decode_seq (rows 1, seq NULL: op_qkv_post then op_attn_decode_q8,
- * whose records xq may be given; rows > 1: xq NULL) with the post done inside the attention's
- * launch where its register kernel runs (hd 64, 128 or 256) and a kv head's q heads fit one of its
- * blocks (n_head / n_head_kv <= 32): one launch fewer a layer. Bitwise the two ops' results: out,
- * the records and the cache rows written at pos; q and k are left raw then (the two ops post
- * them in place). Rows are in distinct sequences (as a batched step's are): a row's earlier
- * positions are read before the post of the others. HOTMOE_ATTN_POST=0: always the two ops. */
-void op_qkv_attn_decode(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv, const float *qn,
-                        const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta, float eps, const int *pos,
-                        float *kcache, float *vcache, const int *seq, long long seq_stride, int rows, long long qs, long long os,
-                        long long ps, float *out, void *xq, float *part, cudaStream_t s);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);

@@ -185,73 +185,6 @@ static void test_qkv_post(int n_head, int n_kv, int hd, int n_rot, int bias, int
     free(q); free(k); free(v); free(bq); free(bk); free(bv); free(qn); free(kn); free(rq); free(rk); free(rv); free(gq); free(gk); free(gv);
 }
 
-/* op_qkv_attn_decode (the post inside the attention's launch where it runs there) against
- * op_qkv_post(_seq) then op_attn_decode_q8 / _seq, bit for bit: the output, its records (one row),
- * and the whole caches (the rows written at each position, every other row untouched). rows > 1:
- * row r in sequence rows - r (distinct, as a batched step's are) at position pos + 37 r (capped),
- * the caches of rows + 1 sequences. */
-static void test_qkv_attn(int n_head, int n_kv, int hd, int n_rot, int bias, int qk_norm, int pos, int rows) {
-    const int qd = n_head * hd, kvd = n_kv * hd, qs = qd + 2 * kvd, n_ctx = 2048, nseq = rows > 1 ? rows + 1 : 1;
-    const size_t cn = (size_t)nseq * n_ctx * kvd;
-    int hp[8], hs[8];
-    for (int r = 0; r < rows; r++) { hp[r] = pos + 37 * r < n_ctx ? pos + 37 * r : n_ctx - 1 - r; hs[r] = rows > 1 ? (rows - r) % nseq : 0; }
-    float *qkv = (float *)malloc((size_t)rows * qs * 4), *kc = (float *)malloc(cn * 4), *vc = (float *)malloc(cn * 4);
-    float *bq = (float *)malloc(qd * 4), *bk = (float *)malloc(kvd * 4), *bv = (float *)malloc(kvd * 4), *qn = (float *)malloc(hd * 4), *kn = (float *)malloc(hd * 4);
-    fill(qkv, (size_t)rows * qs, 1); fill(kc, cn, 1); fill(vc, cn, 1);
-    fill(bq, qd, 0.3f); fill(bk, kvd, 0.3f); fill(bv, kvd, 0.3f); fill(qn, hd, 1); fill(kn, hd, 1);
-    float *dbq = dup(bq, qd), *dbk = dup(bk, kvd), *dbv = dup(bv, kvd), *dqn = dup(qn, hd), *dkn = dup(kn, hd);
-    int *dpos, *dseq; cudaMalloc(&dpos, 4 * rows); cudaMalloc(&dseq, 4 * rows);
-    cudaMemcpy(dpos, hp, 4 * rows, cudaMemcpyHostToDevice); cudaMemcpy(dseq, hs, 4 * rows, cudaMemcpyHostToDevice);
-    const long long ss = (long long)n_ctx * kvd, ps = (long long)op_attn_part_floats(n_head, n_kv, hd);
-    float *o[2], *kco[2], *vco[2];
-    void *xq[2] = { NULL, NULL };
-    for (int path = 0; path < 2; path++) {
-        float *dqkv = dup(qkv, (size_t)rows * qs), *dk = dup(kc, cn), *dv = dup(vc, cn), *out = poisoned((size_t)rows * qd);
-        float *part = poisoned((size_t)rows * ps);
-        if (rows == 1) xq[path] = poisoned_rec(qd);
-        const float *b_q = bias ? dbq : NULL, *b_k = bias ? dbk : NULL, *b_v = bias ? dbv : NULL;
-        const float *n_q = qk_norm ? dqn : NULL, *n_k = qk_norm ? dkn : NULL;
-        if (path == 0 && rows == 1) {
-            op_qkv_post(dqkv, dqkv + qd, dqkv + qd + kvd, b_q, b_k, b_v, n_q, n_k, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, dk, dv, 0);
-            op_attn_decode_q8(dqkv, dk, dv, out, xq[0], part, n_head, n_kv, hd, n_ctx, dpos, 0);
-        } else if (path == 0) {
-            op_qkv_post_seq(dqkv, dqkv + qd, dqkv + qd + kvd, b_q, b_k, b_v, n_q, n_k, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, dk,
-                            dv, dseq, ss, rows, qs, 0);
-            op_attn_decode_seq(dqkv, dk, dv, out, part, n_head, n_kv, hd, n_ctx, dpos, dseq, ss, rows, qs, qd, ps, 0);
-        } else {
-            op_qkv_attn_decode(dqkv, dqkv + qd, dqkv + qd + kvd, b_q, b_k, b_v, n_q, n_k, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, dk,
-                               dv, rows > 1 ? dseq : NULL, rows > 1 ? ss : 0, rows, rows > 1 ? qs : 0, rows > 1 ? qd : 0,
-                               rows > 1 ? ps : 0, out, xq[1], part, 0);
-        }
-        o[path] = (float *)malloc((size_t)rows * qd * 4); kco[path] = (float *)malloc(cn * 4); vco[path] = (float *)malloc(cn * 4);
-        back(o[path], out, (size_t)rows * qd); back(kco[path], dk, cn); back(vco[path], dv, cn);
-        cudaFree(dqkv); cudaFree(dk); cudaFree(dv); cudaFree(out); cudaFree(part);
-    }
-    char what[160];
-    snprintf(what, sizeof what, "qkv+attention in one launch: heads %d/%d hd %d rot %d bias %d qknorm %d pos %d rows %d", n_head, n_kv, hd,
-             n_rot, bias, qk_norm, pos, rows);
-    const int same = !memcmp(o[0], o[1], (size_t)rows * qd * 4);
-    int nrows_changed = 0;   /* cache rows the ops wrote: exactly one per row's (sequence, position) */
-    for (size_t t = 0; t < (size_t)nseq * n_ctx; t++)
-        nrows_changed += memcmp(kco[1] + t * kvd, kc + t * kvd, (size_t)kvd * 4) != 0;
-    const int cache_same = !memcmp(kco[0], kco[1], cn * 4) && !memcmp(vco[0], vco[1], cn * 4);
-    int rec_same = 1;
-    if (rows == 1) {
-        const size_t rb = gpu_q8_records_bytes(qd);
-        uint8_t *r0 = (uint8_t *)malloc(rb), *r1 = (uint8_t *)malloc(rb);
-        cudaMemcpy(r0, xq[0], rb, cudaMemcpyDeviceToHost); cudaMemcpy(r1, xq[1], rb, cudaMemcpyDeviceToHost);
-        rec_same = !memcmp(r0, r1, rb);
-        free(r0); free(r1); cudaFree(xq[0]); cudaFree(xq[1]);
-    }
-    const int ok = same && cache_same && rec_same && nrows_changed == rows;
-    printf("%s %s: output %s, caches %s, records %s, %d cache rows written\n", ok ? "PASS" : "FAIL", what, same ? "bitwise" : "DIFFER",
-           cache_same ? "bitwise" : "DIFFER", rec_same ? "bitwise" : "DIFFER", nrows_changed);
-    ok ? n_pass++ : n_fail++;
-    for (int path = 0; path < 2; path++) { free(o[path]); free(kco[path]); free(vco[path]); }
-    cudaFree(dbq); cudaFree(dbk); cudaFree(dbv); cudaFree(dqn); cudaFree(dkn); cudaFree(dpos); cudaFree(dseq);
-    free(qkv); free(kc); free(vc); free(bq); free(bk); free(bv); free(qn); free(kn);
-}
-
 /* softmax(q . k / sqrt(hd)) v over positions 0..pos, GQA */
 static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     int qd = n_head * hd, kvd = n_kv * hd, grp = n_head / n_kv;
@@ -329,17 +262,6 @@ int main(void) {
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
     test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
     test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
-    /* the post inside the attention: positions in the first tile of a split, past it (two tiles a
-     * split from 1057 positions on: 1999), one position; hd 64/128/256; the two-launch fallback
-     * (64 heads a kv head: two slabs; hd 48); several rows of different sequences */
-    for (int pos : { 0, 5, 31, 32, 300, 1999 }) test_qkv_attn(96, 8, 128, 64, 1, 1, pos, 1);
-    for (int pos : { 77, 1999 }) test_qkv_attn(32, 4, 128, 128, 0, 1, pos, 1);
-    test_qkv_attn(40, 2, 64, 64, 1, 0, 16, 1);
-    test_qkv_attn(8, 2, 256, 64, 1, 1, 299, 1);
-    test_qkv_attn(64, 1, 64, 64, 0, 1, 150, 1);
-    test_qkv_attn(6, 3, 48, 24, 1, 1, 211, 1);
-    test_qkv_attn(96, 8, 128, 64, 1, 1, 1990, 3);
-    test_qkv_attn(32, 4, 128, 128, 0, 1, 40, 2);
     for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
     test_attention(4, 2, 16, 40, 39);
     test_attention(6, 3, 48, 300, 211);
