@@ -4,6 +4,7 @@
 #include "exec_impl.cuh"
 #include "gpu_gemv.h"
 #include "ops.cuh"
+#include "launch.cuh"
 extern "C" {
 #include "quant.h"
 }
@@ -366,6 +367,29 @@ static void record_step_batch(gpu_exec *g, int nb) {
 }
 
 /* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens. */
+#ifdef HM_KTRACE
+/* The traced step's kernels (gpu/launch.cuh) in the order their first block returned from the
+ * wait, times in us from the first: one line each on stderr ("kt" lines; tools/device/ktrace.py
+ * sums them per layer position). */
+static int kt_cmp(const void *a, const void *b) {
+    const unsigned long long x = ~((const hm_kstamp *)a)->first_ret_n, y = ~((const hm_kstamp *)b)->first_ret_n;
+    return x < y ? -1 : x > y;
+}
+static void kt_print(long step, int pos) {
+    static hm_kstamp all[8 * HM_KT_N];
+    int n = 0;
+    for (hm_kt_reader rd : hm_kt_readers()) n += rd(all + n, 8 * HM_KT_N - n);
+    qsort(all, n, sizeof all[0], kt_cmp);
+    const unsigned long long t0 = n ? ~all[0].first_ret_n : 0;
+    fprintf(stderr, "kt step %ld pos %d: %d kernels; columns: index, grid blocks, threads a block, blocks stamped, "
+                    "first block placed, first and last block past the wait (us from the first kernel's wait)\n", step, pos, n);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "kt %4d %6u %5u %6u %9.2f %9.2f %9.2f\n", i, all[i].gsz, all[i].bsz, all[i].nblk,
+                1e-3 * (double)(long long)(~all[i].first_arrive_n - t0), 1e-3 * (double)(long long)(~all[i].first_ret_n - t0),
+                1e-3 * (double)(long long)(all[i].last_ret - t0));
+}
+#endif
+
 /* HOTMOE_STREAM_PRIO=1 (not yet measured): the step's stream at the device's highest priority and
  * the second stream (v, the shared expert) at its lowest, kept in the graphs (kernel nodes take
  * their stream's priority when captured; instantiated to use them), so that blocks of the critical
@@ -955,6 +979,12 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
         prof.quiet = 1; prof.graph_n = prof.n;
         if (rc) { prof.owner = NULL; prof.graph = NULL; return -1; }
     }
+#ifdef HM_KTRACE
+    static long kt_step = -1, kt_n = 0;
+    if (kt_step < 0) { const char *e = getenv("HOTMOE_KTRACE"); kt_step = e ? atol(e) : 0; }
+    const int traced = kt_step > 0 && ++kt_n == kt_step && !profiled;
+    if (traced) { CK(cudaStreamSynchronize(g->s)); for (hm_kt_reader rd : hm_kt_readers()) rd(NULL, 0); }   /* cleared */
+#endif
     if (profiled && prof.on == 1) {
         prof.n = 0;
         record_step(g, logits != NULL, seq);
@@ -963,6 +993,9 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
         CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[2 * seq + (logits != NULL)], g->s));
     }
     CK(cudaStreamSynchronize(g->s));
+#ifdef HM_KTRACE
+    if (traced) kt_print(kt_step, pos);
+#endif
     if (profiled) {
         for (int i = 1; i < prof.n; i++) {
             float ms = 0;

@@ -11,11 +11,77 @@
 #define HM_LAUNCH_CUH
 #include <atomic>
 #include <stdlib.h>
+#include <string.h>
 #include <cuda_runtime.h>
+
+#ifdef HM_KTRACE
+/* A timeline of the kernels of one decode step, from inside the graph (this device has no Nsight
+ * Systems), in builds configured with -DHOTMOE_KTRACE=ON only: every kernel passes hm_pdl_wait,
+ * where block thread 0 stamps %globaltimer before and after the wait into its launch's slot (found
+ * by %gridid). Per launch: the first block's arrival (blocks are placed), the first and the last
+ * block's return from the wait (the kernel before has finished; its end is the next kernel's
+ * first return on the same stream), blocks, grid and block size. Each CUDA source has its own
+ * table (static device memory); each registers a reader (hm_kt_readers) that exec.cu uses to
+ * clear them before a traced step and collect them after (HOTMOE_KTRACE=STEP). Times are stored
+ * as ~t where the earliest is wanted, so that zeroed slots work with atomicMax. */
+#include <vector>
+struct hm_kstamp {
+    unsigned long long grid, first_arrive_n, first_ret_n, last_ret; /* _n: ~time */
+    unsigned nblk, gsz, bsz, pad;
+};
+#define HM_KT_N 2048
+static __device__ hm_kstamp hm_kt[HM_KT_N];
+__device__ __forceinline__ unsigned long long hm_gtime(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void hm_kt_stamp(unsigned long long t0, unsigned long long t1) {
+    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+    unsigned long long g;
+    asm("mov.u64 %0, %%gridid;" : "=l"(g));
+    g += 1;   /* 0 marks a free slot */
+    unsigned i = (unsigned)((g * 0x9E3779B97F4A7C15ull) >> 53) & (HM_KT_N - 1);
+    for (int probe = 0; probe < HM_KT_N; probe++, i = (i + 1) & (HM_KT_N - 1)) {
+        const unsigned long long old = atomicCAS(&hm_kt[i].grid, 0ull, g);
+        if (old == 0 || old == g) break;
+    }
+    hm_kstamp *k = &hm_kt[i];
+    atomicMax(&k->first_arrive_n, ~t0);
+    atomicMax(&k->first_ret_n, ~t1);
+    atomicMax(&k->last_ret, t1);
+    if (atomicAdd(&k->nblk, 1u) == 0) {
+        k->gsz = gridDim.x * gridDim.y * gridDim.z;
+        k->bsz = blockDim.x * blockDim.y * blockDim.z;
+    }
+}
+typedef int (*hm_kt_reader)(hm_kstamp *out, int max);   /* copies this source's table out and clears it; returns entries */
+inline std::vector<hm_kt_reader> &hm_kt_readers(void) {
+    static std::vector<hm_kt_reader> v;
+    return v;
+}
+static int hm_kt_read(hm_kstamp *out, int max) {
+    static hm_kstamp buf[HM_KT_N];
+    if (cudaMemcpyFromSymbol(buf, hm_kt, sizeof buf) != cudaSuccess) return 0;
+    int n = 0;
+    for (int i = 0; i < HM_KT_N && n < max; i++)
+        if (buf[i].grid) out[n++] = buf[i];
+    memset(buf, 0, sizeof buf);
+    cudaMemcpyToSymbol(hm_kt, buf, sizeof buf);
+    return n;
+}
+static struct hm_kt_reg { hm_kt_reg() { hm_kt_readers().push_back(hm_kt_read); } } hm_kt_reg_here;
+#endif
 
 __device__ __forceinline__ void hm_pdl_wait(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifdef HM_KTRACE
+    const unsigned long long t0 = hm_gtime();
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    hm_kt_stamp(t0, hm_gtime());
+#else
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 #endif
 }
 

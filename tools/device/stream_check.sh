@@ -119,6 +119,11 @@ PY
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
           for w in 0 5; do timeout 60 ./build-dev/bench_launch --work $w >"$OUT/launch-w$w.log" 2>&1; echo "-- bench_launch --work $w: rc=$?"; grep "^|" "$OUT/launch-w$w.log"; done ;;
+      ktrace) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # the kernels of one decode step, stamped inside the graph (a second build)
+          [ -x ./build-kt/bench_decode ] || { cmake -S . -B build-kt -DHOTMOE_CUDA=ON -DHOTMOE_KTRACE=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+              -DCMAKE_BUILD_TYPE=Release >>"$OUT/build.log" 2>&1 && cmake --build build-kt -j"$(nproc)" --target bench_decode >>"$OUT/build.log" 2>&1; }
+          HOTMOE_KTRACE=${KT_STEP:-300} timeout $(( $(left) - 3 )) ./build-kt/bench_decode -m "$f" --device cuda --runs 1 --gen $GEN >"$OUT/ktrace-$shape.log" 2>&1
+          echo "-- ktrace $shape: rc=$?"; python3 tools/device/ktrace.py "$OUT/ktrace-$shape.log" $nl 2>&1 | head -${KT_LINES:-45} ;;
       timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
       ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm4}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
