@@ -25,14 +25,15 @@ static __device__ float block_sum(float v) {
     return red[0];
 }
 
-/* What one head's post needs besides q|k|v: its bias and norm weight at dim threadIdx.x and the
- * RoPE rotation at pos (weights and pos only, so a decode kernel reads them before hm_pdl_wait) */
-struct qkv_pre { float b, nw, c, sn; };
+/* What one head's post needs besides q|k|v: its bias and norm weight at dim threadIdx.x (whether
+ * the head has them: has_b, has_nw) and the RoPE rotation at pos (weights and pos only, so a
+ * decode kernel reads them before hm_pdl_wait) */
+struct qkv_pre { float b, nw, c, sn; bool has_b, has_nw; };
 static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const float *qn, const float *kn, int n_head, int hd,
                                         int n_rot, float theta, int h, int pos) {
-    qkv_pre r = { 0.f, 0.f, 1.f, 0.f };
     const int i = threadIdx.x, is_q = h < n_head, hh = is_q ? h : h - n_head;
     const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
+    qkv_pre r = { 0.f, 0.f, 1.f, 0.f, b != nullptr, nw != nullptr };
     if (b && i < hd) r.b = b[hh * hd + i];
     if (nw && i < hd) r.nw = nw[i];
     if (i < n_rot) {
@@ -47,18 +48,16 @@ static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const 
 /* Bias, q/k norm and RoPE of head h (q heads first, then kv heads) of one token at position pos; a
  * kv head's k and v go into the cache. One block, blockDim = hd rounded up to a warp; q, k, v: the
  * token's rows; pr: qkv_post_prep's values for this thread. */
-static __device__ void qkv_post_head(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
-                                     const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot,
-                                     float eps, int h, int pos, float *kcache, float *vcache, const qkv_pre &pr) {
+static __device__ void qkv_post_head(float *q, float *k, const float *v, const float *bv, int n_head, int n_head_kv, int hd,
+                                     int n_rot, float eps, int h, int pos, float *kcache, float *vcache, const qkv_pre &pr) {
     __shared__ float buf[1024];
     int i = threadIdx.x, on = i < hd;
     int is_q = h < n_head;
     int hh = is_q ? h : h - n_head;
     float *p = (is_q ? q : k) + hh * hd;
-    const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
     float x = on ? p[i] : 0.0f;
-    if (b && on) x += pr.b;
-    if (nw) {
+    if (pr.has_b && on) x += pr.b;
+    if (pr.has_nw) {
         float ss = block_sum(x * x);
         if (on) x = pr.nw * (x * (1.0f / sqrtf(ss / (float)hd + eps)));
     }

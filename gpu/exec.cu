@@ -366,7 +366,6 @@ static void record_step_batch(gpu_exec *g, int nb) {
     cudaMemcpyAsync(g->hb_logits, g->blogits, sizeof(float) * V * nb, cudaMemcpyDeviceToHost, s);
 }
 
-/* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens. */
 #ifdef HM_KTRACE
 /* The traced step's kernels (gpu/launch.cuh) in the order their first block returned from the
  * wait, times in us from the first: one line each on stderr ("kt" lines; tools/device/ktrace.py
@@ -395,11 +394,11 @@ static void kt_print(long step, int pos) {
  * their stream's priority when captured; instantiated to use them), so that blocks of the critical
  * path (e.g. the router's top-k, one block) are placed before the side stream's when SMs free up. */
 static int stream_prio(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_STREAM_PRIO"); v = e && e[0] == '1'; }
-    return v;
+    static std::atomic<int> on(-1);
+    return hm_env_digit("HOTMOE_STREAM_PRIO", 1, 1, 0, on);
 }
 
+/* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens. */
 static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
     cudaGraph_t graph;
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));

@@ -71,11 +71,7 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
     if (p.pre && !p.tab0 && threadIdx.x == 0) {   /* one matrix: its rows are known before the kernel before ends */
         const size_t rs0 = (size_t)(p.ncols / T::QK) * T::BS;
         const int r0 = blockIdx.x * ROWS, nr = min(ROWS, p.nrows - r0);
-        const uintptr_t a = (uintptr_t)(p.w + (size_t)r0 * rs0) & ~(uintptr_t)15;
-        const uintptr_t b = ((uintptr_t)(p.w + (size_t)(r0 + nr) * rs0) + 15) & ~(uintptr_t)15;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        if (nr > 0) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(b - a)) : "memory");
-#endif
+        if (nr > 0) q8_prefetch_l2(p.w + (size_t)r0 * rs0, (size_t)nr * rs0);
     }
     hm_pdl_wait();
     if (p.pre) hm_pdl_trigger();

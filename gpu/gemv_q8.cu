@@ -131,18 +131,6 @@ template <> struct q8_b32<Q8W_Q5_1> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
-/* Asks L2 for the 16-byte granules covering [p, p + n) (no registers, no wait): the row a group
- * takes next is in flight from DRAM while it computes the current one. Only granules that overlap
- * the row are touched (the chunk loaders rely on the same). */
-__device__ __forceinline__ void q8_prefetch_l2(const uint8_t *p, size_t n) {
-    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)15, e = ((uintptr_t)p + n + 15) & ~(uintptr_t)15;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
-#elif defined(__CUDA_ARCH__)
-    for (uintptr_t q = a; q < e; q += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
-#endif
-}
-
 /* The matrix of each slot this block reads (flat: every slot; else slot e) into wp: through the
  * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w. */
 template <int NMAT>
@@ -439,13 +427,7 @@ static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
 #define Q8P_BIG 4
 static int q8_pipe_on(void) {
     static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_Q8_PIPE");
-        v = env && env[0] >= '0' && env[0] <= '4' ? env[0] - '0' : Q8P_BIG;
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    return hm_env_digit("HOTMOE_Q8_PIPE", 0, 4, Q8P_BIG, on);
 }
 /* Q8P_AUTO: one plain matrix (no expert table, not SwiGLU) of Q4_K or Q4_0, or of Q6_K with rows
  * of at most 4096 */

@@ -154,6 +154,18 @@ __device__ __forceinline__ void q8_quant_f4(float4 f, int i, bool in, uint8_t *x
             make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
 }
 
+/* Asks L2 for the 16-byte granules covering [p, p + n) (no registers, no wait): the rows a kernel
+ * takes next are in flight from DRAM while it computes (or waits for the kernel before). Only
+ * granules that overlap the span are touched (the chunk loaders rely on the same). */
+__device__ __forceinline__ void q8_prefetch_l2(const uint8_t *p, size_t n) {
+    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)15, e = ((uintptr_t)p + n + 15) & ~(uintptr_t)15;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
+#elif defined(__CUDA_ARCH__)
+    for (uintptr_t q = a; q < e; q += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
+#endif
+}
+
 /* q8_quant_lane: one value v = x[j] per lane, the 32 lanes of a warp holding one 32-group
  * (j % 32 == lane), into the records at xs. */
 __device__ __forceinline__ void q8_quant_lane(float v, int j, uint8_t *xs) {

@@ -95,24 +95,30 @@ __device__ __forceinline__ void hm_pdl_trigger(void) {
 #endif
 }
 
+/* The digit lo..hi that environment variable name starts with, else def; read once per cache (a
+ * static of the caller's). */
+static inline int hm_env_digit(const char *name, int lo, int hi, int def, std::atomic<int> &cache) {
+    int v = cache.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv(name);
+        v = env && env[0] >= '0' + lo && env[0] <= '0' + hi ? env[0] - '0' : def;
+        cache.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 /* HOTMOE_PDL_TRIGGER: where the decode kernels let the next kernel launch. 0: as their blocks
  * exit; 1: the q8 GEMVs when a block starts its last round of rows (its last copies issued); 2:
  * the same, but not in a block's first round (launches of one round trigger as their blocks
  * exit); 3 (default): as 1, and the small kernels right after their wait (hm_small_pdl); 4 (not
  * yet measured): as 3, and the generic GEMV kernel (gemv.cu: float types, e.g. the router) asks
- * L2 for its rows before its wait and triggers right after it. The next
- * kernel's blocks then take the SMs this one leaves and run what precedes their wait (weights
- * asked for, KV rows read) while it finishes. H200 (bench/README.md, ninth pass), air resident
+ * L2 for its rows before its wait and triggers right after it. The next kernel's blocks then take
+ * the SMs this one leaves and run what precedes their wait (weights asked for, KV rows read)
+ * while it finishes. H200 (bench/README.md, ninth pass), air resident
  * tok/s: 0 182.9, 1 186.8, 3 190.2; a3b: 0 313.3, 3 334.2. */
 static inline int hm_pdl_trigger_mode(void) {
     static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_PDL_TRIGGER");
-        v = env && env[0] >= '0' && env[0] <= '4' ? env[0] - '0' : 3;
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    return hm_env_digit("HOTMOE_PDL_TRIGGER", 0, 4, 3, on);
 }
 
 /* The small decode kernels' flags (an int argument, hm_small_pdl()): HM_PDL_PRE, they read what
@@ -130,25 +136,13 @@ __device__ __forceinline__ void hm_pdl_wait_f(int f) {
     if (f & HM_PDL_TRIG) hm_pdl_trigger();
 }
 static inline int hm_small_pdl(void) {
-    static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_PREWAIT");
-        v = (env && env[0] == '0' ? 0 : HM_PDL_PRE) | (hm_pdl_trigger_mode() >= 3 ? HM_PDL_TRIG : 0);
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    static std::atomic<int> pre(-1);
+    return (hm_env_digit("HOTMOE_PREWAIT", 0, 0, 1, pre) ? HM_PDL_PRE : 0) | (hm_pdl_trigger_mode() >= 3 ? HM_PDL_TRIG : 0);
 }
 
 static inline int hm_pdl_enabled(void) {
     static std::atomic<int> on(-1);
-    int v = on.load(std::memory_order_relaxed);
-    if (v < 0) {
-        const char *env = getenv("HOTMOE_PDL");
-        v = env && env[0] == '0' ? 0 : 1;
-        on.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    return hm_env_digit("HOTMOE_PDL", 0, 0, 1, on);
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when

@@ -232,7 +232,7 @@ __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, 
     const qkv_pre pr = qkv_post_prep(bq, bk, qn, kn, n_head, hd, n_rot, theta, blockIdx.x, pos);
     hm_pdl_wait_f(f);
     const long long so = seq_p ? seq_p[r] * seq_stride : 0;
-    qkv_post_head(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, eps, blockIdx.x, pos, kcache + so, vcache + so, pr);
+    qkv_post_head(q, k, v, bv, n_head, n_head_kv, hd, n_rot, eps, blockIdx.x, pos, kcache + so, vcache + so, pr);
 }
 
 void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
@@ -543,26 +543,6 @@ static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s);
-
-void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, s);
-}
-
-void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s);
-}
-
-void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s);
-}
-
-static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
@@ -588,25 +568,36 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 
+void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, s);
+}
+
+void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s);
+}
+
+void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
+                        int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
+                        long long qs, long long os, long long ps, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s);
+}
+
 /* NMAX: the most experts (ROUTER_SMALL: arrays of that size, the bias read into shared memory
  * before the wait; ROUTER_MAX: the bias read where it is used) */
 #define ROUTER_SMALL 256
 template <int NMAX>
 __global__ void k_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
                          int n_group, int topk_group, int *ids, float *w, int ws, int f) {
-    if constexpr (NMAX <= ROUTER_SMALL) {
-        __shared__ float sb[NMAX];   /* each thread reads back the entries it wrote (router_topk's stride) */
-        hm_pdl_pre(f);
-        if (bias)
-            for (int i = threadIdx.x; i < n; i += blockDim.x) sb[i] = __ldg(bias + i);
-        hm_pdl_wait_f(f);
-        logits += (size_t)blockIdx.x * n; ids += blockIdx.x * k; w += blockIdx.x * ws;   /* row blockIdx.x of a batched step */
-        router_topk<NMAX>(logits, bias ? sb : nullptr, n, k, fn, norm, scale, n_group, topk_group, ids, w);
-    } else {
-        hm_pdl_wait_f(f);
-        logits += (size_t)blockIdx.x * n; ids += blockIdx.x * k; w += blockIdx.x * ws;
-        router_topk<NMAX>(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
-    }
+    constexpr bool SMALL = NMAX <= ROUTER_SMALL;
+    __shared__ float sb[SMALL ? NMAX : 1];   /* each thread reads back the entries it wrote (router_topk's stride) */
+    hm_pdl_pre(f);
+    if (SMALL && bias)
+        for (int i = threadIdx.x; i < n; i += blockDim.x) sb[i] = __ldg(bias + i);
+    hm_pdl_wait_f(f);
+    logits += (size_t)blockIdx.x * n; ids += blockIdx.x * k; w += blockIdx.x * ws;   /* row blockIdx.x of a batched step */
+    router_topk<NMAX>(logits, SMALL && bias ? sb : bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
 }
 
 void op_router_rows(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,

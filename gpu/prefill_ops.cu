@@ -67,8 +67,7 @@ __global__ void k_pf_qkv_post(float *qkv, int ld, const float *bq, const float *
                               int pos0, float *kcache, float *vcache) {
     float *q = qkv + (size_t)blockIdx.x * ld, *k = q + n_head * hd;
     const qkv_pre pr = qkv_post_prep(bq, bk, qn, kn, n_head, hd, n_rot, theta, blockIdx.y, pos0 + blockIdx.x);
-    qkv_post_head(q, k, k + n_head_kv * hd, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, eps, blockIdx.y, pos0 + blockIdx.x,
-                  kcache, vcache, pr);
+    qkv_post_head(q, k, k + n_head_kv * hd, bv, n_head, n_head_kv, hd, n_rot, eps, blockIdx.y, pos0 + blockIdx.x, kcache, vcache, pr);
 }
 
 /* Flash attention, causal, over the F32 KV cache: grid (q tiles of 64 tokens, n_head), 4 warps of

@@ -651,17 +651,6 @@ static void bench_batch(int t, int nrows, int ncols, int nb, cudaEvent_t e0, cud
     CK(cudaFree(x)); CK(cudaFree(y));
 }
 
-/* MoE decode step of a Qwen3-30B-A3B layer: 128 experts, gate/up (768, 2048), down (2048, 768),
- * k = 8 random experts per call; GB/s over the bytes of the 8 experts' matrices */
-static void bench_moe_shape(int t, int td_type, int H, int I, int K, cudaEvent_t e0, cudaEvent_t e1, double *us_gu, double *us_down);
-static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, double *gbs_down) {
-    const int H = 2048, I = 768, K = 8;
-    double ug, ud;
-    bench_moe_shape(t, t, H, I, K, e0, e1, &ug, &ud);
-    *gbs_gu = 2.0 * K * hm_row_size(t, H) * I / (ug * 1e-6) / 1e9;
-    *gbs_down = K * hm_row_size(t, I) * H / (ud * 1e-6) / 1e9;
-}
-
 /* one MoE layer's two launches: K of NEXP experts, gate/up (I, H) of type t, down (H, I) of type
  * td_type; time per launch */
 static void bench_moe_shape(int t, int td_type, int H, int I, int K, cudaEvent_t e0, cudaEvent_t e1, double *us_gu, double *us_down) {
@@ -696,6 +685,16 @@ static void bench_moe_shape(int t, int td_type, int H, int I, int K, cudaEvent_t
     for (int e = 0; e < NEXP; e++) { CK(cudaFree(hg[e])); CK(cudaFree(hu[e])); CK(cudaFree(hd[e])); }
     CK(cudaFree(tg)); CK(cudaFree(tu)); CK(cudaFree(td)); CK(cudaFree(dids));
     CK(cudaFree(x)); CK(cudaFree(act)); CK(cudaFree(y));
+}
+
+/* MoE decode step of a Qwen3-30B-A3B layer: 128 experts, gate/up (768, 2048), down (2048, 768),
+ * k = 8 random experts per call; GB/s over the bytes of the 8 experts' matrices */
+static void bench_moe(int t, cudaEvent_t e0, cudaEvent_t e1, double *gbs_gu, double *gbs_down) {
+    const int H = 2048, I = 768, K = 8;
+    double ug, ud;
+    bench_moe_shape(t, t, H, I, K, e0, e1, &ug, &ud);
+    *gbs_gu = 2.0 * K * hm_row_size(t, H) * I / (ug * 1e-6) / 1e9;
+    *gbs_down = K * hm_row_size(t, I) * H / (ud * 1e-6) / 1e9;
 }
 
 /* ---- x's records made once (gpu_q8_records) and handed to the GEMVs (gpu_gemv_q8x,
