@@ -23,6 +23,7 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
 /* n % 4 == 0, 16-byte aligned: float4 per thread, one pass of loads, x kept in registers (n <= 4 *
  * 1024 * RN_V) between the sum of squares and the output */
 #define RN_V 2
+#define RN_K 8 /* expert rows a residual-norm thread loads at once (one float4 a thread) */
 /* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
  * squares; wv: its float4s of w, rn_load_w); every thread of the block calls it (block_sum
  * synchronizes) */
@@ -140,6 +141,51 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = w[i] * (x[i] * inv);
 }
 
+/* k_residual_norm4 with one float4 a thread (n / 4 <= blockDim.x <= 1024): the loads of a group of
+ * RN_K expert rows, shared and x are all issued before the first sum (one L2 round trip, not one
+ * a row); the sums in the same order (the weighted sum over j, then shared, then into x). */
+__global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, const float *__restrict__ y,
+                                                         const float *__restrict__ wt, int k,
+                                                         const float *__restrict__ shared, const float *__restrict__ w,
+                                                         float *__restrict__ out, int n, float eps, long long ys, int ws,
+                                                         uint8_t *__restrict__ xq, int f) {
+    const int n4 = n / 4, i = threadIdx.x;
+    const bool in = i < n4;
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 wv[RN_V];
+    hm_pdl_pre(f);
+    wv[0] = w && in ? __ldg((const float4 *)w + i) : z;
+#pragma unroll
+    for (int r = 1; r < RN_V; r++) wv[r] = z;
+    hm_pdl_wait_f(f);
+    RN_ROW();
+    const float4 xo = in ? ((const float4 *)x)[i] : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
+    float4 acc = z;
+    __shared__ float cw[RN_K];
+    for (int j0 = 0; j0 < k; j0 += RN_K) {
+        float4 t[RN_K];
+#pragma unroll
+        for (int u = 0; u < RN_K; u++) t[u] = j0 + u < k && in ? ((const float4 *)y)[(size_t)(j0 + u) * n4 + i] : z;
+        if (j0) __syncthreads();   /* the last group's weights are used */
+        if (i < RN_K && j0 + i < k) cw[i] = wt ? wt[j0 + i] : 1.0f;
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < RN_K; u++) {
+            if (j0 + u >= k) break;
+            const float c = cw[u];
+            acc.x += c * t[u].x; acc.y += c * t[u].y; acc.z += c * t[u].z; acc.w += c * t[u].w;
+        }
+    }
+    if (shared) { acc.x += sh.x; acc.y += sh.y; acc.z += sh.z; acc.w += sh.w; }
+    float4 v[RN_V];
+    v[0] = in ? make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w) : z;
+#pragma unroll
+    for (int r = 1; r < RN_V; r++) v[r] = z;
+    if (in) ((float4 *)x)[i] = v[0];
+    if (!w) return;
+    rn_store4(v, v[0].x * v[0].x + v[0].y * v[0].y + v[0].z * v[0].z + v[0].w * v[0].w, wv, out, n, n4, eps, xq);
+}
+
 /* k_residual_norm with float4 and all k expert rows loaded before they are summed (in the same
  * order: the weighted sum over j, then shared, then into x). n % 4 == 0, n <= 4 * 1024 * RN_V. */
 __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ y,
@@ -152,12 +198,12 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
     rn_load_w(w, n / 4, wv);
     hm_pdl_wait_f(f);
     RN_ROW();
-    __shared__ float swt[64];
-    for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
-    __syncthreads();
     const int n4 = n / 4;
     float4 v[RN_V];
     float ss = 0;
+    __shared__ float swt[64];
+    for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
+    __syncthreads();
 #pragma unroll
     for (int r = 0; r < RN_V; r++) {
         const int i = threadIdx.x + r * blockDim.x;
@@ -193,13 +239,21 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
     rn_store4(v, ss, wv, out, n, n4, eps, xq);
 }
 
+/* HOTMOE_RN_WIDE=0: the residual norm with two float4s a thread (the loads of a row after the last's sums) */
+static bool rn_wide(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_RN_WIDE", 0, 1, 1, c) == 1;
+}
+
 static void residual_norm_launch(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
                                  const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s) {
     const dim3 grid(1, rows);
     const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
-    if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
+    if (v4 && n / 4 <= 1024 && rn_wide())   /* one float4 a thread */
+        hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
+    else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
     else hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
     if (xq && !kq) gpu_q8_records(out, n, xq, s);
 }
@@ -495,6 +549,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
     }
 }
 
+#define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
@@ -508,9 +563,14 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
         return;
     }
     __shared__ float cw[64];
-    const int hw = hd + 2, lane = threadIdx.x & 31;
+    const int hw = hd + 2, lane = threadIdx.x & 31, d = threadIdx.x;   /* blockDim >= hd: one dim a thread */
     const float *p = part + row * ps + (size_t)h * n_split * hw;
     out += row * os;
+    /* the first CB_PRE splits' values of this dim are loaded before the weights are made (their
+     * loads overlap); summed in split order as the rest */
+    float pv[CB_PRE];
+#pragma unroll
+    for (int s = 0; s < CB_PRE; s++) pv[s] = s < ns && d < hd ? p[(size_t)s * hw + 2 + d] : 0.f;
     if (threadIdx.x < 32) {
         const float m0 = lane < ns ? p[(size_t)lane * hw] : -INFINITY, m1 = lane + 32 < ns ? p[(size_t)(lane + 32) * hw] : -INFINITY;
         const float l0 = lane < ns ? p[(size_t)lane * hw + 1] : 0.f, l1 = lane + 32 < ns ? p[(size_t)(lane + 32) * hw + 1] : 0.f;
@@ -522,10 +582,12 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
         cw[lane + 32] = c1 / L;
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    if (d < hd) {
         float O = 0.f;
-#pragma unroll 8
-        for (int s = 0; s < ns; s++) O = fmaf(cw[s], p[(size_t)s * hw + 2 + d], O);
+#pragma unroll
+        for (int s = 0; s < CB_PRE; s++)
+            if (s < ns) O = fmaf(cw[s], pv[s], O);
+        for (int s = CB_PRE; s < ns; s++) O = fmaf(cw[s], p[(size_t)s * hw + 2 + d], O);
         out[(size_t)h * hd + d] = O;
         if (xq) q8_quant_lane(O, h * hd + d, xq);   /* whole warps per 32-group: hd % 32 == 0, blockDim == hd */
     }

@@ -257,6 +257,8 @@ int main(void) {
     test_attention_q8(96, 8, 128, 640, 300);
     test_attention_q8(40, 2, 64, 100, 16);
     test_attention_q8(6, 3, 48, 300, 211);
+    test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
+    test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
