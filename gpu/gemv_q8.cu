@@ -527,6 +527,12 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     return 0;
 }
 
+/* Q3_K: the packed scales (default) or one at a time (HOTMOE_Q3K_SCALES=0), for comparison */
+static int q8_launch_q3k(q8_params p, int k, int nmat, cudaStream_t s) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_Q3K_SCALES", 0, 1, 1, c) ? q8_launch<Q8W_Q3_K>(p, k, nmat, s) : q8_launch<Q8W_Q3_KT<false>>(p, k, nmat, s);
+}
+
 typedef int (*q8_fn)(q8_params, int k, int nmat, cudaStream_t);
 struct q8_type {
     int type;
@@ -538,7 +544,7 @@ static const q8_type k_q8_types[] = {
     { HM_TYPE_Q4_0, q8_launch<Q8W_Q4_0>, 1, Q8W_Q4_0::CB / 8 },   { HM_TYPE_Q4_1, q8_launch<Q8W_Q4_1>, 1, Q8W_Q4_1::CB / 8 },
     { HM_TYPE_Q5_0, q8_launch<Q8W_Q5_0>, 1, Q8W_Q5_0::CB / 8 },   { HM_TYPE_Q5_1, q8_launch<Q8W_Q5_1>, 1, Q8W_Q5_1::CB / 8 },
     { HM_TYPE_Q8_0, q8_launch<Q8W_Q8_0>, 1, Q8W_Q8_0::CB / 8 },   { HM_TYPE_MXFP4, q8_launch<Q8W_MXFP4>, 1, Q8W_MXFP4::CB / 8 },
-    { HM_TYPE_Q2_K, q8_launch<Q8W_Q2_K>, 0, 0 },   { HM_TYPE_Q3_K, q8_launch<Q8W_Q3_K>, 0, 0 },
+    { HM_TYPE_Q2_K, q8_launch<Q8W_Q2_K>, 0, 0 },   { HM_TYPE_Q3_K, q8_launch_q3k, 0, 0 },
     { HM_TYPE_Q4_K, q8_launch<Q8W_Q4_K>, 0, 0 },   { HM_TYPE_Q5_K, q8_launch<Q8W_Q5_K>, 0, 0 },
     { HM_TYPE_Q6_K, q8_launch<Q8W_Q6_K>, 0, 0 },   { HM_TYPE_IQ4_XS, q8_launch<Q8W_IQ4_XS>, 0, 0 },
 };

@@ -468,15 +468,31 @@ struct Q8W_Q2_K {
 
 /* {hmask[32]; qs[64]; scales[12]; d}: element 128h + 32j + l: q = (bits 2j of qs[32h + l]) +
  * 4*(bit 4h + j of hmask[l]) - 4; x = d*scale(16-group)*q with 6-bit signed scales */
-struct Q8W_Q3_K {
+/* Q3_K {hmask[32]; qs[64]; scales[12]; d}: PACKED (default) unpacks the 16 6-bit scales four at a
+ * time from the three scale words (a byte each, biased by 32 in a 6-bit field: sign-extending
+ * (v ^ 32) gives v - 32), about 50 instructions a chunk fewer than one scale at a time (!PACKED,
+ * HOTMOE_Q3K_SCALES=0); the same integers either way. */
+template <bool PACKED>
+struct Q8W_Q3_KT {
     static constexpr int CB = 110, A = 1;
     __device__ static int scale(const uint32_t *w, int j) { /* cpu/dot_scalar.c: q3_K_scale */
         const int lo = j < 8 ? (int)(wat8(w, 96 + j) & 0xFu) : (int)(wat8(w, 96 + j - 8) >> 4);
         const int hi = (int)(wat8(w, 104 + j % 4) >> (2 * (j / 4))) & 3;
         return (lo | hi << 4) - 32;
     }
+    /* sc[q] byte m: scale 4q + m as a 6-bit field xor 32 */
+    __device__ static void scales(const uint32_t *w, uint32_t *sc) {
+        const uint32_t a0 = wat(w, 96), a1 = wat(w, 100), a2 = wat(w, 104);
+        sc[0] = ((a0 & 0x0F0F0F0Fu) | ((a2 << 4) & 0x30303030u)) ^ 0x20202020u;
+        sc[1] = ((a1 & 0x0F0F0F0Fu) | ((a2 << 2) & 0x30303030u)) ^ 0x20202020u;
+        sc[2] = (((a0 >> 4) & 0x0F0F0F0Fu) | (a2 & 0x30303030u)) ^ 0x20202020u;
+        sc[3] = (((a1 >> 4) & 0x0F0F0F0Fu) | ((a2 >> 2) & 0x30303030u)) ^ 0x20202020u;
+    }
+    __device__ static int sc_at(const uint32_t *sc, int j) { return (int)((sc[j >> 2] << (26 - 8 * (j & 3)))) >> 26; }
     __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
         float acc = 0.f;
+        uint32_t sc[4];
+        if (PACKED) scales(w, sc);
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -489,12 +505,15 @@ struct Q8W_Q3_K {
                     if (i < 4) lo = q8_dp4a(q, x.a[i], lo);
                     else hi = q8_dp4a(q, x.a[i], hi);
                 }
-                const int s = scale(w, 8 * h + 2 * j) * (lo - 4 * x.s0) + scale(w, 8 * h + 2 * j + 1) * (hi - 4 * x.s1);
+                const int j0 = 8 * h + 2 * j;
+                const int s0 = PACKED ? sc_at(sc, j0) : scale(w, j0), s1 = PACKED ? sc_at(sc, j0 + 1) : scale(w, j0 + 1);
+                const int s = s0 * (lo - 4 * x.s0) + s1 * (hi - 4 * x.s1);
                 acc = fmaf(x.d, (float)s, acc);
             }
         return wf16(w, 108) * acc;
     }
 };
+typedef Q8W_Q3_KT<true> Q8W_Q3_K;
 
 /* Q4_K {d, dmin; scales[12]; qs[128]}, Q5_K {.. ; qh[32]; qs[128]}: group g (32 elements) is
  * nibble g%2 of qs[32(g/2) + l] (+16 from bit g of qh[l]); x = d*sc_g*q - dmin*m_g */

@@ -334,20 +334,21 @@ static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((
 
 /* K and V rows [tb, tb + nt) of kv head kvh (hd floats each, rows kvd floats apart in the cache)
  * into shared memory, K rows ks floats apart, V rows hd; 4 rows' loads in flight a thread */
+template <int NT = ATT_THREADS>
 static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
                                                       int tb, int nt, int kvd, int kvh, int hd, int ks) {
     const int hd4 = hd / 4;
-    for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * ATT_THREADS) {
+    for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * NT) {
         float4 kv[4], vv[4];
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
+            const int i = i0 + u * NT, t = i / hd4, c = i - t * hd4;
             const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
             if (i < nt * hd4) { kv[u] = *(const float4 *)(kc + g); vv[u] = *(const float4 *)(vc + g); }
         }
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-            const int i = i0 + u * ATT_THREADS, t = i / hd4, c = i - t * hd4;
+            const int i = i0 + u * NT, t = i / hd4, c = i - t * hd4;
             if (i < nt * hd4) { *(float4 *)(sk + t * ks + 4 * c) = kv[u]; *(float4 *)(sv + t * hd + 4 * c) = vv[u]; }
         }
     }
@@ -355,8 +356,9 @@ static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ 
 
 /* a slab's q heads (n4 float4 from qg, consecutive) into shared memory: the score loops read them
  * from there (through L1 they missed and waited on L2 at every step) */
+template <int NT = ATT_THREADS>
 static __device__ __forceinline__ void attn_stage_q(const float *qg, float *sq, int n4) {
-    for (int i = threadIdx.x; i < n4; i += ATT_THREADS) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
+    for (int i = threadIdx.x; i < n4; i += NT) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
 }
 
 __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restrict__ q, const float *__restrict__ kc,
@@ -449,13 +451,13 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL>   /* 2, 4 or 8 */
-__global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
+template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
+__global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
                                                             int f) {
-    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4;
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
@@ -473,14 +475,14 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
-    attn_load_tile(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
-    if (npre < nt0) attn_load_tile(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
+    if (npre < nt0) attn_load_tile<NT>(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
     const float scale = 1.0f / sqrtf((float)HD);
-    attn_stage_q(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
-    float m[ATT_HPW], l[ATT_HPW], o[ATT_HPW][DPL];
+    attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
+    float m[HPW], l[HPW], o[HPW][DPL];
 #pragma unroll
-    for (int j = 0; j < ATT_HPW; j++) {
+    for (int j = 0; j < HPW; j++) {
         m[j] = -INFINITY; l[j] = 0.f;
 #pragma unroll
         for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
@@ -489,12 +491,12 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            attn_load_tile(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+            attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
-        for (int j = 0; j < ATT_HPW; j++) {
-            const int h = wid + ATT_WARPS * j;
+        for (int j = 0; j < HPW; j++) {
+            const int h = wid + NW * j;
             if (h >= ng) break; /* warp-uniform */
             float s = -INFINITY;
             if (lane < nt) {
@@ -533,8 +535,8 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa_w(const float *__restr
         }
     }
 #pragma unroll
-    for (int j = 0; j < ATT_HPW; j++) {
-        const int h = wid + ATT_WARPS * j;
+    for (int j = 0; j < HPW; j++) {
+        const int h = wid + NW * j;
         if (h >= ng) break;
         float *dst;
         float f = 1.f;
@@ -593,14 +595,31 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     }
 }
 
+template <int DPL, int NW>
+static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                      float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
+                      long long qs, long long os, long long ps) {
+    static std::atomic<unsigned long long> raised(0);
+    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+              qs, os, ps, hm_small_pdl());
+}
+
+/* warps a block: one a q head of the group up to 16 (8 to 12 heads, e.g. air's 12: 12 warps, so
+ * no warp takes two heads one after the other); HOTMOE_ATT_WARPS=0: always 8. Each head's work
+ * is the same code whichever warp runs it (bitwise the same results). */
 template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
-    static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL>, grid, ATT_THREADS, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl());
+    static std::atomic<int> c(-1);
+    const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
+    if (on && grp > (DPL == 2 ? 8 : 12))   /* hd 64: 16 (12 warps would spill) */
+        attn_w_go<DPL, 16>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    else if constexpr (DPL != 2) {
+        if (on && grp > 8) attn_w_go<DPL, 12>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_go<DPL, 8>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    } else attn_w_go<DPL, 8>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
 }
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
@@ -662,10 +681,16 @@ __global__ void k_router(const float *logits, const float *bias, int n, int k, i
     router_topk<NMAX>(logits, SMALL && bias ? sb : bias, n, k, fn, norm, scale, n_group, topk_group, ids, w);
 }
 
+/* HOTMOE_TOPK4=0: the top-k with one thread an expert (router_topk counts each rank alone) */
+static int topk4(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_TOPK4", 0, 1, 1, c);
+}
+
 void op_router_rows(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                     int topk_group, int *ids, float *w, int ws, int rows, cudaStream_t s) {
     if (n <= ROUTER_SMALL)
-        hm_launch(k_router<ROUTER_SMALL>, rows, router_threads(n), 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, ws, hm_small_pdl());
+        hm_launch(k_router<ROUTER_SMALL>, rows, topk4() ? router_threads4(n) : router_threads(n), 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, ws, hm_small_pdl());
     else
         hm_launch(k_router<ROUTER_MAX>, rows, router_threads(n), 0, s, logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, ws, hm_small_pdl());
 }

@@ -24,6 +24,9 @@ static __device__ int warp_argmax(const float *v, const unsigned char *used, int
 
 /* threads for one token's router_topk: one per expert, whole warps, at most 1024 */
 static inline int router_threads(int n) { return n <= 32 ? 32 : n >= 1024 ? 1024 : (n + 31) / 32 * 32; }
+/* the decode step's: four per expert up to 256 experts (router_topk then counts a rank in a
+ * quarter of the time) */
+static inline int router_threads4(int n) { return n <= 256 ? router_threads(4 * n) : router_threads(n); }
 
 /* logits[n] -> ids[k], w[k] for one token; called by every thread of a block (blockDim.x a
  * multiple of 32, router_threads(n) is best). The selection is the CPU's: the k largest choices,
@@ -86,7 +89,20 @@ static __device__ void router_topk(const float *logits, const float *bias, int n
     __syncthreads();
     __shared__ float wsel[64];
     __shared__ int isel[64];
-    if (!grouped && !has_nan) {   /* block-uniform */
+    if (!grouped && !has_nan && nt >= 4 * n) {   /* block-uniform: four threads (of a warp) count an expert's rank */
+        const int i = tid >> 2, q = tid & 3, j0 = q * n / 4, j1 = (q + 1) * n / 4;
+        int r = 0;
+        if (i < n) {
+            const float c = choice[i];
+            for (int j = j0; j < j1; j++) {
+                const float cj = choice[j];
+                r += cj > c || (cj == c && j < i);
+            }
+        }
+        r += __shfl_xor_sync(0xffffffffu, r, 1);
+        r += __shfl_xor_sync(0xffffffffu, r, 2);
+        if (i < n && q == 0 && r < k) { isel[r] = i; wsel[r] = score[i]; }
+    } else if (!grouped && !has_nan) {
         for (int i = tid; i < n; i += nt) {
             const float c = choice[i];
             int r = 0;
