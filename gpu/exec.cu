@@ -389,15 +389,6 @@ static void kt_print(long step, int pos) {
 }
 #endif
 
-/* HOTMOE_STREAM_PRIO=1 (not yet measured): the step's stream at the device's highest priority and
- * the second stream (v, the shared expert) at its lowest, kept in the graphs (kernel nodes take
- * their stream's priority when captured; instantiated to use them), so that blocks of the critical
- * path (e.g. the router's top-k, one block) are placed before the side stream's when SMs free up. */
-static int stream_prio(void) {
-    static std::atomic<int> on(-1);
-    return hm_env_digit("HOTMOE_STREAM_PRIO", 1, 1, 0, on);
-}
-
 /* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens. */
 static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
     cudaGraph_t graph;
@@ -405,7 +396,7 @@ static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_
     if (nb) record_step_batch(g, nb);
     else record_step(g, with_logits, seq);
     CK(cudaStreamEndCapture(g->s, &graph));
-    CK(cudaGraphInstantiate(out, graph, stream_prio() ? cudaGraphInstantiateFlagUseNodePriority : 0));
+    CK(cudaGraphInstantiate(out, graph, 0));
     cudaGraphDestroy(graph);
     return 0;
 bad:
@@ -686,15 +677,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             }
         }
     }
-    if (stream_prio()) {   /* the step's stream first where both have blocks waiting for an SM */
-        int lo = 0, hi = 0;
-        CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-        CK(cudaStreamCreateWithPriority(&g->s, cudaStreamNonBlocking, hi));
-        CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, lo));
-    } else {
-        CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-        CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
-    }
+    CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));

@@ -60,7 +60,6 @@ struct gemv_params {
     int xg;                                /* slot e reads x + (e / xg) * x_stride (0 or 1: e) */
     int yg;                                /* > 1: slot e writes y + (e / yg) * ygs + (e % yg) * y_stride */
     int64_t ygs;
-    int pre;                               /* HOTMOE_PDL_TRIGGER=4: ask L2 for the rows before the wait, trigger after it */
 };
 
 /* NMAT = 1: y = W x over NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over NR/2 rows
@@ -68,13 +67,7 @@ struct gemv_params {
 template <class T, int NMAT, int NR>
 __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_params p) {
     constexpr int ROWS = NR / NMAT;
-    if (p.pre && !p.tab0 && threadIdx.x == 0) {   /* one matrix: its rows are known before the kernel before ends */
-        const size_t rs0 = (size_t)(p.ncols / T::QK) * T::BS;
-        const int r0 = blockIdx.x * ROWS, nr = min(ROWS, p.nrows - r0);
-        if (nr > 0) q8_prefetch_l2(p.w + (size_t)r0 * rs0, (size_t)nr * rs0);
-    }
     hm_pdl_wait();
-    if (p.pre) hm_pdl_trigger();
     const int e = blockIdx.y;
     const uint8_t *w0 = p.w, *w1 = nullptr;
     if (p.tab0) {
@@ -133,14 +126,12 @@ static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const bool few = (long)(p.nrows * nmat + GEMV_NR - 1) / GEMV_NR * k < 256;
     const int rows = (few ? nmat : GEMV_NR) / nmat;
     const dim3 grid((unsigned)((p.nrows + rows - 1) / rows), (unsigned)k);
-    gemv_params q = p;
-    q.pre = hm_pdl_trigger_mode() == 4;
     if (nmat == 2) {
-        if (few) hm_launch(gemv_kernel<T, 2, 2>, grid, threads, 0, s, q);
-        else hm_launch(gemv_kernel<T, 2, GEMV_NR>, grid, threads, 0, s, q);
+        if (few) hm_launch(gemv_kernel<T, 2, 2>, grid, threads, 0, s, p);
+        else hm_launch(gemv_kernel<T, 2, GEMV_NR>, grid, threads, 0, s, p);
     } else {
-        if (few) hm_launch(gemv_kernel<T, 1, 1>, grid, threads, 0, s, q);
-        else hm_launch(gemv_kernel<T, 1, GEMV_NR>, grid, threads, 0, s, q);
+        if (few) hm_launch(gemv_kernel<T, 1, 1>, grid, threads, 0, s, p);
+        else hm_launch(gemv_kernel<T, 1, GEMV_NR>, grid, threads, 0, s, p);
     }
     CUDA_CHECK_LAUNCH();
     return 0;
@@ -209,7 +200,7 @@ extern "C" int gpu_gemv_q8x(int type, const void *W, const float *x, const void 
         const int rc = gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream, 1, 1, 0, 1, xq);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0, 0 };
+    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -251,7 +242,7 @@ extern "C" int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab
         const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, 0, act, nrows, ncols, nrows, 2, stream, 1, 1, 0, k, xq);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows, 1, 1, 0, 0 };
+    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows, 1, 1, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -274,7 +265,7 @@ extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, 
         const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx, 1, 0, kx);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0, 0 };
+    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -291,7 +282,7 @@ extern "C" int gpu_gemv_experts_y(int type, const void *const *w_tab, const int 
         const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, ky, y_group_stride, ky);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride, 0 };
+    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }
 
@@ -305,6 +296,6 @@ extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *i
         const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, 1, 0, k);
         if (rc <= 0) return rc;
     }
-    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, 1, 0, 0 };
+    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, 1, 0 };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }

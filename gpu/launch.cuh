@@ -110,21 +110,20 @@ static inline int hm_env_digit(const char *name, int lo, int hi, int def, std::a
 /* HOTMOE_PDL_TRIGGER: where the decode kernels let the next kernel launch. 0: as their blocks
  * exit; 1: the q8 GEMVs when a block starts its last round of rows (its last copies issued); 2:
  * the same, but not in a block's first round (launches of one round trigger as their blocks
- * exit); 3 (default): as 1, and the small kernels right after their wait (hm_small_pdl); 4 (not
- * yet measured): as 3, and the generic GEMV kernel (gemv.cu: float types, e.g. the router) asks
- * L2 for its rows before its wait and triggers right after it. The next kernel's blocks then take
+ * exit); 3 (default): as 1, and the small kernels right after their wait (hm_small_pdl). The
+ * next kernel's blocks then take
  * the SMs this one leaves and run what precedes their wait (weights asked for, KV rows read)
  * while it finishes. H200 (bench/README.md, ninth pass), air resident
  * tok/s: 0 182.9, 1 186.8, 3 190.2; a3b: 0 313.3, 3 334.2. */
 static inline int hm_pdl_trigger_mode(void) {
     static std::atomic<int> on(-1);
-    return hm_env_digit("HOTMOE_PDL_TRIGGER", 0, 4, 3, on);
+    return hm_env_digit("HOTMOE_PDL_TRIGGER", 0, 3, 3, on);
 }
 
 /* The small decode kernels' flags (an int argument, hm_small_pdl()): HM_PDL_PRE, they read what
  * does not depend on the kernel before (weights, the step's position, earlier KV rows) before
  * their wait (default; HOTMOE_PREWAIT=0 waits first); HM_PDL_TRIG, they trigger their dependents
- * right after it (HOTMOE_PDL_TRIGGER=3 or 4). Such a kernel calls hm_pdl_pre(f), its independent
+ * right after it (HOTMOE_PDL_TRIGGER=3). Such a kernel calls hm_pdl_pre(f), its independent
  * reads, then hm_pdl_wait_f(f). */
 #define HM_PDL_PRE 1
 #define HM_PDL_TRIG 2
