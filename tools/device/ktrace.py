@@ -28,7 +28,7 @@ print(f"{'grid x block':>16} {'launches':>8} {'to next us':>10} {'placed early u
 for (g, b), (n, d, e, sp) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print(f"{g:>8} x {b:<5} {n:>8} {d / n:>10.2f} {e / n:>15.2f} {sp / n:>16.2f} {d:>9.1f}")
 if n_layer:
-    per = len(rows) // n_layer
+    per = round(len(rows) / n_layer)   # a MoE layer's kernels (the dense layer and the head have fewer)
     mid = (n_layer // 2) * per
     print(f"\none layer ({per} kernels from index {mid}):")
     for i in range(mid, min(mid + per, len(rows) - 1)):
