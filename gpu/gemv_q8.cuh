@@ -467,11 +467,11 @@ struct Q8W_Q2_K {
 };
 
 /* {hmask[32]; qs[64]; scales[12]; d}: element 128h + 32j + l: q = (bits 2j of qs[32h + l]) +
- * 4*(bit 4h + j of hmask[l]) - 4; x = d*scale(16-group)*q with 6-bit signed scales */
-/* Q3_K {hmask[32]; qs[64]; scales[12]; d}: PACKED (default) unpacks the 16 6-bit scales four at a
- * time from the three scale words (a byte each, biased by 32 in a 6-bit field: sign-extending
- * (v ^ 32) gives v - 32), about 50 instructions a chunk fewer than one scale at a time (!PACKED,
- * HOTMOE_Q3K_SCALES=0); the same integers either way. */
+ * 4*(bit 4h + j of hmask[l]) - 4; x = d*scale(16-group)*q with 6-bit signed scales. PACKED (the
+ * default) unpacks the 16 scales four at a time from the three scale words (a byte each; a 6-bit
+ * field biased by 32, so sign-extending (v ^ 32) gives v - 32), fewer instructions a chunk than
+ * one scale at a time (!PACKED, HOTMOE_Q3K_SCALES=0: routed gate+up of air 24.9 against 23.7 us
+ * alone); the same integers either way. */
 template <bool PACKED>
 struct Q8W_Q3_KT {
     static constexpr int CB = 110, A = 1;

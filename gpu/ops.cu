@@ -305,7 +305,8 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
 
 /* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)
  * stages tiles of ATT_TP positions of K and V in shared memory once and serves all the q heads of
- * that kv head from them (up to ATT_MAXG per slab: 8 warps x 4 heads). The split count is fixed
+ * that kv head from them (up to ATT_MAXG per slab: 8 warps x 4 heads; k_attn_gqa_w takes 8, 12 or
+ * 16 warps, attn_w_launch). The split count is fixed
  * per kv-head count (graph-capturable); each split takes a contiguous slice of [0, pos] of at least
  * ATT_MINPOS positions; the splits past the last non-empty one return at once, and a single
  * split writes the output itself. Scores: thread per (head, position), dot over hd from shared (K
@@ -605,21 +606,24 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
               qs, os, ps, hm_small_pdl());
 }
 
-/* warps a block: one a q head of the group up to 16 (8 to 12 heads, e.g. air's 12: 12 warps, so
- * no warp takes two heads one after the other); HOTMOE_ATT_WARPS=0: always 8. Each head's work
- * is the same code whichever warp runs it (bitwise the same results). */
+/* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
+ * the other), 16 for hd 64 past 8 heads (12 would spill), else 8; HOTMOE_ATT_WARPS=0: always 8.
+ * Each head's work is the same code whichever warp runs it (bitwise the same results). 16 warps
+ * for hd 128/256 past 12 heads is left for a measurement (the device ran the tests above only). */
 template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
-    if (on && grp > (DPL == 2 ? 8 : 12))   /* hd 64: 16 (12 warps would spill) */
-        attn_w_go<DPL, 16>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-    else if constexpr (DPL != 2) {
-        if (on && grp > 8) attn_w_go<DPL, 12>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    if constexpr (DPL == 2) {
+        if (on && grp > 8) attn_w_go<DPL, 16>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
         else attn_w_go<DPL, 8>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-    } else attn_w_go<DPL, 8>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    } else {
+        if (on && grp > 8 && grp <= 12)
+            attn_w_go<DPL, 12>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_go<DPL, 8>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    }
 }
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,

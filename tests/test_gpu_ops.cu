@@ -274,6 +274,8 @@ int main(void) {
     test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group, 17 splits */
     test_attention(40, 2, 64, 100, 16);       /* 20 heads a group; 17 positions: one split writes the output */
     test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
+    test_attention(64, 4, 128, 600, 517);     /* 16 heads a group (a Qwen3-235B shape) */
+    test_attention(24, 2, 256, 300, 200);     /* hd 256, 12 heads a group */
     for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
     test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 0);
     test_router(1, 128, 8, 0, 1.0f, 1, 1, 0, 0);
