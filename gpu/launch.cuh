@@ -111,10 +111,9 @@ static inline int hm_env_digit(const char *name, int lo, int hi, int def, std::a
  * exit; 1: the q8 GEMVs when a block starts its last round of rows (its last copies issued); 2:
  * the same, but not in a block's first round (launches of one round trigger as their blocks
  * exit); 3 (default): as 1, and the small kernels right after their wait (hm_small_pdl). The
- * next kernel's blocks then take
- * the SMs this one leaves and run what precedes their wait (weights asked for, KV rows read)
- * while it finishes. H200 (bench/README.md, ninth pass), air resident
- * tok/s: 0 182.9, 1 186.8, 3 190.2; a3b: 0 313.3, 3 334.2. */
+ * next kernel's blocks then take the SMs this one leaves and run what precedes their wait
+ * (weights asked for, KV rows read) while it finishes. H200 (bench/README.md, ninth pass), air
+ * resident tok/s: 0 182.9, 1 186.8, 3 190.2; a3b: 0 313.3, 3 334.2. */
 static inline int hm_pdl_trigger_mode(void) {
     static std::atomic<int> on(-1);
     return hm_env_digit("HOTMOE_PDL_TRIGGER", 0, 3, 3, on);

@@ -7,6 +7,7 @@
 #include "gemv_q8.cuh"
 #include "gpu_gemv.h"
 #include <math.h>
+#include <type_traits>
 #include <stdint.h>
 
 
@@ -154,9 +155,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
     float4 wv[RN_V];
     hm_pdl_pre(f);
-    wv[0] = w && in ? __ldg((const float4 *)w + i) : z;
-#pragma unroll
-    for (int r = 1; r < RN_V; r++) wv[r] = z;
+    rn_load_w(w, n4, wv);
     hm_pdl_wait_f(f);
     RN_ROW();
     const float4 xo = in ? ((const float4 *)x)[i] : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
@@ -198,12 +197,12 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
     rn_load_w(w, n / 4, wv);
     hm_pdl_wait_f(f);
     RN_ROW();
-    const int n4 = n / 4;
-    float4 v[RN_V];
-    float ss = 0;
     __shared__ float swt[64];
     for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
     __syncthreads();
+    const int n4 = n / 4;
+    float4 v[RN_V];
+    float ss = 0;
 #pragma unroll
     for (int r = 0; r < RN_V; r++) {
         const int i = threadIdx.x + r * blockDim.x;
@@ -616,13 +615,15 @@ static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q
                           long long qs, long long os, long long ps) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
+    auto go = [&](auto nw) {
+        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    };
     if constexpr (DPL == 2) {
-        if (on && grp > 8) attn_w_go<DPL, 16>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else attn_w_go<DPL, 8>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        if (on && grp > 8) go(std::integral_constant<int, 16>());
+        else go(std::integral_constant<int, 8>());
     } else {
-        if (on && grp > 8 && grp <= 12)
-            attn_w_go<DPL, 12>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else attn_w_go<DPL, 8>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        if (on && grp > 8 && grp <= 12) go(std::integral_constant<int, 12>());
+        else go(std::integral_constant<int, 8>());
     }
 }
 

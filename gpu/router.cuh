@@ -89,28 +89,26 @@ static __device__ void router_topk(const float *logits, const float *bias, int n
     __syncthreads();
     __shared__ float wsel[64];
     __shared__ int isel[64];
-    if (!grouped && !has_nan && nt >= 4 * n) {   /* block-uniform: four threads (of a warp) count an expert's rank */
-        const int i = tid >> 2, q = tid & 3, j0 = q * n / 4, j1 = (q + 1) * n / 4;
-        int r = 0;
-        if (i < n) {
-            const float c = choice[i];
-            for (int j = j0; j < j1; j++) {
-                const float cj = choice[j];
-                r += cj > c || (cj == c && j < i);
-            }
-        }
-        r += __shfl_xor_sync(0xffffffffu, r, 1);
-        r += __shfl_xor_sync(0xffffffffu, r, 2);
-        if (i < n && q == 0 && r < k) { isel[r] = i; wsel[r] = score[i]; }
-    } else if (!grouped && !has_nan) {
-        for (int i = tid; i < n; i += nt) {
-            const float c = choice[i];
+    if (!grouped && !has_nan) {   /* block-uniform */
+        /* P threads of a warp count one expert's rank, each over a P-th of the choices (4 when the
+         * block has 4 threads an expert, router_threads4); rounds block-uniform: the shuffles need
+         * whole warps */
+        const int P = nt >= 4 * n ? 4 : 1, q = tid % P, j0 = q * n / P, j1 = (q + 1) * n / P;
+        for (int i0 = 0; i0 < n; i0 += nt / P) {
+            const int i = i0 + tid / P;
             int r = 0;
-            for (int j = 0; j < n; j++) {
-                const float cj = choice[j];
-                r += cj > c || (cj == c && j < i);
+            if (i < n) {
+                const float c = choice[i];
+                for (int j = j0; j < j1; j++) {
+                    const float cj = choice[j];
+                    r += cj > c || (cj == c && j < i);
+                }
             }
-            if (r < k) { isel[r] = i; wsel[r] = score[i]; }
+            if (P > 1) {
+                r += __shfl_xor_sync(0xffffffffu, r, 1);
+                r += __shfl_xor_sync(0xffffffffu, r, 2);
+            }
+            if (i < n && q == 0 && r < k) { isel[r] = i; wsel[r] = score[i]; }
         }
     } else if (tid < 32) {
         for (int j = 0; j < k; j++) {

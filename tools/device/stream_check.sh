@@ -43,6 +43,7 @@ SERVE_PID=${!:-}
 for spec in $MODELS; do
   # spec: shape:GiB[:config,config] (the configs, when given, replace $CONFIGS for this model)
   IFS=: read -r shape gib mcfg <<<"$spec"; mcfg=${mcfg//,/ }; f="$M/$shape.gguf"; T="$M/$shape.hmrt"; NAT="$M/$shape-natural.hmrt"
+  case $shape in a3b) nl=48 ;; tiny) nl=4 ;; *) nl=46 ;; esac   # layers, for the per-layer timelines (ktrace, timeline)
   if [ ! -f "$f" ]; then rm -f "$M"/a3b.gguf "$M"/air.gguf "$M"/flash.gguf; $G --shape $shape --seed 1 -o "$f" >"$OUT/gen-$shape.log" 2>&1; fi
   [ -f "$T" ] || $H simulate --generate $shape --tokens 4096 --seed 7 --write "$T" >"$OUT/trace-$shape.log" 2>&1
   [ "$shape" = a3b ] && [ -n "${A3B_TEST:-}" ] && { timeout 120 ./build-dev/tests/test_gpu_stream --quick "$f" >"$OUT/stream_test_a3b.log" 2>&1; grep -E "FAIL|passed" "$OUT/stream_test_a3b.log"; }
@@ -119,14 +120,14 @@ PY
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
           for w in 0 5; do timeout 60 ./build-dev/bench_launch --work $w >"$OUT/launch-w$w.log" 2>&1; echo "-- bench_launch --work $w: rc=$?"; grep "^|" "$OUT/launch-w$w.log"; done ;;
-      ktrace) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # the kernels of one decode step, stamped inside the graph (a second build)
+      ktrace)   # the kernels of one decode step, stamped inside the graph (a second build)
           [ -x ./build-kt/bench_decode ] || { cmake -S . -B build-kt -DHOTMOE_CUDA=ON -DHOTMOE_KTRACE=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
               -DCMAKE_BUILD_TYPE=Release >>"$OUT/build.log" 2>&1 && cmake --build build-kt -j"$(nproc)" --target bench_decode >>"$OUT/build.log" 2>&1; }
           HOTMOE_KTRACE=${KT_STEP:-300} timeout $(( $(left) - 3 )) ./build-kt/bench_decode -m "$f" --device cuda --runs 1 --gen $GEN >"$OUT/ktrace-$shape.log" 2>&1
           echo "-- ktrace $shape: rc=$?"; python3 tools/device/ktrace.py "$OUT/ktrace-$shape.log" $nl 2>&1 | head -${KT_LINES:-45} ;;
-      timeline) nl=$(python3 -c "import sys; print({'a3b': 48, 'air': 46, 'tiny': 4}.get(sys.argv[1], 46))" $shape)   # each kernel of a decode step
+      timeline)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
-      ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm4}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
+      ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm1}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
     esac
   done
