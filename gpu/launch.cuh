@@ -161,6 +161,36 @@ static inline cudaError_t hm_launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim
     return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 
+/* hm_launch in clusters of cx blocks along x (grid.x a multiple of cx; sm_90) */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t hm_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, unsigned cx, cudaStream_t s,
+                                            Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = s;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cx; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = hm_pdl_enabled() ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+}
+
+/* whether the current device launches thread block clusters (sm_90 on) */
+static inline bool hm_cluster_ok(void) {
+    static std::atomic<int> ok(-1);
+    int v = ok.load(std::memory_order_relaxed);
+    if (v < 0) {
+        int dev = 0, a = 0;
+        v = cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&a, cudaDevAttrClusterLaunch, dev) == cudaSuccess && a;
+        ok.store(v, std::memory_order_relaxed);
+    }
+    return v == 1;
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...) with PDL unless HOTMOE_PDL=0 */
 template <typename... KArgs, typename... Args>
 static inline cudaError_t hm_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,

@@ -6,6 +6,7 @@
 #include "router.cuh"
 #include "gemv_q8.cuh"
 #include "gpu_gemv.h"
+#include <cooperative_groups.h>
 #include <math.h>
 #include <type_traits>
 #include <stdint.h>
@@ -185,6 +186,70 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
     rn_store4(v, v[0].x * v[0].x + v[0].y * v[0].y + v[0].z * v[0].z + v[0].w * v[0].w, wv, out, n, n4, eps, xq);
 }
 
+/* k_residual_norm1 spread over a cluster of RN_CL blocks, one float4 a thread: block b takes float4s
+ * [b * blockDim.x, (b + 1) * blockDim.x), so its loads (on `air` the 8 expert rows, shared and x
+ * are 160 KB) come through its own SM instead of queueing on one. Each block's sum of squares
+ * (block_sum) goes into every block's shared memory at its rank; after one cluster barrier each
+ * block adds the RN_CL partials in rank order, so all blocks scale by the same factor. */
+#define RN_CL 8
+__global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x, const float *__restrict__ y,
+                                                           const float *__restrict__ wt, int k,
+                                                           const float *__restrict__ shared, const float *__restrict__ w,
+                                                           float *__restrict__ out, int n, float eps, long long ys, int ws,
+                                                           uint8_t *__restrict__ xq, int f) {
+#if __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;   /* n / 4 == gridDim.x * blockDim.x */
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    hm_pdl_pre(f);
+    const float4 wv = w ? __ldg((const float4 *)w + i) : z;
+    hm_pdl_wait_f(f);
+    RN_ROW();
+    const int n4 = n / 4;
+    const float4 xo = ((const float4 *)x)[i], sh = shared ? ((const float4 *)shared)[i] : z;
+    float4 acc = z;
+    __shared__ float cw[RN_K];
+    for (int j0 = 0; j0 < k; j0 += RN_K) {
+        float4 t[RN_K];
+#pragma unroll
+        for (int u = 0; u < RN_K; u++) t[u] = j0 + u < k ? ((const float4 *)y)[(size_t)(j0 + u) * n4 + i] : z;
+        if (j0) __syncthreads();   /* the last group's weights are used */
+        if (threadIdx.x < RN_K && j0 + threadIdx.x < k) cw[threadIdx.x] = wt ? wt[j0 + threadIdx.x] : 1.0f;
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < RN_K; u++) {
+            if (j0 + u >= k) break;
+            const float c = cw[u];
+            acc.x += c * t[u].x; acc.y += c * t[u].y; acc.z += c * t[u].z; acc.w += c * t[u].w;
+        }
+    }
+    if (shared) { acc.x += sh.x; acc.y += sh.y; acc.z += sh.z; acc.w += sh.w; }
+    const float4 v = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
+    ((float4 *)x)[i] = v;
+    if (!w) return;   /* uniform over the cluster: no barrier below */
+    const float ss = block_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
+    __shared__ float part[RN_CL];
+    const unsigned nb = cl.num_blocks(), rank = cl.block_rank();
+    if (threadIdx.x < nb) *cl.map_shared_rank(&part[rank], threadIdx.x) = ss;
+    cl.sync();
+    float tot = 0.f;
+    for (unsigned r = 0; r < nb; r++) tot += part[r];
+    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
+    const float4 o = make_float4(wv.x * (v.x * inv), wv.y * (v.y * inv), wv.z * (v.z * inv), wv.w * (v.w * inv));
+    ((float4 *)out)[i] = o;
+    if (xq) q8_quant_f4(o, i, true, xq);
+#else
+    __trap();
+#endif
+}
+
+/* HOTMOE_RN_CLUSTER=0: the residual norm in one block (k_residual_norm1) instead of a cluster */
+static bool rn_cluster(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_RN_CLUSTER", 0, 1, 1, c) == 1 && hm_cluster_ok();
+}
+
 /* k_residual_norm with float4 and all k expert rows loaded before they are summed (in the same
  * order: the weighted sum over j, then shared, then into x). n % 4 == 0, n <= 4 * 1024 * RN_V. */
 __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ y,
@@ -250,7 +315,14 @@ static void residual_norm_launch(float *x, const float *y, long long ys, const f
     const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
-    if (v4 && n / 4 <= 1024 && rn_wide())   /* one float4 a thread */
+    const int n4 = n / 4;
+    /* a cluster, one float4 a thread, when each block gets at least 128 (H200, bench/README.md, eleventh
+     * pass: `air`, n 4096, 198.0 tok/s against 195.5 in one block; `a3b`, n 2048 (64 a block), 323.3
+     * against 327.3) */
+    if (v4 && n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster())
+        hm_launch_cluster(k_residual_norm_cl, dim3(RN_CL, rows), n4 / RN_CL, RN_CL, s, x, y, wt, k, shared, w, out, n, eps, ys,
+                          ws, kq, hm_small_pdl());
+    else if (v4 && n4 <= 1024 && rn_wide())   /* one float4 a thread */
         hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
     else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
     else hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
@@ -557,9 +629,10 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
  * split took every position (k_attn_gqa wrote the output). */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
                                long long ps, long long os, uint8_t *__restrict__ xq, int f) {
-    hm_pdl_wait_f(f);
     const int h = blockIdx.x, row = blockIdx.y;
+    hm_pdl_pre(f);   /* the position is copied in before the step's first kernel */
     const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
+    hm_pdl_wait_f(f);
     if (ns == 1) {   /* the attention kernel wrote the output: only its records are left to make */
         if (xq && threadIdx.x < hd) q8_quant_lane(out[row * os + (size_t)h * hd + threadIdx.x], h * hd + threadIdx.x, xq);
         return;
@@ -704,4 +777,3 @@ void op_router(const float *logits, const float *bias, int n, int k, int fn, int
                int topk_group, int *ids, float *w, cudaStream_t s) {
     op_router_rows(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, 0, 1, s);
 }
-

@@ -28,6 +28,31 @@ static inline int router_threads(int n) { return n <= 32 ? 32 : n >= 1024 ? 1024
  * quarter of the time) */
 static inline int router_threads4(int n) { return n <= 256 ? router_threads(4 * n) : router_threads(n); }
 
+/* isel[r], wsel[r] = the expert of rank r < k in choice's order (larger first, ties to the lower
+ * index) and its score. P threads of a warp count one expert's rank, each over a P-th of the
+ * choices (P = 4 when the block has 4 threads an expert, router_threads4); rounds block-uniform:
+ * the shuffles need whole warps. P a constant: no divisions in the loop. */
+template <int P>
+static __device__ void router_rank(const float *choice, const float *score, int n, int k, int *isel, float *wsel) {
+    const int tid = threadIdx.x, q = tid % P, j0 = q * n / P, j1 = (q + 1) * n / P;
+    for (int i0 = 0; i0 < n; i0 += blockDim.x / P) {
+        const int i = i0 + tid / P;
+        int r = 0;
+        if (i < n) {
+            const float c = choice[i];
+            for (int j = j0; j < j1; j++) {
+                const float cj = choice[j];
+                r += cj > c || (cj == c && j < i);
+            }
+        }
+        if (P > 1) {
+            r += __shfl_xor_sync(0xffffffffu, r, 1);
+            r += __shfl_xor_sync(0xffffffffu, r, 2);
+        }
+        if (i < n && q == 0 && r < k) { isel[r] = i; wsel[r] = score[i]; }
+    }
+}
+
 /* logits[n] -> ids[k], w[k] for one token; called by every thread of a block (blockDim.x a
  * multiple of 32, router_threads(n) is best). The selection is the CPU's: the k largest choices,
  * ties to the lower index. Each expert's rank in that order is counted at once (no k rounds of
@@ -90,26 +115,8 @@ static __device__ void router_topk(const float *logits, const float *bias, int n
     __shared__ float wsel[64];
     __shared__ int isel[64];
     if (!grouped && !has_nan) {   /* block-uniform */
-        /* P threads of a warp count one expert's rank, each over a P-th of the choices (4 when the
-         * block has 4 threads an expert, router_threads4); rounds block-uniform: the shuffles need
-         * whole warps */
-        const int P = nt >= 4 * n ? 4 : 1, q = tid % P, j0 = q * n / P, j1 = (q + 1) * n / P;
-        for (int i0 = 0; i0 < n; i0 += nt / P) {
-            const int i = i0 + tid / P;
-            int r = 0;
-            if (i < n) {
-                const float c = choice[i];
-                for (int j = j0; j < j1; j++) {
-                    const float cj = choice[j];
-                    r += cj > c || (cj == c && j < i);
-                }
-            }
-            if (P > 1) {
-                r += __shfl_xor_sync(0xffffffffu, r, 1);
-                r += __shfl_xor_sync(0xffffffffu, r, 2);
-            }
-            if (i < n && q == 0 && r < k) { isel[r] = i; wsel[r] = score[i]; }
-        }
+        if (nt >= 4 * n) router_rank<4>(choice, score, n, k, isel, wsel);
+        else router_rank<1>(choice, score, n, k, isel, wsel);
     } else if (tid < 32) {
         for (int j = 0; j < k; j++) {
             int b = warp_argmax(choice, used, n);

@@ -4,6 +4,7 @@
 # against the all-resident executor); synthetic routing traces fitted per model class; then
 # BENCH.md's S5 (a3b, 8 GiB) and S1/S2 (air, 24 GiB): all resident, --cold stream and --cold cpu
 # under natural and replayed routing, beside the planner's prediction, in the same call.
+# TEST_ENV="K=V ...": the GPU tests run under those settings.
 #   run: [CONFIGS="resident stream ..."] bash tools/device/stream_check.sh [RUNS] [GEN] [MODELS]     (carry: .deps)
 set -uo pipefail
 RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
@@ -33,10 +34,10 @@ for mix in $MIXES; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $mix -
 [ -f "$M/tinyglm-q4_k_m.gguf" ] || $G --shape tinyglm --mix q4_k_m --seed 2 -o "$M/tinyglm-q4_k_m.gguf" >/dev/null 2>&1
 for t in ${GPU_TESTS:-}; do
   args=""; [ $t = test_gpu_model ] && args="$(ls "$M"/tiny-*.gguf) $M/tinyglm-q4_k_m.gguf"
-  timeout 150 ./build-dev/tests/$t $args >"$OUT/$t.log" 2>&1; echo "== $t rc=$? at $(( $(date +%s) - t0 )) s"
+  env ${TEST_ENV:-} timeout 150 ./build-dev/tests/$t $args >"$OUT/$t.log" 2>&1; echo "== $t rc=$? at $(( $(date +%s) - t0 )) s"
   grep -E "^FAIL" "$OUT/$t.log" | head -10; tail -1 "$OUT/$t.log"
 done
-[ -z "${NO_TEST:-}" ] && { timeout ${TEST_S:-200} ./build-dev/tests/test_gpu_stream "$M"/tiny-q4_k_m.gguf "$M"/tiny-q8_0.gguf "$M"/tinyglm-*.gguf >"$OUT/stream_test.log" 2>&1; echo "== test_gpu_stream rc=$? at $(( $(date +%s) - t0 )) s"; grep -E "FAIL|passed" "$OUT/stream_test.log"; tail -1 "$OUT/stream_test.log"; }
+[ -z "${NO_TEST:-}" ] && { env ${TEST_ENV:-} timeout ${TEST_S:-200} ./build-dev/tests/test_gpu_stream "$M"/tiny-q4_k_m.gguf "$M"/tiny-q8_0.gguf "$M"/tinyglm-*.gguf >"$OUT/stream_test.log" 2>&1; echo "== test_gpu_stream rc=$? at $(( $(date +%s) - t0 )) s"; grep -E "FAIL|passed" "$OUT/stream_test.log"; tail -1 "$OUT/stream_test.log"; }
 # the GPU server check runs beside the big model's generation (CPU-bound); its result is printed before the benchmarks
 [ -z "${NO_SERVE:-}" ] && { timeout 150 python3 tools/device/serve_check.py ./build-dev/hotmoe tests/fixtures/qwen3moe >"$OUT/serve_check.log" 2>&1 & }
 SERVE_PID=${!:-}
@@ -120,11 +121,12 @@ PY
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
           for w in 0 5; do timeout 60 ./build-dev/bench_launch --work $w >"$OUT/launch-w$w.log" 2>&1; echo "-- bench_launch --work $w: rc=$?"; grep "^|" "$OUT/launch-w$w.log"; done ;;
-      ktrace)   # the kernels of one decode step, stamped inside the graph (a second build)
+      ktrace*)   # the kernels of one decode step, stamped inside the graph (a second build); ktrace-K=V+K2=V2: under those settings
+          kvs=${c#ktrace}; kvs=${kvs#-}
           [ -x ./build-kt/bench_decode ] || { cmake -S . -B build-kt -DHOTMOE_CUDA=ON -DHOTMOE_KTRACE=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
               -DCMAKE_BUILD_TYPE=Release >>"$OUT/build.log" 2>&1 && cmake --build build-kt -j"$(nproc)" --target bench_decode >>"$OUT/build.log" 2>&1; }
-          HOTMOE_KTRACE=${KT_STEP:-300} timeout $(( $(left) - 3 )) ./build-kt/bench_decode -m "$f" --device cuda --runs 1 --gen $GEN >"$OUT/ktrace-$shape.log" 2>&1
-          echo "-- ktrace $shape: rc=$?"; python3 tools/device/ktrace.py "$OUT/ktrace-$shape.log" $nl 2>&1 | head -${KT_LINES:-45} ;;
+          env ${kvs//+/ } HOTMOE_KTRACE=${KT_STEP:-300} timeout $(( $(left) - 3 )) ./build-kt/bench_decode -m "$f" --device cuda --runs 1 --gen $GEN >"$OUT/$c-$shape.log" 2>&1
+          echo "-- $c $shape: rc=$?"; python3 tools/device/ktrace.py "$OUT/$c-$shape.log" $nl 2>&1 | head -${KT_LINES:-45} ;;
       timeline)   # each kernel of a decode step
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
       ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm1}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
