@@ -211,13 +211,20 @@ static inline int hm_smem_optin(int dev) {
 
 /* Lets kernel take smem bytes of dynamic shared memory beside stat bytes of static: past the 48 KB
  * default the limit is raised to the device's opt-in once per kernel and device (raised: one bit
- * per device, a static of the caller's for each kernel). 0, or 1 when it does not fit (the caller
- * takes another path or reports the launch). */
+ * per device, a static of the caller's for each kernel). Past 48 KB the kernel's own static size
+ * counts when it is larger than stat (a caller that passes 0 for a kernel with static shared
+ * memory would otherwise ask for more than the device allows, and the raise would fail). 0, or 1
+ * when it does not fit (the caller takes another path or reports the launch). */
 template <typename K>
 static inline int hm_allow_smem(K kernel, size_t smem, size_t stat, std::atomic<unsigned long long> &raised) {
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return 1;
     const int optin = hm_smem_optin(dev);
+    if (smem > 48 * 1024) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, kernel) != cudaSuccess) cudaGetLastError();
+        else if (fa.sharedSizeBytes > stat) stat = fa.sharedSizeBytes;
+    }
     if (smem + stat > (size_t)optin) return 1;
     if (smem > 48 * 1024 && !(raised.load(std::memory_order_relaxed) >> dev & 1)) {
         if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)stat) != cudaSuccess) {
