@@ -144,51 +144,47 @@ static inline int hm_pdl_enabled(void) {
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when
- * pdl is set (bench/launch.cu compares both in one process) */
+ * pdl is set (bench/launch.cu compares both in one process), in clusters of cx blocks along x when
+ * cx > 1 (grid.x a multiple of cx; sm_90) */
 template <typename... KArgs, typename... Args>
-static inline cudaError_t hm_launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
-                                        Args... args) {
+static inline cudaError_t hm_launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
+                                       unsigned cx, Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
-}
-
-/* hm_launch in clusters of cx blocks along x (grid.x a multiple of cx; sm_90) */
-template <typename... KArgs, typename... Args>
-static inline cudaError_t hm_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, unsigned cx, cudaStream_t s,
-                                            Args... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.stream = s;
     cudaLaunchAttribute at[2];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = cx; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
+    int na = 0;
+    if (pdl) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cx > 1) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = cx; at[na].val.clusterDim.y = 1; at[na++].val.clusterDim.z = 1;
+    }
     cfg.attrs = at;
-    cfg.numAttrs = hm_pdl_enabled() ? 2 : 1;
+    cfg.numAttrs = na;
     return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
+template <typename... KArgs, typename... Args>
+static inline cudaError_t hm_launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
+                                        Args... args) {
+    return hm_launch_ex(kernel, grid, block, smem, s, pdl, 1, args...);
+}
 
-/* whether the current device launches thread block clusters (sm_90 on) */
+/* whether the current device (0..63) launches thread block clusters (sm_90 on) */
 static inline bool hm_cluster_ok(void) {
-    static std::atomic<int> ok(-1);
-    int v = ok.load(std::memory_order_relaxed);
-    if (v < 0) {
-        int dev = 0, a = 0;
-        v = cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&a, cudaDevAttrClusterLaunch, dev) == cudaSuccess && a;
-        ok.store(v, std::memory_order_relaxed);
+    static std::atomic<int> cache[64];   /* 0 unknown, 1 no, 2 yes */
+    int dev = 0, a = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) return false;
+    int v = cache[dev].load(std::memory_order_relaxed);
+    if (!v) {
+        v = cudaDeviceGetAttribute(&a, cudaDevAttrClusterLaunch, dev) == cudaSuccess && a ? 2 : 1;
+        cache[dev].store(v, std::memory_order_relaxed);
     }
-    return v == 1;
+    return v == 2;
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...) with PDL unless HOTMOE_PDL=0 */

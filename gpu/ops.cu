@@ -143,9 +143,36 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = w[i] * (x[i] * inv);
 }
 
-/* k_residual_norm4 with one float4 a thread (n / 4 <= blockDim.x <= 1024): the loads of a group of
- * RN_K expert rows, shared and x are all issued before the first sum (one L2 round trip, not one
- * a row); the sums in the same order (the weighted sum over j, then shared, then into x). */
+/* x's float4 i plus its residual (the weighted sum over the k expert rows of y, then shared), the
+ * CPU's order of additions: the rows loaded RN_K at a time, all before their sum (one L2 round trip
+ * a group, not one a row). !in: zeros, nothing read. Every thread of the block calls it (it
+ * synchronizes). */
+static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ x, const float *__restrict__ y,
+                                                      const float *__restrict__ wt, int k, const float *__restrict__ shared,
+                                                      int n4, int i, bool in) {
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 xo = in ? ((const float4 *)x)[i] : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
+    float4 acc = z;
+    __shared__ float cw[RN_K];
+    for (int j0 = 0; j0 < k; j0 += RN_K) {
+        float4 t[RN_K];
+#pragma unroll
+        for (int u = 0; u < RN_K; u++) t[u] = j0 + u < k && in ? ((const float4 *)y)[(size_t)(j0 + u) * n4 + i] : z;
+        if (j0) __syncthreads();   /* the last group's weights are used */
+        if (threadIdx.x < RN_K && j0 + threadIdx.x < k) cw[threadIdx.x] = wt ? wt[j0 + threadIdx.x] : 1.0f;
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < RN_K; u++) {
+            if (j0 + u >= k) break;
+            const float c = cw[u];
+            acc.x += c * t[u].x; acc.y += c * t[u].y; acc.z += c * t[u].z; acc.w += c * t[u].w;
+        }
+    }
+    if (shared) { acc.x += sh.x; acc.y += sh.y; acc.z += sh.z; acc.w += sh.w; }
+    return in ? make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w) : z;
+}
+
+/* k_residual_norm4 with one float4 a thread (n / 4 <= blockDim.x <= 1024, rn_residual1). */
 __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, const float *__restrict__ y,
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
@@ -159,26 +186,8 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
     rn_load_w(w, n4, wv);
     hm_pdl_wait_f(f);
     RN_ROW();
-    const float4 xo = in ? ((const float4 *)x)[i] : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
-    float4 acc = z;
-    __shared__ float cw[RN_K];
-    for (int j0 = 0; j0 < k; j0 += RN_K) {
-        float4 t[RN_K];
-#pragma unroll
-        for (int u = 0; u < RN_K; u++) t[u] = j0 + u < k && in ? ((const float4 *)y)[(size_t)(j0 + u) * n4 + i] : z;
-        if (j0) __syncthreads();   /* the last group's weights are used */
-        if (i < RN_K && j0 + i < k) cw[i] = wt ? wt[j0 + i] : 1.0f;
-        __syncthreads();
-#pragma unroll
-        for (int u = 0; u < RN_K; u++) {
-            if (j0 + u >= k) break;
-            const float c = cw[u];
-            acc.x += c * t[u].x; acc.y += c * t[u].y; acc.z += c * t[u].z; acc.w += c * t[u].w;
-        }
-    }
-    if (shared) { acc.x += sh.x; acc.y += sh.y; acc.z += sh.z; acc.w += sh.w; }
     float4 v[RN_V];
-    v[0] = in ? make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w) : z;
+    v[0] = rn_residual1(x, y, wt, k, shared, n4, i, in);
 #pragma unroll
     for (int r = 1; r < RN_V; r++) v[r] = z;
     if (in) ((float4 *)x)[i] = v[0];
@@ -206,26 +215,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const float4 wv = w ? __ldg((const float4 *)w + i) : z;
     hm_pdl_wait_f(f);
     RN_ROW();
-    const int n4 = n / 4;
-    const float4 xo = ((const float4 *)x)[i], sh = shared ? ((const float4 *)shared)[i] : z;
-    float4 acc = z;
-    __shared__ float cw[RN_K];
-    for (int j0 = 0; j0 < k; j0 += RN_K) {
-        float4 t[RN_K];
-#pragma unroll
-        for (int u = 0; u < RN_K; u++) t[u] = j0 + u < k ? ((const float4 *)y)[(size_t)(j0 + u) * n4 + i] : z;
-        if (j0) __syncthreads();   /* the last group's weights are used */
-        if (threadIdx.x < RN_K && j0 + threadIdx.x < k) cw[threadIdx.x] = wt ? wt[j0 + threadIdx.x] : 1.0f;
-        __syncthreads();
-#pragma unroll
-        for (int u = 0; u < RN_K; u++) {
-            if (j0 + u >= k) break;
-            const float c = cw[u];
-            acc.x += c * t[u].x; acc.y += c * t[u].y; acc.z += c * t[u].z; acc.w += c * t[u].w;
-        }
-    }
-    if (shared) { acc.x += sh.x; acc.y += sh.y; acc.z += sh.z; acc.w += sh.w; }
-    const float4 v = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
+    const float4 v = rn_residual1(x, y, wt, k, shared, n / 4, i, true);
     ((float4 *)x)[i] = v;
     if (!w) return;   /* uniform over the cluster: no barrier below */
     const float ss = block_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
@@ -320,8 +310,8 @@ static void residual_norm_launch(float *x, const float *y, long long ys, const f
      * pass: `air`, n 4096, 198.0 tok/s against 195.5 in one block; `a3b`, n 2048 (64 a block), 323.3
      * against 327.3) */
     if (v4 && n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster())
-        hm_launch_cluster(k_residual_norm_cl, dim3(RN_CL, rows), n4 / RN_CL, RN_CL, s, x, y, wt, k, shared, w, out, n, eps, ys,
-                          ws, kq, hm_small_pdl());
+        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, y, wt, k, shared, w, out, n,
+                     eps, ys, ws, kq, hm_small_pdl());
     else if (v4 && n4 <= 1024 && rn_wide())   /* one float4 a thread */
         hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
     else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
