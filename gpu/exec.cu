@@ -4,6 +4,7 @@
 #include "exec_impl.cuh"
 #include "gpu_gemv.h"
 #include "ops.cuh"
+#include "prefill_size.h"
 #include "launch.cuh"
 extern "C" {
 #include "quant.h"
@@ -120,7 +121,7 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
              tsz(&l->router) + fsz(&l->dense) + fsz(&l->shexp);
         if (l->is_moe) for (int e = 0; e < c->n_expert; e++) n += fsz(&l->experts[e].host) + 3 * sizeof(void *);
     }
-    n += 2 * (size_t)n_seq * (l1 - l0) * n_ctx * c->kv_dim * sizeof(float);
+    n += 2 * (size_t)n_seq * (l1 - l0) * n_ctx * c->kv_dim * sizeof(float) + 2 * pf_kv16_bytes(m, n_ctx);
     int ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
@@ -751,7 +752,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         size_t kv = (size_t)g->n_seq * (g->l1 - g->l0) * n_ctx * c->kv_dim * sizeof(float);
 #define A(ptr, n) if (!(ptr = (float *)dalloc(g, sizeof(float) * (size_t)(n), err, errlen))) goto bad
         g->cat = VRAM_KV;
-        if (!(g->kc = (float *)dalloc(g, kv, err, errlen)) || !(g->vc = (float *)dalloc(g, kv, err, errlen))) goto bad;
+        if (!(g->kc = (float *)dalloc(g, kv, err, errlen)) || !(g->vc = (float *)dalloc(g, kv, err, errlen)) ||
+            !(g->k16 = dalloc(g, pf_kv16_bytes(m, n_ctx), err, errlen)) || !(g->vt16 = dalloc(g, pf_kv16_bytes(m, n_ctx), err, errlen)))
+            goto bad;
         g->cat = VRAM_WORKSPACE;
         A(g->x, D); A(g->xn, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */

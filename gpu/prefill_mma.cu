@@ -2,6 +2,7 @@
  * accumulation): a causal flash attention over the F32 KV cache with S and O in registers
  * (FlashAttention-2 layout), and a grouped GEMM that runs every expert of a group in one launch. */
 #include "prefill.cuh"
+#include "launch.cuh"
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
@@ -283,11 +284,8 @@ template <int HD>
 static int flash2_launch(dim3 gr, const float *qkv, int ld, const __half *k16, const __half *vt16, int ld_vt, __half *out,
                          int n, int pos0, int n_head, int n_head_kv, float scale, cudaStream_t s) {
     const int smem = 2 * (FM_BC * (HD + 8) + HD * (FM_BC + 8)) * 2;
-    static bool set = false;
-    if (!set) {
-        if (cudaFuncSetAttribute(k_pf_flash_mma2<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return -1;
-        set = true;
-    }
+    static std::atomic<unsigned long long> raised(0);   /* per device: a pipeline's second GPU raises its own */
+    if (hm_allow_smem(k_pf_flash_mma2<HD>, smem, 0, raised)) return -1;
     k_pf_flash_mma2<HD><<<gr, 128, smem, s>>>(qkv, ld, k16, vt16, ld_vt, out, n, pos0, n_head, n_head_kv, scale);
     return 0;
 }
@@ -422,11 +420,8 @@ template <int ST>
 static int ggemm_launch(const __half *W, int64_t wstride, const __half *X, float *Y, const int4 *tiles, int n_tiles, int M,
                         int K, cudaStream_t s) {
     const int smem = ST * (GG_BM + GG_BN) * GG_LD * 2;
-    static bool set = false;
-    if (!set) {
-        if (cudaFuncSetAttribute(k_pf_ggemm<ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return -1;
-        set = true;
-    }
+    static std::atomic<unsigned long long> raised(0);
+    if (hm_allow_smem(k_pf_ggemm<ST>, smem, 0, raised)) return -1;
     k_pf_ggemm<ST><<<dim3((M + GG_BN - 1) / GG_BN, n_tiles), 256, smem, s>>>(W, wstride, X, Y, tiles, M, K);
     return 0;
 }

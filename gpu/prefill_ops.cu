@@ -3,6 +3,7 @@
  * pointer table) and the two fallback attention kernels (WMMA, plain); launchers in prefill.cuh.
  * The per-token math repeats ops.cu's decode kernels so that prefill and decode agree. */
 #include "prefill.cuh"
+#include "launch.cuh"
 #include "router.cuh"
 #include "blockops.cuh"
 #include "qdev.cuh"
@@ -384,8 +385,8 @@ int pf_attn_wmma(const float *qkv, int ld, const float *kc, const float *vc, __h
                  int n_head_kv, int hd, float scale, cudaStream_t s) {
     size_t sm = flash_smem(hd);
     dim3 gr((n + FA_BR - 1) / FA_BR, n_head);
-#define FLASH(HD) do { static int set = 0; \
-        if (!set) { if (cudaFuncSetAttribute(k_pf_flash<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm) != cudaSuccess) return -1; set = 1; } \
+#define FLASH(HD) do { static std::atomic<unsigned long long> raised(0); \
+        if (hm_allow_smem(k_pf_flash<HD>, sm, 0, raised)) return -1; \
         k_pf_flash<HD><<<gr, 128, sm, s>>>(qkv, ld, kc, vc, out, n, pos0, n_head, n_head_kv, scale); } while (0)
     switch (hd) {
     case 16: FLASH(16); break;

@@ -55,6 +55,12 @@ static inline size_t pf_layout_bytes(const pf_layout *l) {
            2 * (l->xh + l->atth + l->act + l->xg) + 16 * l->tiles + l->wbuf + 16 * 256;
 }
 
+/* Bytes of each of the prefill attention's two F16 copies of one layer's K and V^T (positions
+ * rounded up to its 64-row tiles); the executor allocates them with the KV cache. */
+static inline size_t pf_kv16_bytes(const hm_model *m, int n_ctx) {
+    return (size_t)(n_ctx + 63) / 64 * 64 * m->cfg.kv_dim * 2;
+}
+
 /* The workspace of a chunk of `chunk` prompt tokens. */
 static inline size_t pf_workspace_bytes(const hm_model *m, int chunk) {
     pf_layout l = pf_layout_of(m, chunk);

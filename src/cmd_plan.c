@@ -180,7 +180,8 @@ static uint64_t layer_dense(const hm_layer *l) {
 }
 
 /* Activations of a decode step (as gpu/exec.cu sizes them) plus the prefill workspace of a chunk,
- * which the engine reserves under --gpu-mem (gpu/prefill_size.h: the bytes it allocates). */
+ * which the engine reserves under --gpu-mem, and the prefill attention's F16 K and V^T copies of
+ * one layer (gpu/prefill_size.h: the bytes it allocates). */
 static uint64_t workspace_estimate(const hm_model *m, int ctx, int chunk) {
     const hm_config *c = &m->cfg;
     double ff = c->n_ff, fe = (double)c->n_ff_exp * c->n_expert_used;
@@ -188,7 +189,7 @@ static uint64_t workspace_estimate(const hm_model *m, int ctx, int chunk) {
     if (c->n_ff_shexp > ff) ff = c->n_ff_shexp;
     double dec = (double)c->n_embd * (6 + c->n_expert_used) + 2.0 * c->q_dim + 2.0 * c->kv_dim + c->n_vocab +
                  2.0 * c->n_expert + ff + (double)c->n_head * ((ctx + 255) / 256) * (c->head_dim + 2);
-    return (uint64_t)(4 * dec) + pf_workspace_bytes(m, chunk);
+    return (uint64_t)(4 * dec) + pf_workspace_bytes(m, chunk) + 2 * pf_kv16_bytes(m, ctx);
 }
 
 /* Fills in->layer (allocated; caller frees) from m; freq stays NULL (uniform). */
