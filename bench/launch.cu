@@ -2,8 +2,11 @@
  * N kernels captured on one stream, replayed, time per kernel. Each kernel waits for the one before
  * (griddepcontrol.wait, as every decode kernel does, gpu/launch.cuh), reads the value it wrote and
  * writes the next, so every boundary carries a real dependency. Shapes: 1 block (a norm), 104
- * blocks of 128 (qkv post), 264 of 256 (a GEMV's grid at two blocks per SM); each with the
- * programmatic launch attribute (hm_launch, the decode step's way) and without (HOTMOE_PDL=0's).
+ * blocks of 128 (qkv post), 264 of 256 (a GEMV's grid at two blocks per SM), 128 of 384 (the
+ * attention's), and in thread block clusters that meet at one cluster barrier after the wait: 8
+ * of 128 in one cluster (the residual norm's k_residual_norm_cl), 128 of 384 in clusters of 8 and
+ * of 16 (session 13's k_attn_cl); each with the programmatic launch attribute (hm_launch, the
+ * decode step's way) and without (HOTMOE_PDL=0's).
  * With --work US each block also spins US microseconds (clock64) after its wait: the boundary's
  * cost is then the time per kernel minus US. Prints one line per case and a JSON line.
  *
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "launch.cuh"
+#include <cooperative_groups.h>
 
 __global__ void k_step(int *v, long long spin) {
     hm_pdl_wait();
@@ -27,7 +31,24 @@ __global__ void k_step(int *v, long long spin) {
     if (blockIdx.x == 0 && threadIdx.x == 0) v[1] = v[0] + 1, v[0] = v[1];
 }
 
-static cudaError_t launch(int pdl, int blocks, int threads, cudaStream_t s, int *v, long long spin) {
+/* k_step in a cluster: one cluster barrier after the wait */
+__global__ void k_step_cl(int *v, long long spin) {
+    hm_pdl_wait();
+    if (spin > 0) {
+        const long long t0 = clock64();
+        while (clock64() - t0 < spin) {}
+    }
+#if __CUDA_ARCH__ >= 900
+    cooperative_groups::this_cluster().sync();
+#else
+    __syncthreads();
+#endif
+    if (blockIdx.x == 0 && threadIdx.x == 0) v[1] = v[0] + 1, v[0] = v[1];
+}
+
+static cudaError_t launch(int pdl, int blocks, int threads, int cluster, cudaStream_t s, int *v, long long spin) {
+    if (cluster > 1)
+        return hm_launch_ex(k_step_cl, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s, pdl, (unsigned)cluster, v, spin);
     return hm_launch_pdl(k_step, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s, pdl, v, spin);
 }
 
@@ -55,15 +76,22 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-    static const int shapes[][2] = { { 1, 512 }, { 104, 128 }, { 264, 256 } };
+    static const int shapes[][3] = { { 1, 512, 1 },   { 104, 128, 1 }, { 264, 256, 1 }, { 128, 384, 1 },
+                                     { 8, 128, 8 },   { 128, 384, 8 }, { 128, 384, 16 } };
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    const int clusters = hm_cluster_ok();
+    if (clusters && cudaFuncSetAttribute(k_step_cl, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) cudaGetLastError();
+    int ncases = 0;
     printf("bench_launch: graph of %d dependent kernels, %d replays, work %.1f us a kernel (clock %d MHz)\n", n, replays, work_us, clk_khz / 1000);
-    printf("| blocks x threads | PDL | us per kernel | us per boundary (minus work) |\n|---|---|---|---|\n");
-    for (int si = 0; si < 3; si++)
+    printf("| blocks x threads | cluster | PDL | us per kernel | us per boundary (minus work) |\n|---|---|---|---|---|\n");
+    for (int si = 0; si < nshapes; si++)
         for (int pdl = 1; pdl >= 0; pdl--) {
+            if (shapes[si][2] > 1 && !clusters) continue;
+            ncases++;
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-            for (int i = 0; i < n; i++) CK(launch(pdl, shapes[si][0], shapes[si][1], s, v, spin));
+            for (int i = 0; i < n; i++) CK(launch(pdl, shapes[si][0], shapes[si][1], shapes[si][2], s, v, spin));
             CK(cudaStreamEndCapture(s, &g));
             CK(cudaGraphInstantiate(&ge, g, 0));
             CK(cudaGraphLaunch(ge, s));   /* warm-up */
@@ -75,15 +103,16 @@ int main(int argc, char **argv) {
             float ms = 0;
             CK(cudaEventElapsedTime(&ms, e0, e1));
             const double us = 1000.0 * ms / ((double)replays * n);
-            printf("| %d x %d | %s | %.2f | %.2f |\n", shapes[si][0], shapes[si][1], pdl ? "yes" : "no", us, us - work_us);
-            printf("{\"blocks\": %d, \"threads\": %d, \"pdl\": %d, \"work_us\": %.2f, \"us_per_kernel\": %.3f}\n", shapes[si][0],
-                   shapes[si][1], pdl, work_us, us);
+            printf("| %d x %d | %d | %s | %.2f | %.2f |\n", shapes[si][0], shapes[si][1], shapes[si][2], pdl ? "yes" : "no", us,
+                   us - work_us);
+            printf("{\"blocks\": %d, \"threads\": %d, \"cluster\": %d, \"pdl\": %d, \"work_us\": %.2f, \"us_per_kernel\": %.3f}\n",
+                   shapes[si][0], shapes[si][1], shapes[si][2], pdl, work_us, us);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));
         }
     int h[2];
     CK(cudaMemcpy(h, v, sizeof h, cudaMemcpyDeviceToHost));
-    const long long want = (long long)n * (replays + 1) * 6;
+    const long long want = (long long)n * (replays + 1) * ncases;
     if (h[0] != (int)want) { fprintf(stderr, "bench_launch: the chain counted %d, expected %lld\n", h[0], want); return 1; }
     return 0;
 }
