@@ -21,25 +21,17 @@
 #include "launch.cuh"
 #include <cooperative_groups.h>
 
+/* CL: the blocks of a cluster meet at one cluster barrier after the wait (else a block barrier) */
+template <bool CL>
 __global__ void k_step(int *v, long long spin) {
     hm_pdl_wait();
     if (spin > 0) {
         const long long t0 = clock64();
         while (clock64() - t0 < spin) {}
     }
-    __syncthreads();
-    if (blockIdx.x == 0 && threadIdx.x == 0) v[1] = v[0] + 1, v[0] = v[1];
-}
-
-/* k_step in a cluster: one cluster barrier after the wait */
-__global__ void k_step_cl(int *v, long long spin) {
-    hm_pdl_wait();
-    if (spin > 0) {
-        const long long t0 = clock64();
-        while (clock64() - t0 < spin) {}
-    }
 #if __CUDA_ARCH__ >= 900
-    cooperative_groups::this_cluster().sync();
+    if (CL) cooperative_groups::this_cluster().sync();
+    else __syncthreads();
 #else
     __syncthreads();
 #endif
@@ -47,9 +39,8 @@ __global__ void k_step_cl(int *v, long long spin) {
 }
 
 static cudaError_t launch(int pdl, int blocks, int threads, int cluster, cudaStream_t s, int *v, long long spin) {
-    if (cluster > 1)
-        return hm_launch_ex(k_step_cl, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s, pdl, (unsigned)cluster, v, spin);
-    return hm_launch_pdl(k_step, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s, pdl, v, spin);
+    return hm_launch_ex(cluster > 1 ? k_step<true> : k_step<false>, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s, pdl,
+                        (unsigned)cluster, v, spin);
 }
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_launch: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -80,7 +71,7 @@ int main(int argc, char **argv) {
                                      { 8, 128, 8 },   { 128, 384, 8 }, { 128, 384, 16 } };
     const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     const int clusters = hm_cluster_ok();
-    if (clusters && cudaFuncSetAttribute(k_step_cl, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) cudaGetLastError();
+    if (clusters && cudaFuncSetAttribute(k_step<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) cudaGetLastError();
     int ncases = 0;
     printf("bench_launch: graph of %d dependent kernels, %d replays, work %.1f us a kernel (clock %d MHz)\n", n, replays, work_us, clk_khz / 1000);
     printf("| blocks x threads | cluster | PDL | us per kernel | us per boundary (minus work) |\n|---|---|---|---|---|\n");

@@ -1,8 +1,9 @@
 /* prefill.cu - batched prefill on the GPU executor: the prompt runs in chunks of tokens, each layer
  * as GEMMs (weights dequantized to F16 tiles, cuBLAS with F32 accumulation, F32 outputs), a
- * tensor-core flash attention over the F32 KV cache (prefill_mma.cu), and MoE with tokens grouped
- * by expert on the device (stable counting sort), the used experts' weights dequantized through
- * the device pointer table, one grouped GEMM launch per projection per group of experts.
+ * tensor-core flash attention (prefill_mma.cu: on F16 copies of the layer's K and V^T made from the
+ * F32 KV cache once per chunk), and MoE with tokens grouped by expert on the device (stable
+ * counting sort), the used experts' weights dequantized through the device pointer table, one
+ * grouped GEMM launch per projection per group of experts.
  * Kernel choices (environment, for tests and benchmarks): HOTMOE_PREFILL_ATTN = mma2 (default: the
  * layer's K and V^T converted to F16 once per chunk, the executor's k16/vt16) | mma (on the F32
  * cache) | wmma | simple; HOTMOE_PREFILL_MOE = grouped (default) | cublas; HOTMOE_PREFILL_GEMM_STAGES
@@ -352,8 +353,8 @@ static int attention(gpu_exec *g, float *kc, float *vc, int n, int pos0, char *e
     const hm_config *c = &g->m->cfg;
     int hd = c->head_dim, ld = c->q_dim + 2 * c->kv_dim;
     float scale = 1.0f / sqrtf((float)hd);
-    /* mma2 (default: F16 K/V^T copies + cp.async; H200, a3b 8K: 14,449 tok/s against 8,131 with mma,
-     * bench/README.md), mma (on the F32 cache), wmma, simple; each declines shapes it lacks */
+    /* mma2 (default: F16 K/V^T copies + cp.async; H200, a3b 8K: 14,443 tok/s against 8,155 with mma,
+     * bench/README.md, twelfth pass), mma (on the F32 cache), wmma, simple; each declines shapes it lacks */
     const char *ae = getenv("HOTMOE_PREFILL_ATTN");
     int simple = ae && !strcmp(ae, "simple"), wmma = ae && !strcmp(ae, "wmma"), mma2 = !ae || !strcmp(ae, "mma2");
     if (mma2 && pf_flash_mma2(p->qkv, ld, kc, vc, (__half *)g->k16, (__half *)g->vt16, p->atth, n, pos0, c->n_head,

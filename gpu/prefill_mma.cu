@@ -1,6 +1,7 @@
 /* prefill_mma.cu - the tensor-core kernels of prefill (mma.sync m16n8k16, F16 inputs, F32
- * accumulation): a causal flash attention over the F32 KV cache with S and O in registers
- * (FlashAttention-2 layout), and a grouped GEMM that runs every expert of a group in one launch. */
+ * accumulation): a causal flash attention with S and O in registers (FlashAttention-2 layout), on
+ * F16 copies of the layer's K and V^T (the default, pf_flash_mma2) or on the F32 KV cache
+ * (pf_flash_mma), and a grouped GEMM that runs every expert of a group in one launch. */
 #include "prefill.cuh"
 #include "launch.cuh"
 #include <cuda_fp16.h>
