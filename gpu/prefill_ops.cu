@@ -327,10 +327,49 @@ __global__ void k_pf_deq_tab_float(const void *const *tab, const int *ids, int64
     }
 }
 
+/* k_pf_deq_tab with 16 elements a thread (four runs of one block, the same deq4 each): the run's
+ * index arithmetic once per 16, the output as two 16-byte stores. dst 16-byte aligned, dstride % 8
+ * == 0 (pf_deq_tab checks). Bitwise the same values. */
+template <class T>
+__global__ void k_pf_deq_tab16(const void *const *tab, const int *ids, int64_t nper, __half *dst, int64_t dstride) {
+    constexpr int RPB = T::QK / 4;
+    static_assert(RPB % 4 == 0, "four runs of one block");
+    const uint8_t *src = (const uint8_t *)tab[ids[blockIdx.y]];
+    __half *d = dst + blockIdx.y * dstride;
+    const int64_t n16 = nper / 16;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r0 = 4 * i;
+        const uint8_t *b = src + (r0 / RPB) * T::BS;
+        const int j0 = (int)(r0 % RPB);
+        __half2 h[8];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            float v[4];
+            T::deq4(b, j0 + u, v);
+            h[2 * u] = __floats2half2_rn(v[0], v[1]);
+            h[2 * u + 1] = __floats2half2_rn(v[2], v[3]);
+        }
+        uint4 *o = (uint4 *)(d + 16 * i);
+        o[0] = *(const uint4 *)&h[0];
+        o[1] = *(const uint4 *)&h[4];
+    }
+}
+
+/* HOTMOE_PREFILL_DEQ=4: four elements a thread (k_pf_deq_tab) instead of 16 */
+static int deq16_on(void) {
+    const char *e = getenv("HOTMOE_PREFILL_DEQ");   /* read at each launch: the test switches it */
+    return !(e && atoi(e) == 4);
+}
+
 typedef void (*deq_tab_fn)(dim3, cudaStream_t, const void *const *, const int *, int64_t, __half *, int64_t);
 template <class T>
 static void deq_tab_launch(dim3 gr, cudaStream_t s, const void *const *tab, const int *ids, int64_t nper, __half *d, int64_t ds) {
-    k_pf_deq_tab<T><<<gr, 256, 0, s>>>(tab, ids, nper, d, ds);
+    if (deq16_on() && (uintptr_t)d % 16 == 0 && ds % 8 == 0) {
+        const int64_t n16 = nper / 16, bx = (n16 + 255) / 256;
+        k_pf_deq_tab16<T><<<dim3((unsigned)(bx > 4096 ? 4096 : bx), gr.y), 256, 0, s>>>(tab, ids, nper, d, ds);
+    } else {
+        k_pf_deq_tab<T><<<gr, 256, 0, s>>>(tab, ids, nper, d, ds);
+    }
 }
 template <int IN>
 static void deq_tab_launch_float(dim3 gr, cudaStream_t s, const void *const *tab, const int *ids, int64_t nper, __half *d, int64_t ds) {

@@ -22,6 +22,7 @@ extern "C" {
 #include "gpu.h"
 #include "loader.h"
 #include "runner.h"
+#include "quant.h"
 }
 
 #define N_PROMPT 150
@@ -297,8 +298,60 @@ static void gemm_check(int stages) {
     }
 }
 
+/* pf_deq_tab, the experts' dequantization to F16 (16 elements a thread by default, 4 with
+ * HOTMOE_PREFILL_DEQ=4): every element of three slots read through a shuffled table, both ways
+ * bitwise equal to the CPU's to_float rounded to F16; a stride that is not whole 16-byte words
+ * takes the 4-element kernel. Blocks from from_float on random values (valid scales). */
+static void deq_check(void) {
+    static const int types[] = { HM_TYPE_Q4_0, HM_TYPE_Q4_1, HM_TYPE_Q5_0, HM_TYPE_Q5_1, HM_TYPE_Q8_0, HM_TYPE_MXFP4, HM_TYPE_Q2_K,
+                                  HM_TYPE_Q3_K, HM_TYPE_Q4_K, HM_TYPE_Q5_K, HM_TYPE_Q6_K, HM_TYPE_IQ4_XS };
+    const int64_t nper = 256 * 9;
+    for (int type : types) {
+        const hm_type_traits *tt = hm_type_get(type);
+        if (!tt || !tt->from_float || !tt->to_float) { printf("FAIL dequant type %d: no CPU codec\n", type); n_fail++; continue; }
+        const size_t rb = (size_t)nper / tt->blck * tt->type_size;
+        std::vector<float> f(nper), ref(3 * nper);
+        std::vector<uint8_t> q(3 * rb);
+        uint64_t x = 99 + type;
+        for (int sl = 0; sl < 3; sl++) {
+            for (int64_t i = 0; i < nper; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; f[i] = ((int)(x % 2001) - 1000) * (sl + 1) * 1e-3f; }
+            tt->from_float(f.data(), q.data() + sl * rb, nper);
+            tt->to_float(q.data() + sl * rb, ref.data() + sl * nper, nper);
+        }
+        uint8_t *dq; cudaMalloc(&dq, 3 * rb); cudaMemcpy(dq, q.data(), 3 * rb, cudaMemcpyHostToDevice);
+        const void *htab[3] = { dq + 2 * rb, dq, dq + rb };   /* slot s at tab[ids[s]] */
+        const int hids[3] = { 1, 2, 0 };
+        const void **dtab; int *dids; cudaMalloc(&dtab, sizeof htab); cudaMalloc(&dids, sizeof hids);
+        cudaMemcpy(dtab, htab, sizeof htab, cudaMemcpyHostToDevice); cudaMemcpy(dids, hids, sizeof hids, cudaMemcpyHostToDevice);
+        for (int way = 0; way < 3; way++) {   /* 16 a thread; 4 a thread; a stride off the 16-byte words */
+            const int64_t ds = way == 2 ? nper + 4 : nper;
+            if (way == 1) setenv("HOTMOE_PREFILL_DEQ", "4", 1);
+            __half *dd; cudaMalloc(&dd, sizeof(__half) * 3 * ds); cudaMemset(dd, 0xFF, sizeof(__half) * 3 * ds);
+            const int rc = pf_deq_tab(type, dtab, dids, 3, nper, dd, ds, 0);
+            unsetenv("HOTMOE_PREFILL_DEQ");
+            std::vector<__half> got(3 * ds);
+            cudaDeviceSynchronize();
+            cudaMemcpy(got.data(), dd, sizeof(__half) * 3 * ds, cudaMemcpyDeviceToHost);
+            long bad = rc ? 1 : 0, first = -1;
+            for (int sl = 0; sl < 3 && !rc; sl++)
+                for (int64_t i = 0; i < nper; i++) {
+                    const __half want = __float2half_rn(ref[sl * nper + i]);
+                    if (memcmp(&got[sl * ds + i], &want, sizeof want)) { if (first < 0) first = sl * nper + i; bad++; }
+                }
+            char w[160];
+            snprintf(w, sizeof w, "dequant type %d to F16 (%s): %ld of %lld elements differ from the CPU's (first %ld)", type,
+                     way == 0 ? "16 a thread" : way == 1 ? "4 a thread" : "stride off 16 bytes", bad, (long long)(3 * nper), first);
+            printf("%s %s\n", bad ? "FAIL" : "PASS", w);
+            bad ? n_fail++ : n_pass++;
+            cudaFree(dd);
+        }
+        cudaFree(dq); cudaFree(dtab); cudaFree(dids);
+    }
+}
+
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_prefill needs a GPU)\n"); return 77; }
+    deq_check();
     gemm_check(2);
     gemm_check(4);
     hm_kernels_set(HM_KERNELS_REF); /* the CPU side: exact dequantization, F32 activations */
