@@ -33,8 +33,8 @@ case " ${GPU_TESTS:-} " in *" test_gpu_model "*) MIXES="$MIXES f32 bf16 q4_0 q6_
 for mix in $MIXES; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $mix --seed 1 -o "$M/tiny-$mix.gguf" >/dev/null 2>&1; done
 [ -f "$M/tinyglm-q4_k_m.gguf" ] || $G --shape tinyglm --mix q4_k_m --seed 2 -o "$M/tinyglm-q4_k_m.gguf" >/dev/null 2>&1
 for t in ${GPU_TESTS:-}; do
-  args=""; [ $t = test_gpu_model ] && args="$(ls "$M"/tiny-*.gguf) $M/tinyglm-q4_k_m.gguf"
-  env ${TEST_ENV:-} timeout 150 ./build-dev/tests/$t $args >"$OUT/$t.log" 2>&1; echo "== $t rc=$? at $(( $(date +%s) - t0 )) s"
+  args=""; case $t in test_gpu_model|test_gpu_prefill) args="$(ls "$M"/tiny-*.gguf) $M/tinyglm-q4_k_m.gguf" ;; esac
+  env ${TEST_ENV:-} timeout ${GPU_TEST_S:-150} ./build-dev/tests/$t $args >"$OUT/$t.log" 2>&1; echo "== $t rc=$? at $(( $(date +%s) - t0 )) s"
   grep -E "^FAIL" "$OUT/$t.log" | head -10; tail -1 "$OUT/$t.log"
 done
 [ -z "${NO_TEST:-}" ] && { env ${TEST_ENV:-} timeout ${TEST_S:-200} ./build-dev/tests/test_gpu_stream "$M"/tiny-q4_k_m.gguf "$M"/tiny-q8_0.gguf "$M"/tinyglm-*.gguf >"$OUT/stream_test.log" 2>&1; echo "== test_gpu_stream rc=$? at $(( $(date +%s) - t0 )) s"; grep -E "FAIL|passed" "$OUT/stream_test.log"; tail -1 "$OUT/stream_test.log"; }
@@ -119,6 +119,8 @@ PY
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
       env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
+      benchair) for v in ${BENCHAIR:-default}; do   # the q8 GEMV launches of one air layer (needs test_gpu_gemv), e.g. BENCHAIR="HOTMOE_Q8T=0 HOTMOE_Q8T=1"
+            env ${v/default/} timeout 60 ./build-dev/tests/test_gpu_gemv --bench-air >"$OUT/benchair-${v//=/}.log" 2>&1; echo "-- bench-air $v: rc=$?"; grep -v "^$" "$OUT/benchair-${v//=/}.log" | head -16; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
           for w in 0 5; do timeout 60 ./build-dev/bench_launch --work $w >"$OUT/launch-w$w.log" 2>&1; echo "-- bench_launch --work $w: rc=$?"; grep "^|" "$OUT/launch-w$w.log"; done ;;
       ktrace*)   # the kernels of one decode step, stamped inside the graph (a second build); ktrace-K=V+K2=V2: under those settings
