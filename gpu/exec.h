@@ -40,7 +40,7 @@ typedef struct {
                                experts' GEMVs run; the missed ones are computed after their copies */
     int staging;            /* --staging N: prefill copies up to N cold experts of the next layer beside the
                                current one (two buffers of N records, in the budget); 0: read in place */
-    int prefill_chunk;      /* prefill tokens per chunk (0: HOTMOE_PREFILL_CHUNK, else 4096); with a budget and
+    int prefill_chunk;      /* prefill tokens per chunk (0: HOTMOE_PREFILL_CHUNK, else 8192); with a budget and
                                a cold path its workspace is reserved in the budget (0: 1024 reserved) */
     int layer_first, layer_last;   /* run layers [first, last) only (a pipeline stage); 0, 0: all. The stage
                                that ends at n_layer has the output head; the others hand on x */
@@ -121,7 +121,7 @@ size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, 
 size_t gpu_exec_vram_used(const gpu_exec *g);
 
 /* Batched prefill (gpu/prefill.cu): runs tokens[0..n) at positions pos0..pos0+n-1 in chunks
- * (4096 tokens, or HOTMOE_PREFILL_CHUNK; smaller when VRAM is short), fills the KV cache so that
+ * (8192 tokens, or HOTMOE_PREFILL_CHUNK; smaller when VRAM is short), fills the KV cache so that
  * decode continues at pos0 + n, and writes the last token's logits (n_vocab floats) when
  * logits_last is not NULL. Weights are dequantized to F16 and multiplied with F16 activations
  * (F32 accumulation), so logits differ from gpu_exec_forward's by that rounding. The workspace is

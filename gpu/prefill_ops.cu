@@ -364,7 +364,7 @@ static int deq16_on(void) {
 typedef void (*deq_tab_fn)(dim3, cudaStream_t, const void *const *, const int *, int64_t, __half *, int64_t);
 template <class T>
 static void deq_tab_launch(dim3 gr, cudaStream_t s, const void *const *tab, const int *ids, int64_t nper, __half *d, int64_t ds) {
-    if (deq16_on() && (uintptr_t)d % 16 == 0 && ds % 8 == 0) {
+    if (deq16_on() && (uintptr_t)d % 16 == 0 && ds % 8 == 0 && nper % 16 == 0) {
         const int64_t n16 = nper / 16, bx = (n16 + 255) / 256;
         k_pf_deq_tab16<T><<<dim3((unsigned)(bx > 4096 ? 4096 : bx), gr.y), 256, 0, s>>>(tab, ids, nper, d, ds);
     } else {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ON THE DEVICE, in one `run` call: build (Release, sm_90, outside the tree so a warm machine
 # rebuilds incrementally), the prefill test on the fixtures and generated tiny models, then the
-# prefill benchmark (BENCH.md: 8,192 and 32,768-token prompts, chunk 4096, median of 3) on each
+# prefill benchmark (BENCH.md: 8,192 and 32,768-token prompts, the default chunk, median of 3) on each
 # named shape, each phase under a time guard. Logs and JSON under $OUT; a short table last.
 #   run: cd .wt/prefill && ln -sfn ../../.deps .deps && source tools/device/env.sh && bash tools/device/prefill_check.sh "a3b"
 set -uo pipefail
@@ -15,7 +15,7 @@ t0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
 cmake -S . -B "$B" -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build "$B" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+cmake --build "$B" -j"$(nproc)" ${TARGETS:+--target $TARGETS} >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "== built in $(( $(date +%s) - t0 )) s"
 
 G=$B/hotmoe-gen
@@ -52,12 +52,12 @@ for shape in $SHAPES; do
     grep -A14 "profile: 8192" "$OUT/profile-$shape.log" | head -16
   fi
   # the other paths at 8K, for the ratios (VARIANTS=1): one cuBLAS GEMM per expert; the attention
-  # on the F32 cache; one chunk of 8192 (the experts dequantized once instead of twice)
-  for v in "HOTMOE_PREFILL_MOE=cublas" "HOTMOE_PREFILL_ATTN=mma" "HOTMOE_PREFILL_CHUNK=8192"; do
+  # on the F32 cache; chunks of 4096 (the experts dequantized twice for 8K instead of once)
+  for v in ${PF_VARIANTS:-HOTMOE_PREFILL_MOE=cublas HOTMOE_PREFILL_ATTN=mma HOTMOE_PREFILL_CHUNK=4096}; do
     lim=$(( $(left) - 5 ))
     [ -n "${VARIANTS:-}" ] && [ $lim -gt 25 ] || continue
-    env $v timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 3 >"$OUT/prefill-$shape-variant.log" 2>&1
-    echo "== variant $v:"; grep -E "^\| /" "$OUT/prefill-$shape-variant.log"
+    env $v timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 3 >"$OUT/prefill-$shape-${v//=/}.log" 2>&1
+    echo "== variant $v:"; grep -E "^\| /" "$OUT/prefill-$shape-${v//=/}.log"
   done
 done
 echo "== all done in $(( $(date +%s) - t0 )) s"
