@@ -38,20 +38,18 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const runner_opts *ro,
     int32_t *tok = hm_malloc(sizeof(int32_t) * (size_t)nmax);
     float *logits = hm_malloc(sizeof(float) * c->n_vocab);
     hm_error e;
-    /* warm-up: allocates the workspace, loads cuBLAS kernels */
-    int nw = nmax < 4096 ? nmax : 4096;
+    /* warm-up: loads cuBLAS kernels and allocates the workspace for a default chunk (8192 tokens on
+     * the GPU); the chunk, VRAM and workspace columns are read after each size's runs */
+    int nw = nmax < 8192 ? nmax : 8192;
     random_tokens(tok, nw, c->n_vocab, 777);
     double tw = hm_now();
     if (runner_prefill(r, tok, nw, 0, logits, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
     tw = hm_now() - tw;
     const int cuda = r->device == HM_DEVICE_CUDA;
-    size_t vram = cuda ? gpu_mem_used(0) : 0, ws = cuda ? gpu_exec_prefill_bytes(r->gpu) : 0;
     gpu_exec_layout lay;
     memset(&lay, 0, sizeof lay);
     if (cuda) runner_layout(r, &lay);
-    const size_t engine = lay.vram_total + ws;   /* what the engine allocated: its layout and the prefill workspace */
     const char *ce = getenv("HOTMOE_PREFILL_CHUNK");
-    int chunk = cuda ? gpu_exec_prefill_chunk(r->gpu) : ce && atoi(ce) > 0 ? atoi(ce) : 4096;
     FILE *f = json ? fopen(json, "w") : NULL;
     if (f) fprintf(f, "[");
     printf("\n| model | device | prompt tokens | chunk | prefill tok/s | TTFT s | runs (tok/s) | VRAM device | engine | workspace | load s | warm-up %d tok s |\n", nw);
@@ -67,6 +65,9 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const runner_opts *ro,
             rate[run] = n / ttft[run];
         }
         double med = hm_median(rate, runs), mt = hm_median(ttft, runs);
+        const size_t vram = cuda ? gpu_mem_used(0) : 0, ws = cuda ? gpu_exec_prefill_bytes(r->gpu) : 0;
+        const size_t engine = lay.vram_total + ws;   /* what the engine allocated: its layout and the prefill workspace */
+        const int chunk = cuda ? gpu_exec_prefill_chunk(r->gpu) : ce && atoi(ce) > 0 ? atoi(ce) : 4096;
         printf("| %s | %s | %d | %d | %.0f | %.3f | ", model, runner_device_name(r), n, chunk, med, mt);
         for (int i = 0; i < runs; i++) printf("%s%.0f", i ? ", " : "", rate[i]);
         printf(" | %.2f GiB | %.2f GiB | %.2f GiB | %.1f | %.2f |\n", vram / 1073741824.0, engine / 1073741824.0, ws / 1073741824.0, tl, tw);
