@@ -47,7 +47,7 @@ static void check(int t, const char *name, const int *f16_at) {
     const int NR = 4, ncols = T::QK == 256 ? 1024 : T::QK == 1 ? 1411 : 1408, nb = ncols / T::QK;
     const size_t rs = (size_t)nb * T::BS;
     uint8_t *w = (uint8_t *)aligned_alloc(64, (rs * NR + 63) / 64 * 64);
-    float *x = (float *)aligned_alloc(64, ncols * sizeof(float)), *f = (float *)malloc(ncols * sizeof(float));
+    float *x = (float *)aligned_alloc(64, (ncols * sizeof(float) + 63) / 64 * 64), *f = (float *)malloc(ncols * sizeof(float));
     fill(t, w, (int64_t)ncols / hm_type_get(t)->blck * NR, f16_at);
     for (int c = 0; c < ncols; c++) x[c] = rndf();
     const uint8_t *rows[NR];
@@ -164,7 +164,7 @@ static void check_q8(int t, const char *name, const int *f16_at) {
     float *x = (float *)malloc(ncols * sizeof(float)), *f = (float *)malloc(ncols * sizeof(float));
     fill_x(x, ncols);
     /* the records as the kernel builds them, from q8_quant32 */
-    uint8_t *rec = (uint8_t *)aligned_alloc(64, nch * Q8_REC);
+    uint8_t *rec = (uint8_t *)aligned_alloc(64, (nch * Q8_REC + 63) / 64 * 64);   /* sizes: multiples of the alignment (C11) */
     q8r_group *g = (q8r_group *)malloc(sizeof(q8r_group) * ncols / 32);
     q8r_quantize(x, ncols, g);
     int bad = 0;

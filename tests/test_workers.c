@@ -113,6 +113,10 @@ static void routing_make(routing *r, int n_tok, int how) {
             r->ids[t * r->k + j] = perm[j];
             r->w[t * r->k + j] = 0.05f + uniform();
         }
+        for (int j = r->n_cold[t]; j < r->k; j++) {   /* the unused entries defined too (check_errors reads them) */
+            r->ids[t * r->k + j] = perm[j];
+            r->w[t * r->k + j] = 0.f;
+        }
     }
 }
 
