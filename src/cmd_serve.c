@@ -31,6 +31,9 @@ typedef struct {
     runner_opts ro;   /* the GPU placement: --gpu-mem --cold --static-experts --cache-slots --routing --lfu-decay --cpu-threads --swap-max */
 } serve_opts;
 
+#define SERVE_PREFILL_CPU 256    /* --prefill-chunk defaults: prompt tokens per engine step */
+#define SERVE_PREFILL_GPU 2048
+
 static const char usage[] =
     "usage: hotmoe serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "                    [--ctx N] [--queue N] [--body-limit BYTES] [--timeout SECONDS] [--keepalive SECONDS]\n"
@@ -40,6 +43,8 @@ static const char usage[] =
     "                    [--routing TRACE] [--lfu-decay D] [--cpu-threads N] [--swap-max N] [--ram GiB]\n"
     "  --gpu-mem: the process's VRAM per GPU; the engine's own allocations stay within it less --gpu-reserve\n"
     "  (GiB, default 1: the CUDA context and cuBLAS).\n"
+    "  --prefill-chunk: prompt tokens per engine step (default 256 on the CPU, 2048 on the GPU, where a step's\n"
+    "  piece is one batched prefill); with --gpu-mem also the chunk reserved in the budget (default 1024).\n"
     "  --api-key also reads HOTMOE_API_KEY; /health never needs it.\n"
     "  --chat-template: chatml | qwen3 | glm-4.5 | deepseek-v3 (default: detected from the model's template)\n"
     "  --replay TEXT: test only; every request generates TEXT's tokens then EOS.\n";
@@ -58,7 +63,7 @@ static int parse_long(const char *flag, const char *v, long lo, long hi, long *o
 static int parse_args(serve_opts *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1"; o->port = 8080; o->parallel = 1; o->queue = 16; o->body_limit = 8 << 20;
-    o->keepalive = 15; o->timeout = 600; o->prefill_chunk = 256;
+    o->keepalive = 15; o->timeout = 600; o->prefill_chunk = 0;   /* 0: SERVE_PREFILL_CPU / _GPU by device */
     o->api_key = getenv("HOTMOE_API_KEY");
     runner_opts_init(&o->ro);
     for (int i = 0; i < argc; i++) {
@@ -209,12 +214,19 @@ int cmd_serve(int argc, char **argv) {
             }
         }
     }
+    /* prompt tokens per engine step when --prefill-chunk is not given: on the GPU each step's prompt
+     * piece is one batched prefill whose fixed cost (every used expert dequantized once, ~185 ms a
+     * piece on air, 50 on a3b: bench/README thirteenth pass) 256-token pieces would pay 32 times for
+     * an 8K prompt; the CPU runs prompts token by token, where the piece only sets how long other
+     * slots wait between their tokens */
+    if (o.prefill_chunk <= 0) o.prefill_chunk = be.name && !strcmp(be.name, "cuda") ? SERVE_PREFILL_GPU : SERVE_PREFILL_CPU;
     engine_params ep = { .n_slots = (int)o.parallel, .n_ctx = (int)n_ctx, .queue_cap = (int)o.queue, .prefill_chunk = (int)o.prefill_chunk };
     s.en = engine_start(&m, &be, &ep, &e);
     if (!s.en) { fprintf(stderr, "hotmoe: %s\n", e.msg); goto free_model; }
     __atomic_store_n(&s.ready, 1, __ATOMIC_RELEASE); /* publishes s.m, s.en, s.family: see server_ready */
-    fprintf(stderr, "hotmoe: ready: model '%s' (%s), template %s, %ld slot(s) x %ld tokens, backend %s%s\n", s.model_id,
-            hm_arch_name(m.cfg.arch), chat_family_name(s.family), o.parallel, n_ctx, be.name, s.api_key ? ", API key required" : "");
+    fprintf(stderr, "hotmoe: ready: model '%s' (%s), template %s, %ld slot(s) x %ld tokens, prompts in pieces of %ld, backend %s%s\n",
+            s.model_id, hm_arch_name(m.cfg.arch), chat_family_name(s.family), o.parallel, n_ctx, o.prefill_chunk, be.name,
+            s.api_key ? ", API key required" : "");
     while (!g_stop) {
         struct timespec ts = { 0, 100 * 1000000L };
         nanosleep(&ts, NULL);
