@@ -31,6 +31,7 @@ extern "C" {
 #include <vector>
 
 #define PF_CHUNK_DEFAULT 8192
+#define PF_HEADROOM ((size_t)1 << 30)   /* free VRAM an unbudgeted workspace leaves (above) */
 
 struct gpu_prefill {
     int chunk;                /* tokens per pass */
@@ -111,6 +112,16 @@ static int pf_ensure(gpu_exec *g, int want, char *err, size_t errlen) {
             return fail(err, errlen, "gpu prefill: --gpu-mem leaves %.1f MiB; a chunk of %d tokens needs %.1f MiB of workspace",
                         (g->budget - (g->vram < g->budget ? g->vram : g->budget)) / 1048576.0, want,
                         gpu_exec_prefill_workspace(g->m, want) / 1048576.0);
+    } else if (!(g->pf && g->pf->chunk >= want)) {
+        /* no budget: a smaller chunk where the workspace would leave less than PF_HEADROOM of the free
+         * VRAM (cuBLAS loads ~0.55 GiB with the first workspace; decode graphs are instantiated later) */
+        size_t fr = 0, tot = 0;
+        if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+            const size_t have = fr + (g->pf ? g->pf->bytes : 0);   /* the old workspace is freed first */
+            while (want > 64 && gpu_exec_prefill_workspace(g->m, want) + PF_HEADROOM > have) want /= 2;
+        } else {
+            cudaGetLastError();
+        }
     }
     if (g->pf && g->pf->chunk >= want) return 0;
     const hm_blas *B = hm_blas_get(err, errlen);
