@@ -540,6 +540,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     g->decay = o->decay > 0 ? o->decay : 0.995f;
     g->n_seq = o->n_seq > 0 ? o->n_seq : 1;
     g->pf_chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 0;
+    g->pf_min = o->prefill_min > 0 ? o->prefill_min : 0;
     {
         const char *pe = getenv("HOTMOE_GPU_PROFILE");
         prof.on = pe && (*pe == '1' || *pe == '2') ? *pe - '0' : 0;

@@ -42,6 +42,9 @@ typedef struct {
                                current one (two buffers of N records, in the budget); 0: read in place */
     int prefill_chunk;      /* prefill tokens per chunk (0: HOTMOE_PREFILL_CHUNK, else 8192); with a budget and
                                a cold path its workspace is reserved in the budget (0: 1024 reserved) */
+    int prefill_min;        /* pieces of fewer tokens (a whole prompt, or a chunk's remainder) run token by token
+                               through the decode step, whose cost has no per-piece part; 0: HOTMOE_PREFILL_MIN,
+                               else GPU_PREFILL_MIN; 1: every piece batched */
     int layer_first, layer_last;   /* run layers [first, last) only (a pipeline stage); 0, 0: all. The stage
                                that ends at n_layer has the output head; the others hand on x */
     int n_seq;              /* sequences with their own KV cache of n_ctx positions (serve's slots); 0: 1 */
@@ -114,6 +117,10 @@ int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_i
  * x_out: (nb, n_embd) for a stage without the head. Needs an executor made with n_seq > 1 and
  * without route_io; sequences must be distinct. Returns 0, or -1 with err set. */
 #define GPU_BATCH_MAX 4
+/* Prompt pieces shorter than this run token by token (gpu_exec_opts.prefill_min): a batched
+ * prefill pays per piece for every expert its tokens use (dequantized to F16 once a chunk) and
+ * for its launches, which a few tokens do not amortize; the decode step's cost is per token. */
+#define GPU_PREFILL_MIN 32
 int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
                            float *logits, float *x_out, char *err, size_t errlen);
 /* VRAM for layers [l0, l1) (with the output head when l1 == n_layer) and n_seq KV caches. */

@@ -111,6 +111,7 @@ struct gpu_exec {
     size_t budget;                        /* --gpu-mem in bytes (0: none): the prefill workspace stays within it too */
     int pf_cap;                           /* largest prefill chunk reserved under the budget (0: no reservation) */
     size_t pf_reserved;                   /* its workspace bytes, kept free in the budget */
+    int pf_min;                           /* --prefill-min (0: HOTMOE_PREFILL_MIN, else GPU_PREFILL_MIN) */
     int pf_chunk;                         /* --prefill-chunk (0: HOTMOE_PREFILL_CHUNK, else the default) */
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */

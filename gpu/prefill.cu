@@ -488,6 +488,21 @@ extern "C" int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int p
     return gpu_exec_prefill_seq(g, 0, tokens, n, pos0, logits_last, err, errlen);
 }
 
+/* pieces shorter than this go token by token (GPU_PREFILL_MIN in exec.h says why) */
+static int pf_min_tokens(const gpu_exec *g) {
+    if (g->pf_min > 0) return g->pf_min;
+    const char *e = getenv("HOTMOE_PREFILL_MIN");
+    if (e && atoi(e) > 0) return atoi(e);
+    return GPU_PREFILL_MIN;
+}
+
+/* tokens[0..n) at pos0.. through the decode step, one at a time; logits of the last only */
+static int pf_by_token(gpu_exec *g, int seq, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++)
+        if (gpu_exec_forward_seq(g, seq, tokens[i], pos0 + i, i + 1 == n ? logits_last : NULL, err, errlen)) return -1;
+    return 0;
+}
+
 extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens, int n, int pos0, float *logits_last, char *err,
                                     size_t errlen) {
     const hm_config *c = &g->m->cfg;
@@ -500,6 +515,8 @@ extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens,
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
             return fail(err, errlen, "gpu prefill: token %d (at %d) outside the vocabulary of %d", tokens[i], i, c->n_vocab);
+    const int pmin = pf_min_tokens(g);
+    if (n < pmin) return pf_by_token(g, seq, tokens, n, pos0, logits_last, err, errlen);
     if (c->n_expert > 4096 /* the router kernel's shared arrays */ || c->n_expert_used > 64 || c->head_dim > 256 || c->head_dim > 1024)
         return fail(err, errlen, "gpu prefill: unsupported shape");
     int chunk = PF_CHUNK_DEFAULT;
@@ -525,9 +542,15 @@ extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens,
         }
     }
     if (pr.on) { memset(pr.ms, 0, sizeof pr.ms); pr.n = 0; qmark(&pr, g->s, -1); }
+    int tail = 0;
     for (int c0 = 0; c0 < n; c0 += chunk) {
         int cn = n - c0 < chunk ? n - c0 : chunk;
         PCK(cudaStreamSynchronize(g->s)); /* h_emb is free again */
+        if (c0 > 0 && cn < chunk && cn < pmin) {   /* a short remainder: token by token, its logits written there */
+            if (pf_by_token(g, seq, tokens + c0, cn, pos0 + c0, logits_last, err, errlen)) return -1;
+            tail = 1;
+            break;
+        }
         embed_rows(&g->m->tok_embd, tokens + c0, cn, p->h_emb);
         PCK(cudaMemcpyAsync(p->x, p->h_emb, sizeof(float) * cn * c->n_embd, cudaMemcpyHostToDevice, g->s));
         qmark(&pr, g->s, Q_EMBED);
@@ -545,7 +568,7 @@ extern "C" int gpu_exec_prefill_seq(gpu_exec *g, int seq, const int32_t *tokens,
         for (int i = 0; i < Q_COUNT; i++)
             if (pr.ms[i] > 0) fprintf(stderr, "  %-22s %9.2f ms %5.1f%%\n", q_names[i], pr.ms[i], 100 * pr.ms[i] / tot);
     }
-    if (logits_last) memcpy(logits_last, g->h_logits, sizeof(float) * c->n_vocab);
+    if (logits_last && !tail) memcpy(logits_last, g->h_logits, sizeof(float) * c->n_vocab);
     return 0;
 }
 

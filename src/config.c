@@ -18,6 +18,7 @@ const config_key config_keys[] = {
     { "device", CONFIG_STRING, RUN, "cpu | cuda | auto" },
     { "kernels", CONFIG_STRING, RUN, "fast | ref" },
     { "prefill-chunk", CONFIG_INT, RUNP, "prompt tokens per prefill chunk" },
+    { "prefill-min", CONFIG_INT, RUN, "GPU: prompt pieces shorter than this go token by token (1 = always batched)" },
     { "streams", CONFIG_INT, "bench plan", "sequences decoded together (serve: parallel)" },
     { "decode-pos", CONFIG_INT, "plan", "mean context position while decoding (KV read per step)" },
     { "prompt", CONFIG_INT, "plan", "prompt tokens priced for prefill" },

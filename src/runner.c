@@ -83,7 +83,7 @@ void runner_gpu_opts(const runner_opts *o, int n_seq, gpu_exec_opts *go) {
     go->counts = o->counts; go->decay = o->decay; go->route_io = o->route_io;
     go->cpu_threads = o->cpu_threads; go->swap_max = o->swap_max; go->swap_async = o->swap_async; go->ram_gib = o->ram_gib;
     go->swap_interval = o->swap_interval; go->swap_floor = o->swap_floor; go->swap_hyst = o->swap_hyst;
-    go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk; go->staging = o->staging;
+    go->swap_per_layer = o->swap_per_layer; go->prefill_chunk = o->prefill_chunk; go->prefill_min = o->prefill_min; go->staging = o->staging;
     go->overlap_misses = o->overlap_misses; go->prefetch = o->prefetch; go->cpu_handoff = o->cpu_handoff;
     /* unresolved auto (no planner in this caller): stream within a budget, else everything resident */
     go->cold = o->cold == RUNNER_COLD_AUTO ? (o->gpu_mem_gib > 0 ? GPU_COLD_STREAM : GPU_COLD_NONE) : o->cold;
@@ -134,6 +134,7 @@ int runner_opts_flag(runner_opts *o, const char *flag, const char *val, hm_error
     if (!strcmp(flag, "--swap-max")) return parse_whole(flag, val, 0, 4096, &o->swap_max, e) ? -1 : 1;
     if (!strcmp(flag, "--swap-interval")) return parse_whole(flag, val, 0, 1 << 24, &o->swap_interval, e) ? -1 : 1;
     if (!strcmp(flag, "--prefill-chunk")) return parse_whole(flag, val, 1, 1 << 16, &o->prefill_chunk, e) ? -1 : 1;
+    if (!strcmp(flag, "--prefill-min")) return parse_whole(flag, val, 1, 1 << 16, &o->prefill_min, e) ? -1 : 1;
     if (!strcmp(flag, "--gpu-reserve")) { if (parse_num(flag, val, 0, 64, &x, e)) return -1; o->gpu_reserve_gib = x; return 1; }
     if (!strcmp(flag, "--ram")) { if (parse_num(flag, val, 0, 1 << 24, &x, e)) return -1; o->ram_gib = x; return 1; }
     if (!strcmp(flag, "--swap-floor")) { if (parse_num(flag, val, 0, 1e9, &x, e)) return -1; o->swap_floor = x; return 1; }

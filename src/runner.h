@@ -43,6 +43,7 @@ typedef struct {
     int swap_per_layer;      /* --swap-scope layer (1) | global (0) */
     int staging;             /* --staging N: prefill stages up to N cold experts per layer ahead (two buffers) */
     int prefill_chunk;       /* --prefill-chunk N: prompt tokens per batched prefill chunk (GPU); 0: the default */
+    int prefill_min;         /* --prefill-min N: pieces shorter than N go token by token (GPU); 0: the default */
     int n_gpus, gpus[2];     /* --gpus 0[,1]: one device, or a two-stage layer pipeline */
     double gpu_mem2_gib;     /* --gpu-mem A,B: the second GPU's budget */
     double split[2]; int n_split;   /* --gpu-split W0,W1: layers split in this ratio (default: the budgets', else half) */

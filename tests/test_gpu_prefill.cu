@@ -6,7 +6,8 @@
  * unless the reference's own margin is inside the measured error; the KV cache after prefill (every element of
  * every layer) against the GPU's token-by-token decode and against the CPU; chunk boundaries (chunks
  * of 7 and 100, a second call at pos0 > 0), every other kernel variant (HOTMOE_PREFILL_ATTN,
- * HOTMOE_PREFILL_GEMM_STAGES, HOTMOE_PREFILL_MOE), the error paths; and the grouped expert GEMM
+ * HOTMOE_PREFILL_GEMM_STAGES, HOTMOE_PREFILL_MOE), pieces under the minimum (HOTMOE_PREFILL_MIN) token by
+ * token, the error paths; and the grouped expert GEMM
  * against cuBLAS on a3b-sized groups (checked and timed). Exits 77 (skipped) without a CUDA device. */
 #include "exec_impl.cuh"
 #include "prefill.cuh"
@@ -201,6 +202,38 @@ static void run_model(const char *label, const hm_model *m) {
         if (runner_prefill(&gp, tok, N, 0, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
         else check_logits(label, "prefill in chunks of 100 (100 + 50), last logits vs CPU", lg, ref, V);
         unsetenv("HOTMOE_PREFILL_CHUNK");
+        /* 3b. pieces under the minimum (HOTMOE_PREFILL_MIN=16) go through the decode step: a fresh
+         * executor given 10 tokens allocates no prefill workspace and its KV cache is bitwise the
+         * GPU's token-by-token one; then 140 tokens in chunks of 64 (64 + 64 batched, a remainder
+         * of 12 token by token, its logits the last): logits vs CPU, KV vs the one-chunk prefill */
+        {
+            hm_runner gq;
+            memset(&gq, 0, sizeof gq);
+            setenv("HOTMOE_PREFILL_MIN", "16", 1);
+            if (runner_init(&gq, m, HM_DEVICE_CUDA, N_CTX, &e) || runner_prefill(&gq, tok, 10, 0, NULL, &e)) {
+                printf("FAIL %s: prefill under the minimum: %s\n", label, e.msg); n_fail++;
+            } else {
+                const size_t ws = gpu_exec_prefill_bytes(gq.gpu);
+                float *k10 = gpu_kv(&gq, 10), *d10 = gpu_kv(&gd, 10);
+                const int same = !memcmp(k10, d10, 2 * (size_t)c->n_layer * 10 * c->kv_dim * sizeof(float));
+                char d[160];
+                snprintf(d, sizeof d, "workspace %zu bytes (0 expected), KV %s", ws, same ? "bitwise equal" : "DIFFERS");
+                verdict(ws == 0 && same, label, "prefill of 10 tokens under HOTMOE_PREFILL_MIN=16: token by token, KV vs GPU decode", d);
+                free(k10); free(d10);
+                setenv("HOTMOE_PREFILL_CHUNK", "64", 1);
+                for (int v = 0; v < V; v++) lg[v] = NAN;
+                if (runner_prefill(&gq, tok + 10, N - 10, 10, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
+                else {
+                    check_logits(label, "prefill of 140 tokens in chunks of 64, a remainder of 12 token by token, last logits vs CPU", lg, ref, V);
+                    float *kv = gpu_kv(&gq, N);
+                    check_kv(label, "KV cache after 10 + 64 + 64 + 12 tokens vs one-chunk prefill", kv, kv_pf, c, N);
+                    free(kv);
+                }
+                unsetenv("HOTMOE_PREFILL_CHUNK");
+            }
+            setenv("HOTMOE_PREFILL_MIN", "1", 1);
+            if (gq.gpu) runner_free(&gq);
+        }
         /* 4. the other kernels: mma attention on the F32 cache, the 4-stage grouped GEMM, WMMA and plain attention, one cuBLAS GEMM per expert */
         {
             static const char *var[][3] = { { "HOTMOE_PREFILL_ATTN", "mma", "prefill with the mma attention kernel on the F32 cache" },
@@ -351,6 +384,7 @@ static void deq_check(void) {
 
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_prefill needs a GPU)\n"); return 77; }
+    setenv("HOTMOE_PREFILL_MIN", "1", 1);   /* every prompt through the batched prefill (3b tests the minimum) */
     deq_check();
     gemm_check(2);
     gemm_check(4);

@@ -47,16 +47,18 @@ for shape in $SHAPES; do
     >"$OUT/prefill-$shape.log" 2>&1
   echo "== bench $shape rc=$? at $(( $(date +%s) - t0 )) s"
   lim=$(( $(left) - 5 ))
-  if [ $lim -gt 25 ]; then
+  if [ $lim -gt 25 ] && [ -z "${NO_PROFILE:-}" ]; then
     HOTMOE_PREFILL_PROFILE=1 timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 1 >"$OUT/profile-$shape.log" 2>&1
     grep -A14 "profile: 8192" "$OUT/profile-$shape.log" | head -16
   fi
   # the other paths at 8K, for the ratios (VARIANTS=1): one cuBLAS GEMM per expert; the attention
-  # on the F32 cache; chunks of 4096 (the experts dequantized twice for 8K instead of once)
+  # on the F32 cache; chunks of 4096 (the experts dequantized twice for 8K instead of once).
+  # PF_SIZES: the prompt sizes of the variants (8192); e.g. short pieces with HOTMOE_PREFILL_MIN=1
+  # (always batched) against HOTMOE_PREFILL_MIN=100000 (always token by token)
   for v in ${PF_VARIANTS:-HOTMOE_PREFILL_MOE=cublas HOTMOE_PREFILL_ATTN=mma HOTMOE_PREFILL_CHUNK=4096}; do
     lim=$(( $(left) - 5 ))
     [ -n "${VARIANTS:-}" ] && [ $lim -gt 25 ] || continue
-    env $v timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill 8192 --runs 3 >"$OUT/prefill-$shape-${v//=/}.log" 2>&1
+    env $v timeout $lim "$B"/bench_decode -m "$f" --device cuda --prefill ${PF_SIZES:-8192} --runs 3 >"$OUT/prefill-$shape-${v//=/}.log" 2>&1
     echo "== variant $v:"; grep -E "^\| /" "$OUT/prefill-$shape-${v//=/}.log"
   done
 done
