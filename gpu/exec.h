@@ -119,8 +119,12 @@ int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_i
 #define GPU_BATCH_MAX 4
 /* Prompt pieces shorter than this run token by token (gpu_exec_opts.prefill_min): a batched
  * prefill pays per piece for every expert its tokens use (dequantized to F16 once a chunk) and
- * for its launches, which a few tokens do not amortize; the decode step's cost is per token. */
-#define GPU_PREFILL_MIN 32
+ * for its launches, which a few tokens do not amortize; the decode step's cost is per token.
+ * H200 (bench/README, fourteenth pass): token by token (no logits but the last) 485 tok/s on a3b
+ * and 231 on air at any length; batched a3b 268 / 510 / 830 at 8 / 24 / 48 tokens, air 148 / 192 /
+ * 238 at 32 / 48 / 64: the break-even is ~22 tokens on a3b and ~62 on air. 48 keeps the worst loss
+ * on either near 40 ms of TTFT. */
+#define GPU_PREFILL_MIN 48
 int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
                            float *logits, float *x_out, char *err, size_t errlen);
 /* VRAM for layers [l0, l1) (with the output head when l1 == n_layer) and n_seq KV caches. */

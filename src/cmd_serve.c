@@ -37,7 +37,7 @@ typedef struct {
 static const char usage[] =
     "usage: hotmoe serve [-m PATH] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "                    [--ctx N] [--queue N] [--body-limit BYTES] [--timeout SECONDS] [--keepalive SECONDS]\n"
-    "                    [--alias NAME] [--any-model] [--chat-template FAMILY] [--prefill-chunk N]\n"
+    "                    [--alias NAME] [--any-model] [--chat-template FAMILY] [--prefill-chunk N] [--prefill-min N]\n"
     "                    [--config FILE] [--device auto|cpu|cuda] [--kernels fast|ref]   (auto: cuda when --gpu-mem is given)\n"
     "                    [--gpu-mem GiB [--gpu-reserve 1]] [--cold auto|none|stream|cpu] [--static-experts N] [--cache-slots N]\n"
     "                    [--routing TRACE] [--lfu-decay D] [--cpu-threads N] [--swap-max N] [--ram GiB]\n"
@@ -45,6 +45,7 @@ static const char usage[] =
     "  (GiB, default 1: the CUDA context and cuBLAS).\n"
     "  --prefill-chunk: prompt tokens per engine step (default 256 on the CPU, 2048 on the GPU, where a step's\n"
     "  piece is one batched prefill); with --gpu-mem also the chunk reserved in the budget (default 1024).\n"
+    "  --prefill-min: on the GPU, pieces of fewer prompt tokens run token by token (default 48; 1: always batched).\n"
     "  --api-key also reads HOTMOE_API_KEY; /health never needs it.\n"
     "  --chat-template: chatml | qwen3 | glm-4.5 | deepseek-v3 (default: detected from the model's template)\n"
     "  --replay TEXT: test only; every request generates TEXT's tokens then EOS.\n";

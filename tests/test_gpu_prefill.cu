@@ -141,10 +141,11 @@ static void run_model(const char *label, const hm_model *m) {
     uint64_t x = 4242;
     for (int i = 0; i < N + N_DEC; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; tok[i] = (int32_t)(x % (uint64_t)V); }
     float *ref = (float *)malloc(sizeof(float) * V * (N_DEC + 1)), *lg = (float *)malloc(sizeof(float) * V);
+    float *ldec = (float *)malloc(sizeof(float) * V);   /* the GPU's token-by-token logits of the last prompt token */
     hm_runner cr, gp, gd;
     memset(&gp, 0, sizeof gp); memset(&gd, 0, sizeof gd);
     /* CPU reference: token by token, logits of the last prompt token and of each decoded one */
-    if (runner_init(&cr, m, HM_DEVICE_CPU, N_CTX, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; free(ref); free(lg); return; }
+    if (runner_init(&cr, m, HM_DEVICE_CPU, N_CTX, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; free(ref); free(lg); free(ldec); return; }
     for (int i = 0; i < N + N_DEC; i++) {
         int slot = i - (N - 1);
         if (runner_forward(&cr, tok[i], i, slot >= 0 ? ref + (size_t)slot * V : NULL, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; goto out; }
@@ -161,12 +162,13 @@ static void run_model(const char *label, const hm_model *m) {
         float *kv_pf = gpu_kv(&gp, N);
         check_kv(label, "KV cache after prefill vs CPU", kv_pf, kv_cpu, c, N);
         float *dpf = (float *)malloc(sizeof(float) * V * N_DEC), *ddec = (float *)malloc(sizeof(float) * V * N_DEC);
+        for (int v = 0; v < V; v++) ldec[v] = NAN;
         int ok_pf = 1, ok_dec = 1;
         for (int i = 0; i < N_DEC && ok_pf; i++)
             if (runner_forward(&gp, tok[N + i], N + i, dpf + (size_t)i * V, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; ok_pf = 0; }
         /* 2. the GPU's own token-by-token path: KV after prefill vs after decode; then the same decode steps */
         for (int i = 0; i < N + N_DEC && ok_dec; i++)
-            if (runner_forward(&gd, tok[i], i, i + 1 == N ? lg : i >= N ? ddec + (size_t)(i - N) * V : NULL, &e)) {
+            if (runner_forward(&gd, tok[i], i, i + 1 == N ? ldec : i >= N ? ddec + (size_t)(i - N) * V : NULL, &e)) {
                 printf("FAIL %s: %s\n", label, e.msg); n_fail++; ok_dec = 0;
             }
         /* decode after prefill vs CPU: within TOL, or within twice the error of the same steps after
@@ -224,7 +226,18 @@ static void run_model(const char *label, const hm_model *m) {
                 for (int v = 0; v < V; v++) lg[v] = NAN;
                 if (runner_prefill(&gq, tok + 10, N - 10, 10, lg, &e)) { printf("FAIL %s: %s\n", label, e.msg); n_fail++; }
                 else {
-                    check_logits(label, "prefill of 140 tokens in chunks of 64, a remainder of 12 token by token, last logits vs CPU", lg, ref, V);
+                    /* the remainder's logits come from the decode kernels: within TOL of the CPU, or
+                     * within twice the error of the GPU's own token-by-token logits there */
+                    const char *w = "prefill of 140 tokens in chunks of 64, a remainder of 12 token by token, last logits vs CPU";
+                    const double r = rel(lg, ref, V), rd = rel(ldec, ref, V);
+                    if (r <= TOL || r != r) check_logits(label, w, lg, ref, V);
+                    else {
+                        char d[200];
+                        snprintf(d, sizeof d, "max rel err %.3g (over %g; <= 2 x %.3g, the GPU token-by-token error); argmax %s", r, TOL, rd,
+                                 argmax(lg, V) == argmax(ref, V) ? "identical" : "DIFFERS");
+                        if (r > worst_logits) worst_logits = r;
+                        verdict(r <= 2 * rd && (argmax(lg, V) == argmax(ldec, V) || argmax(lg, V) == argmax(ref, V)), label, w, d);
+                    }
                     float *kv = gpu_kv(&gq, N);
                     check_kv(label, "KV cache after 10 + 64 + 64 + 12 tokens vs one-chunk prefill", kv, kv_pf, c, N);
                     free(kv);
@@ -275,7 +288,7 @@ out:
     runner_free(&cr);
     if (gp.gpu) runner_free(&gp);
     if (gd.gpu) runner_free(&gd);
-    free(ref); free(lg);
+    free(ref); free(lg); free(ldec);
 }
 
 /* The grouped expert GEMM against one cuBLAS call per expert on an a3b-sized group (54 experts,
