@@ -20,6 +20,7 @@
 #include "autoplan.h"
 #include "routeio.h"
 #include "runner.h"
+#include "sampler.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,8 +126,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
                 const int nb = nbm > 1 ? (n_streams - q0 < nbm ? n_streams - q0 : nbm) : 1;
                 for (int q = q0; q < q0 + nb; q++) {   /* greedy: each sequence's next token from its last logits */
                     const float *l = logits + (size_t)q * c->n_vocab;
-                    int best = 0;
-                    for (int t = 1; t < c->n_vocab; t++) if (l[t] > l[best]) best = t;
+                    const int best = sampler_argmax(l, c->n_vocab);
                     sq[q - q0] = q; tk[q - q0] = best; ps[q - q0] = n_prompt + i;
                 }
                 float *l = logits + (size_t)q0 * c->n_vocab;
@@ -161,7 +161,8 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
 
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
-    int n_prompt = 128, n_gen = 512, runs = 3, sizes[8], n_sizes = 0, n_streams = 1, no_batch = 0;
+    int n_prompt = 128, n_gen = 512, runs = 3, sizes[16], n_sizes = 0, n_streams = 1, no_batch = 0, sref = 0;
+    sampler_params sp = sampler_defaults();   /* --temp, --top-k, --top-p, --min-p: the decode loop samples (default greedy) */
     long prompt_seed = 12345;   /* --prompt-seed: run r's random prompt is seeded with this + r */
     runner_opts ro; runner_opts_init(&ro);
     hm_error e;
@@ -178,13 +179,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-batch")) no_batch = 1;   /* --streams: one step per sequence */
         else if (!strcmp(argv[i], "--prompt-seed") && i + 1 < argc) prompt_seed = atol(argv[++i]);   /* a profiling run on other prompts */
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+        else if (!strcmp(argv[i], "--temp") && i + 1 < argc) sp.temperature = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--top-k") && i + 1 < argc) sp.top_k = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--top-p") && i + 1 < argc) sp.top_p = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--min-p") && i + 1 < argc) sp.min_p = (float)atof(argv[++i]);
+        else if (!strcmp(argv[i], "--sampler-ref")) sref = 1;   /* the reference sampler (whole-vocabulary sort, plain argmax loop) */
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
         else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) {
-            for (char *t = strtok(argv[++i], ","); t && n_sizes < 8; t = strtok(NULL, ",")) sizes[n_sizes++] = atoi(t);
+            for (char *t = strtok(argv[++i], ","); t && n_sizes < 16; t = strtok(NULL, ",")) sizes[n_sizes++] = atoi(t);
             for (int k = 0; k < n_sizes; k++) if (sizes[k] < 1) { fprintf(stderr, "bench_decode: bad --prefill size\n"); return 2; }
         } else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) setenv("HOTMOE_PREFILL_CHUNK", argv[++i], 1);
-        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N [--no-batch]] [--prompt-seed S] (and runner flags)\n"); return 2; }
+        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N [--no-batch]] [--prompt-seed S] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--sampler-ref] (and runner flags)\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
     hm_model m;
@@ -231,6 +237,9 @@ int main(int argc, char **argv) {
     double cpu_busy = 0;
     const hm_config *c = &m.cfg;
     float *logits = hm_malloc(sizeof(float) * c->n_vocab);
+    sampler sm;
+    sampler_init(&sm, &sp, c->n_vocab);
+    double samp_s = 0;   /* host time in the sampler, all runs */
     double dec[32], pre[32];
     for (int run = 0; run < runs; run++) {
         /* position 0 restarts the sequence: the KV cache is overwritten in order */
@@ -252,8 +261,9 @@ int main(int argc, char **argv) {
         if (lay.cpu_threads) { uint64_t b; double bs; runner_cpu_stats(&r, &b, &bs, 1); }
         double t1 = hm_now();
         for (int i = 0; i < n_gen; i++) {
-            int best = 0;
-            for (int v = 1; v < c->n_vocab; v++) if (logits[v] > logits[best]) best = v;
+            const double ts = hm_now();
+            const int best = sref ? sampler_sample_ref(&sm, logits) : sampler_sample(&sm, logits);   /* greedy unless --temp */
+            samp_s += hm_now() - ts;
             routeio_before(&io, n_prompt + i);
             if (runner_forward(&r, best, n_prompt + i, logits, &e) || routeio_after(&io, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         }
@@ -273,6 +283,8 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
+    printf("\nsampler (%s%s): %.1f us a token on the host, inside the decode time\n", sref ? "reference, " : "",
+           sp.temperature > 0 ? "sampling" : "greedy", 1e6 * samp_s / ((double)n_gen * runs));
     double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
     runner_layout(&r, &lay);   /* the exchange's swaps so far */
     if (lay.n_streamed) {
@@ -329,6 +341,6 @@ int main(int argc, char **argv) {
         }
     }
     if (routeio_close(&io, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
-    free(logits); runner_free(&r); model_free(&m);
+    free(logits); sampler_free(&sm); runner_free(&r); model_free(&m);
     return 0;
 }

@@ -33,5 +33,9 @@ void sampler_free(sampler *s);
 void sampler_accept(sampler *s, int32_t tok);
 /* Picks the next token from logits[n_vocab] (modified in place by penalties/temperature). */
 int32_t sampler_sample(sampler *s, float *logits);
+/* The same choice by sorting the whole vocabulary every time (the reference for tests). */
+int32_t sampler_sample_ref(sampler *s, float *logits);
+/* The first index of the largest of x[0..n) (NaNs never win; x[0] NaN: 0). */
+int32_t sampler_argmax(const float *x, int n);
 
 #endif

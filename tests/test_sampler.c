@@ -1,7 +1,10 @@
-/* test_sampler.c - greedy, temperature, top-k, top-p, min-p, penalties and seeding. */
+/* test_sampler.c - greedy, temperature, top-k, top-p, min-p, penalties and seeding; the fast
+ * argmax against the plain loop, and sampler_sample (which sorts only the top of the vocabulary)
+ * against sampler_sample_ref (which sorts all of it): the same token on every draw. */
 #include "sampler.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int n_pass, n_fail;
@@ -18,6 +21,67 @@ static void freq(sampler_params p, const float *logits, int n, int draws, double
     for (int i = 0; i < n; i++) f[i] = 0;
     for (int i = 0; i < draws; i++) f[draw(&s, logits, n)] += 1.0 / draws;
     sampler_free(&s);
+}
+
+static uint64_t rs = 88172645463325252ull;
+static double urand(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (double)(rs >> 11) * (1.0 / 9007199254740992.0); }
+static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+
+/* sampler_argmax against `if (x[i] > x[b]) b = i`: lengths 1..4099, values from a few levels
+ * (ties), some +-0, some NaN (also at index 0) */
+static void argmax_check(void) {
+    float *x = malloc(sizeof(float) * 5000);
+    int bad = 0, cases = 0;
+    for (int it = 0; it < 4000; it++) {
+        const int n = 1 + (int)(urand() * 4099), kind = it % 4;
+        for (int i = 0; i < n; i++) {
+            double u = urand();
+            x[i] = kind == 0 ? (float)nrand() : (float)(int)(u * 5) - 2.f;
+            if (kind >= 2 && urand() < 0.02) x[i] = NAN;
+            if (kind == 3 && urand() < 0.3) x[i] = urand() < 0.5 ? 0.f : -0.f;
+        }
+        if (kind == 3 && it % 8 == 3) x[0] = NAN;
+        int b = 0;
+        for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+        cases++;
+        if (sampler_argmax(x, n) != b) { if (!bad) printf("  n %d kind %d: %d vs %d\n", n, kind, sampler_argmax(x, n), b); bad++; }
+    }
+    CHECK(!bad, "sampler_argmax equals the plain loop on %d arrays (ties, +-0, NaN): %d differ", cases, bad);
+    free(x);
+}
+
+/* sampler_sample vs sampler_sample_ref: same seed, same logits, 150 draws a setting, a vocabulary
+ * of 8000 (peaked, spread and flat logits), each setting with a repetition penalty over the draws */
+static void ref_check(void) {
+    const int V = 8000, D = 150;
+    struct { float t; int k; float p, mp, rep; } set[] = {
+        { 1.0f, 0, 1.0f, 0.0f, 1.0f },  { 0.7f, 0, 0.9f, 0.0f, 1.0f }, { 1.0f, 40, 1.0f, 0.0f, 1.1f },
+        { 0.8f, 0, 1.0f, 0.05f, 1.0f }, { 1.2f, 50, 0.95f, 0.02f, 1.1f }, { 0.5f, 0, 0.999f, 0.0f, 1.0f },
+        { 2.0f, 0, 0.5f, 0.0f, 1.0f },  { 1.5f, 5000, 1.0f, 0.0f, 1.0f }, { 3.0f, 0, 0.99f, 0.0f, 1.3f },
+    };
+    float *base = malloc(sizeof(float) * V), *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+    for (int shape = 0; shape < 3; shape++) {
+        for (int i = 0; i < V; i++) base[i] = shape == 0 ? (float)(4 * nrand()) : shape == 1 ? (float)nrand() : (float)(int)(urand() * 3);
+        if (shape == 0) base[17] = 25.f;   /* one dominant token */
+        for (size_t si = 0; si < sizeof set / sizeof set[0]; si++) {
+            sampler_params p = sampler_defaults();
+            p.temperature = set[si].t; p.top_k = set[si].k; p.top_p = set[si].p; p.min_p = set[si].mp;
+            p.repetition_penalty = set[si].rep; p.seed = 1000 + si + 100 * shape;
+            sampler x, y;
+            sampler_init(&x, &p, V); sampler_init(&y, &p, V);
+            int diff = 0;
+            for (int d = 0; d < D; d++) {
+                memcpy(a, base, sizeof(float) * V); memcpy(b, base, sizeof(float) * V);
+                const int32_t ta = sampler_sample(&x, a), tb = sampler_sample_ref(&y, b);
+                diff += ta != tb;
+                sampler_accept(&x, ta); sampler_accept(&y, tb);
+            }
+            CHECK(!diff, "logits %s, temperature %g top-k %d top-p %g min-p %g repetition %g: %d of %d draws differ from the full sort",
+                  shape == 0 ? "peaked" : shape == 1 ? "spread" : "flat (ties)", set[si].t, set[si].k, set[si].p, set[si].mp, set[si].rep, diff, D);
+            sampler_free(&x); sampler_free(&y);
+        }
+    }
+    free(base); free(a); free(b);
 }
 
 int main(void) {
@@ -93,6 +157,8 @@ int main(void) {
     CHECK(draw(&s, r6, 4) == 0, "penalties look only at the last n tokens");
     sampler_free(&s);
 
+    argmax_check();
+    ref_check();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail != 0;
 }
