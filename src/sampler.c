@@ -20,9 +20,14 @@ void sampler_init(sampler *s, const sampler_params *p, int n_vocab) {
     s->count = hm_calloc((size_t)n_vocab, sizeof(int));
     s->order = hm_calloc((size_t)n_vocab, sizeof(int));
     s->prob = hm_calloc((size_t)n_vocab, sizeof(float));
+    s->key = hm_calloc((size_t)n_vocab, sizeof(uint64_t));
+    s->ktmp = hm_calloc((size_t)n_vocab, sizeof(uint64_t));
 }
 
-void sampler_free(sampler *s) { free(s->hist); free(s->count); free(s->order); free(s->prob); memset(s, 0, sizeof *s); }
+void sampler_free(sampler *s) {
+    free(s->hist); free(s->count); free(s->order); free(s->prob); free(s->key); free(s->ktmp);
+    memset(s, 0, sizeof *s);
+}
 
 void sampler_accept(sampler *s, int32_t tok) {
     if (s->n_hist == s->cap_hist) {
@@ -68,6 +73,37 @@ static int by_prob_desc(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
 }
 
+/* Sorts a[0..n) ascending: LSD radix, 8 bits a pass, passes where every key has the same digit
+ * skipped; t is scratch of n. */
+static void radix_sort64(uint64_t *a, uint64_t *t, int n) {
+    uint64_t *src = a, *dst = t;
+    for (int sh = 0; sh < 64; sh += 8) {
+        int cnt[256] = { 0 };
+        for (int i = 0; i < n; i++) cnt[(src[i] >> sh) & 255]++;
+        if (n == 0 || cnt[(src[0] >> sh) & 255] == n) continue;
+        for (int b = 0, pos = 0; b < 256; b++) { const int c = cnt[b]; cnt[b] = pos; pos += c; }
+        for (int i = 0; i < n; i++) dst[cnt[(src[i] >> sh) & 255]++] = src[i];
+        uint64_t *x = src; src = dst; dst = x;
+    }
+    if (src != a) memcpy(a, src, sizeof(uint64_t) * (size_t)n);
+}
+
+/* order[0..m) = the ids with probability >= cut (all when cut is 0), sorted by probability
+ * descending then id ascending (by_prob_desc's order): a probability's bits, complemented, above
+ * the id make a key whose ascending order is that one (probabilities are >= 0). Returns m. */
+static int top_sorted(sampler *s, float cut) {
+    int m = 0;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (s->prob[i] >= cut || cut == 0.f) {
+            uint32_t b;
+            memcpy(&b, &s->prob[i], 4);
+            s->key[m++] = (uint64_t)(~b) << 32 | (uint32_t)i;
+        }
+    radix_sort64(s->key, s->ktmp, m);
+    for (int k = 0; k < m; k++) s->order[k] = (int)(uint32_t)s->key[k];
+    return m;
+}
+
 static void penalties(sampler *s, float *logits) {
     const sampler_params *p = &s->p;
     if (p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f) return;
@@ -108,12 +144,9 @@ int32_t sampler_sample(sampler *s, float *logits) {
      * cut is lowered (at last to 0: every token) and the steps redone. With a truncation the kept
      * tokens, their order, their sum and so the draw are those of sorting the whole vocabulary
      * (sampler_sample_ref); without one the sum runs in index order (the same up to rounding).
-     * qsort of a 151K vocabulary took ~20 ms a token. */
-    g_sort_key = s->prob;
+     * qsort of a 151K vocabulary took ~20 ms a token; a radix sort of it takes a few ms. */
     for (float cut = s->p.min_p > 0.0f ? s->p.min_p * pmax : pmax * 0x1p-10f;; cut = cut > 0x1p-40f ? cut * 0x1p-8f : 0.f) {
-        int m = 0;
-        for (int i = 0; i < n; i++) if (s->prob[i] >= cut || cut == 0.f) s->order[m++] = i;   /* cut 0: all, NaNs too */
-        qsort(s->order, (size_t)m, sizeof(int), by_prob_desc);
+        const int m = top_sorted(s, cut);   /* cut 0: all, NaNs too */
         const int all = m == n;
         int keep = s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : n;
         if (s->p.min_p > 0.0f) {   /* cut <= thr: every token past the m sorted ones is below thr */

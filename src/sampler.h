@@ -24,6 +24,7 @@ typedef struct {
     int *count;             /* scratch (n_vocab) */
     int *order;             /* scratch (n_vocab) */
     float *prob;            /* scratch (n_vocab) */
+    uint64_t *key, *ktmp;   /* scratch (n_vocab): sort keys (probability descending, id ascending) */
 } sampler;
 
 sampler_params sampler_defaults(void);
