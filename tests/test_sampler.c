@@ -41,6 +41,7 @@ static void argmax_check(void) {
             if (kind == 3 && urand() < 0.3) x[i] = urand() < 0.5 ? 0.f : -0.f;
         }
         if (kind == 3 && it % 8 == 3) x[0] = NAN;
+        if (kind == 2) for (int i = 1024; i < n; i += 1024) if (urand() < 0.5) x[i] = NAN;   /* a block's first value */
         int b = 0;
         for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
         cases++;
