@@ -240,6 +240,7 @@ int main(int argc, char **argv) {
     sampler sm;
     sampler_init(&sm, &sp, c->n_vocab);
     double samp_s = 0;   /* host time in the sampler, all runs */
+    int32_t *gen = hm_malloc(sizeof(int32_t) * (size_t)n_gen);   /* the last run's tokens, replayed without logits below */
     double dec[32], pre[32];
     for (int run = 0; run < runs; run++) {
         /* position 0 restarts the sequence: the KV cache is overwritten in order */
@@ -264,6 +265,7 @@ int main(int argc, char **argv) {
             const double ts = hm_now();
             const int best = sref ? sampler_sample_ref(&sm, logits) : sampler_sample(&sm, logits);   /* greedy unless --temp */
             samp_s += hm_now() - ts;
+            gen[i] = best;
             routeio_before(&io, n_prompt + i);
             if (runner_forward(&r, best, n_prompt + i, logits, &e) || routeio_after(&io, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         }
@@ -285,6 +287,21 @@ int main(int argc, char **argv) {
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
     printf("\nsampler (%s%s): %.1f us a token on the host, inside the decode time\n", sref ? "reference, " : "",
            sp.temperature > 0 ? "sampling" : "greedy", 1e6 * samp_s / ((double)n_gen * runs));
+    if (r.device == HM_DEVICE_CUDA && !lay.n_streamed && !record && !replay) {
+        /* the last run's steps again, same tokens and positions (the KV cache rewritten with the same
+         * rows), without logits: no output head, no copy out, no sampler. The gap to the decode rate
+         * is what a step costs past the layers. */
+        double rr[32];
+        for (int run = 0; run < runs; run++) {
+            const double a = hm_now();
+            for (int i = 0; i < n_gen; i++)
+                if (runner_forward(&r, gen[i], n_prompt + i, NULL, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+            rr[run] = n_gen / (hm_now() - a);
+        }
+        const double nl = hm_median(rr, runs);
+        printf("steps without logits (the last run's tokens and positions): %.1f tok/s; head, copy out and sampler: %.1f us a token\n",
+               nl, 1e6 * (1 / tok_s - 1 / nl));
+    }
     double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
     runner_layout(&r, &lay);   /* the exchange's swaps so far */
     if (lay.n_streamed) {
@@ -341,6 +358,6 @@ int main(int argc, char **argv) {
         }
     }
     if (routeio_close(&io, &e)) { fprintf(stderr, "bench_decode: %s\n", e.msg); return 1; }
-    free(logits); sampler_free(&sm); runner_free(&r); model_free(&m);
+    free(logits); free(gen); sampler_free(&sm); runner_free(&r); model_free(&m);
     return 0;
 }
