@@ -50,6 +50,7 @@ static double next_unit(sampler *s) { /* xorshift64*, 53-bit uniform in [0, 1) *
  * before it remembered, and only that block scanned for the index. The plain loop's
  * compare-and-reload chain took 627 us a token over a 151K vocabulary on the device's host. */
 int32_t sampler_argmax(const float *x, int n) {
+    if (n <= 0) return 0;
     float best = x[0];
     int bb = 0;
     for (int s = 0; s < n; s += 1024) {
