@@ -70,8 +70,6 @@ int32_t sampler_argmax(const float *x, int n) {
     return 0;   /* x[0] is NaN */
 }
 
-static int32_t argmax(const float *x, int n) { return sampler_argmax(x, n); }
-
 static const float *g_sort_key;
 static int by_prob_desc(const void *a, const void *b) {
     float x = g_sort_key[*(const int *)a], y = g_sort_key[*(const int *)b];
@@ -82,11 +80,12 @@ static int by_prob_desc(const void *a, const void *b) {
 /* Sorts a[0..n) ascending: LSD radix, 8 bits a pass, passes where every key has the same digit
  * skipped; t is scratch of n. */
 static void radix_sort64(uint64_t *a, uint64_t *t, int n) {
+    if (n < 2) return;
     uint64_t *src = a, *dst = t;
     for (int sh = 0; sh < 64; sh += 8) {
         int cnt[256] = { 0 };
         for (int i = 0; i < n; i++) cnt[(src[i] >> sh) & 255]++;
-        if (n == 0 || cnt[(src[0] >> sh) & 255] == n) continue;
+        if (cnt[(src[0] >> sh) & 255] == n) continue;
         for (int b = 0, pos = 0; b < 256; b++) { const int c = cnt[b]; cnt[b] = pos; pos += c; }
         for (int i = 0; i < n; i++) dst[cnt[(src[i] >> sh) & 255]++] = src[i];
         uint64_t *x = src; src = dst; dst = x;
@@ -129,7 +128,7 @@ static void penalties(sampler *s, float *logits) {
 /* softmax of logits at the temperature into s->prob; returns the largest probability */
 static float softmax_t(sampler *s, const float *logits) {
     const int n = s->n_vocab;
-    float mx = logits[argmax(logits, n)];
+    float mx = logits[sampler_argmax(logits, n)];
     double sum = 0;
     for (int i = 0; i < n; i++) { s->prob[i] = expf((logits[i] - mx) / s->p.temperature); sum += s->prob[i]; }
     float pmax = 0.f;
@@ -140,7 +139,7 @@ static float softmax_t(sampler *s, const float *logits) {
 int32_t sampler_sample(sampler *s, float *logits) {
     const int n = s->n_vocab;
     penalties(s, logits);
-    if (s->p.temperature <= 0.0f) return argmax(logits, n);
+    if (s->p.temperature <= 0.0f) return sampler_argmax(logits, n);
     const float pmax = softmax_t(s, logits);
     const double u = next_unit(s);
     double tot_all = -1;   /* no truncation: the sum of every probability (index order) */
