@@ -161,7 +161,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
 
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
-    int n_prompt = 128, n_gen = 512, runs = 3, sizes[16], n_sizes = 0, n_streams = 1, no_batch = 0, sref = 0;
+    int n_prompt = 128, n_gen = 512, runs = 3, sizes[16], n_sizes = 0, n_streams = 1, no_batch = 0, sref = 0, host_argmax = 0;
     sampler_params sp = sampler_defaults();   /* --temp, --top-k, --top-p, --min-p: the decode loop samples (default greedy) */
     long prompt_seed = 12345;   /* --prompt-seed: run r's random prompt is seeded with this + r */
     runner_opts ro; runner_opts_init(&ro);
@@ -183,7 +183,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--top-k") && i + 1 < argc) sp.top_k = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--top-p") && i + 1 < argc) sp.top_p = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--min-p") && i + 1 < argc) sp.min_p = (float)atof(argv[++i]);
-        else if (!strcmp(argv[i], "--sampler-ref")) sref = 1;   /* the reference sampler (whole-vocabulary sort, plain argmax loop) */
+        else if (!strcmp(argv[i], "--sampler-ref")) sref = 1;
+        else if (!strcmp(argv[i], "--host-argmax")) host_argmax = 1;   /* greedy: the logits copied out, the argmax on the host */   /* the reference sampler (whole-vocabulary sort, plain argmax loop) */
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
         else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) {
@@ -241,6 +242,9 @@ int main(int argc, char **argv) {
     sampler_init(&sm, &sp, c->n_vocab);
     double samp_s = 0;   /* host time in the sampler, all runs */
     int32_t *gen = hm_malloc(sizeof(int32_t) * (size_t)n_gen);   /* the last run's tokens, replayed without logits below */
+    /* greedy on a GPU: the argmax beside the step, only the token copied back (--host-argmax: the
+     * logits copied out and the argmax on the host, as before) */
+    const int gpu_greedy = r.device == HM_DEVICE_CUDA && sampler_greedy_only(&sm) && !sref && !host_argmax && !record && !replay;
     double dec[32], pre[32];
     for (int run = 0; run < runs; run++) {
         /* position 0 restarts the sequence: the KV cache is overwritten in order */
@@ -261,13 +265,18 @@ int main(int argc, char **argv) {
         if (lay.n_streamed && runner_cache_stats(&r, tmp, 1, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
         if (lay.cpu_threads) { uint64_t b; double bs; runner_cpu_stats(&r, &b, &bs, 1); }
         double t1 = hm_now();
+        int32_t nx = -1;   /* the GPU's greedy token of the last step (-1: sample from the logits) */
         for (int i = 0; i < n_gen; i++) {
             const double ts = hm_now();
-            const int best = sref ? sampler_sample_ref(&sm, logits) : sampler_sample(&sm, logits);   /* greedy unless --temp */
+            const int best = nx >= 0 ? nx : sref ? sampler_sample_ref(&sm, logits) : sampler_sample(&sm, logits);   /* greedy unless --temp */
             samp_s += hm_now() - ts;
             gen[i] = best;
             routeio_before(&io, n_prompt + i);
-            if (runner_forward(&r, best, n_prompt + i, logits, &e) || routeio_after(&io, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+            if ((gpu_greedy ? runner_forward_greedy(&r, best, n_prompt + i, logits, &nx, &e) : runner_forward(&r, best, n_prompt + i, logits, &e)) ||
+                routeio_after(&io, &e)) {
+                fprintf(stderr, "%s\n", e.msg);
+                return 1;
+            }
         }
         double t2 = hm_now();
         pre[run] = n_prompt / (t1 - t0); dec[run] = n_gen / (t2 - t1);
@@ -286,7 +295,7 @@ int main(int argc, char **argv) {
     printf("| %s | %s | %.1f MB | %.1f MB | %.1f | %.0f | %.1f%% | %.1f | %.2f GiB | %.1f |\n", model, runner_device_name(&r),
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
     printf("\nsampler (%s%s): %.1f us a token on the host, inside the decode time\n", sref ? "reference, " : "",
-           sp.temperature > 0 ? "sampling" : "greedy", 1e6 * samp_s / ((double)n_gen * runs));
+           gpu_greedy ? "greedy on the GPU" : sp.temperature > 0 ? "sampling" : "greedy", 1e6 * samp_s / ((double)n_gen * runs));
     if (r.device == HM_DEVICE_CUDA && !lay.n_streamed && !record && !replay) {
         /* the last run's steps again, same tokens and positions (the KV cache rewritten with the same
          * rows), without logits: no output head, no copy out, no sampler. The gap to the decode rate
@@ -301,6 +310,28 @@ int main(int argc, char **argv) {
         const double nl = hm_median(rr, runs);
         printf("steps without logits (the last run's tokens and positions): %.1f tok/s; head, copy out and sampler: %.1f us a token\n",
                nl, 1e6 * (1 / tok_s - 1 / nl));
+        if (sampler_greedy_only(&sm)) {   /* the same steps both ways: the greedy token on the GPU, the logits + host argmax */
+            double ga[32], ha[32];
+            int same = 1;
+            for (int run = 0; run < runs; run++) {
+                double a = hm_now();
+                for (int i = 0; i < n_gen; i++) {
+                    int32_t t;
+                    if (runner_forward_greedy(&r, gen[i], n_prompt + i, logits, &t, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+                    if (i + 1 < n_gen && t != gen[i + 1]) same = 0;
+                }
+                ga[run] = n_gen / (hm_now() - a);
+                a = hm_now();
+                for (int i = 0; i < n_gen; i++) {
+                    if (runner_forward(&r, gen[i], n_prompt + i, logits, &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+                    if (i + 1 < n_gen && sampler_argmax(logits, c->n_vocab) != gen[i + 1]) same = 0;
+                }
+                ha[run] = n_gen / (hm_now() - a);
+            }
+            printf("greedy steps (the same tokens): argmax on the GPU %.1f tok/s, logits copied out + host argmax %.1f tok/s (%.3fx); "
+                   "tokens %s\n", hm_median(ga, runs), hm_median(ha, runs), hm_median(ga, runs) / hm_median(ha, runs),
+                   same ? "the run's, both ways" : "DIFFER from the run's");
+        }
     }
     double hit = 0, mpt = 0, pcie_tok = 0, cpu_tok = 0, copy_gbs = 0, h2d = 0;
     runner_layout(&r, &lay);   /* the exchange's swaps so far */

@@ -127,7 +127,7 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
                           c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
                           op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-    n += gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + 512;
+    n += gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + op_argmax_scratch_bytes(1) + 768;
     if (n_seq > 1) n += batch_workspace(c);
     return n;
 }
@@ -158,6 +158,7 @@ static void mark(gpu_exec *g, int grp) {
 }
 
 /* Records one decode step into the stream (captured into a graph by the caller). */
+/* with_logits: 0 no head, 1 the logits copied out, 2 only the greedy token (h_next) */
 static void record_step(gpu_exec *g, int with_logits, int seq) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
@@ -287,7 +288,12 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     }
     if (!with_logits) return;
     gpu_gemv_q8x(g->output.type, g->output.d, g->xn, g->xq_n, g->logits, D, c->n_vocab, s);
-    cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * c->n_vocab, cudaMemcpyDeviceToHost, s);
+    if (with_logits == 2) {   /* the greedy token only: 4 bytes come back instead of the logits */
+        op_argmax_rows(g->logits, c->n_vocab, 1, g->d_next, g->am_scratch, s);
+        cudaMemcpyAsync(g->h_next, g->d_next, sizeof(int), cudaMemcpyDeviceToHost, s);
+    } else {
+        cudaMemcpyAsync(g->h_logits, g->logits, sizeof(float) * c->n_vocab, cudaMemcpyDeviceToHost, s);
+    }
     mark(g, P_OUTPUT);
 }
 
@@ -770,9 +776,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 goto bad;
         }
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
-            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)))
+            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)) || !(g->d_next = (int *)dalloc(g, sizeof(int), err, errlen)) ||
+            !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(1), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
+        CK(cudaMemset(g->am_scratch, 0, op_argmax_scratch_bytes(1)));
         if (g->n_seq > 1) {   /* batched decode: GPU_BATCH_MAX rows of each buffer (in the estimate: batch_workspace) */
             const batch_sizes b = batch_rows(c);
             const size_t R = GPU_BATCH_MAX;
@@ -795,6 +803,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaMallocHost(&g->h_x, sizeof(float) * D));
         CK(cudaMallocHost(&g->h_logits, sizeof(float) * c->n_vocab));
         CK(cudaMallocHost(&g->h_pos, sizeof(int)));
+        CK(cudaMallocHost(&g->h_next, sizeof(int)));
         CK(cudaMallocHost(&g->h_xout, sizeof(float) * D));
         if (o->route_io) {
             const size_t nk = (size_t)c->n_layer * c->n_expert_used;
@@ -869,9 +878,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaEventCreateWithFlags(&g->pf_join, cudaEventDisableTiming));
         g->prefetch = 1;
     }
-    g->graphs = (cudaGraphExec_t *)calloc(2 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
+    g->graphs = (cudaGraphExec_t *)calloc(3 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
-        if (capture(g, 0, 1, q, &g->graphs[2 * q + 1], err, errlen) || capture(g, 0, 0, q, &g->graphs[2 * q], err, errlen)) goto bad;
+        if (capture(g, 0, 1, q, &g->graphs[3 * q + 1], err, errlen) || capture(g, 0, 0, q, &g->graphs[3 * q], err, errlen)) goto bad;
     if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
         const double GiB = 1073741824.0;
         const char *mode = o->cold == GPU_COLD_CPU ? "cpu" : "stream";
@@ -948,9 +957,13 @@ bad:
     return -1;
 }
 
-extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
-                                      char *err, size_t errlen) {
+/* One step of sequence seq: logits (n_vocab) or next (the greedy token) from the stage with the
+ * head, x_out from the others; neither: the step without the head. */
+static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, int32_t *next, float *x_out,
+                       char *err, size_t errlen) {
     const hm_config *c = &g->m->cfg;
+    if (next && !g->head) return fail(err, errlen, "gpu: stage of layers %d..%d has no output head for a greedy token", g->l0, g->l1 - 1);
+    const int mode = next ? 2 : logits ? 1 : 0;
     if (seq < 0 || seq >= g->n_seq) return fail(err, errlen, "gpu: sequence %d outside [0, %d)", seq, g->n_seq);
     if (pos < 0 || pos >= g->n_ctx) return fail(err, errlen, "gpu: position %d outside the context of %d", pos, g->n_ctx);
     if (!g->head && !x_out) return fail(err, errlen, "gpu: stage of layers %d..%d: x_out expected", g->l0, g->l1 - 1);
@@ -959,7 +972,7 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
     if (step_begin(g, 1, err, errlen)) return -1;
     /* mode 2 profiles one executor's steps of sequence 0 with logits; the others run as usual */
     int profiled;
-    profiled = prof.on == 1 || (prof.on == 2 && seq == 0 && logits && (!prof.owner || prof.owner == g));
+    profiled = prof.on == 1 || (prof.on == 2 && seq == 0 && mode == 1 && (!prof.owner || prof.owner == g));
     if (profiled && prof.on == 2 && !prof.graph) {   /* the step once more, with the marks: event-record nodes */
         prof.owner = g; prof.n = 0; prof.quiet = 0;
         const int rc = capture(g, 0, 1, 0, &prof.graph, err, errlen);
@@ -974,10 +987,11 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
 #endif
     if (profiled && prof.on == 1) {
         prof.n = 0;
-        record_step(g, logits != NULL, seq);
+        record_step(g, mode, seq);
     } else {
         if (profiled) prof.n = prof.graph_n;
-        CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[2 * seq + (logits != NULL)], g->s));
+        if (!profiled && !g->graphs[3 * seq + mode] && capture(g, 0, mode, seq, &g->graphs[3 * seq + mode], err, errlen)) return -1;
+        CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[3 * seq + mode], g->s));
     }
     CK(cudaStreamSynchronize(g->s));
 #ifdef HM_KTRACE
@@ -993,11 +1007,24 @@ extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const
     }
     if (late_jobs(g, err, errlen)) return -1;
     if (logits && g->head) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
+    if (next) *next = *g->h_next;
     if (!g->head) memcpy(x_out, g->h_xout, sizeof(float) * c->n_embd);
     if ((!g->head || g->l0) && g->pool) workers_park(g->pool);   /* a stage: the other stage's workers get the cores */
     return 0;
 bad:
     return -1;
+}
+
+extern "C" int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
+                                      char *err, size_t errlen) {
+    return forward_one(g, seq, token, x_in, pos, logits, NULL, x_out, err, errlen);
+}
+
+extern "C" int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, int32_t *next, char *err,
+                                       size_t errlen) {
+    if (!next) return fail(err, errlen, "gpu: a greedy step needs somewhere to put its token");
+    if (!x_in && g->l0) return fail(err, errlen, "gpu: stage of layers %d..%d: x_in expected", g->l0, g->l1 - 1);
+    return forward_one(g, seq, token, x_in, pos, NULL, next, NULL, err, errlen);
 }
 
 extern "C" int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
@@ -1082,7 +1109,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
         prof.steps = 0;
     }
     hybrid_stop(g);   /* before the pinned memory the workers read goes */
-    for (int i = 0; g->graphs && i < 2 * g->n_seq; i++)
+    for (int i = 0; g->graphs && i < 3 * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs);
     for (int i = 0; i <= GPU_BATCH_MAX; i++)
@@ -1094,6 +1121,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->h_x) cudaFreeHost(g->h_x);
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_pos) cudaFreeHost(g->h_pos);
+    if (g->h_next) cudaFreeHost(g->h_next);
     if (g->h_xout) cudaFreeHost(g->h_xout);
     if (g->pinned) cudaFreeHost(g->pinned);
     if (g->h_rec) cudaFreeHost(g->h_rec);

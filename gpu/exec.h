@@ -106,6 +106,12 @@ int gpu_exec_forward_seq(gpu_exec *g, int seq, int32_t token, int pos, float *lo
  * others x_out (n_embd floats). */
 int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, float *x_out,
                            char *err, size_t errlen);
+/* The same step on the stage with the output head, but only the greedy token comes back: the
+ * argmax of the logits is taken on the GPU (sampler_argmax's rule: the first index of the largest
+ * value, NaNs never win) and *next is that token; the logits are not copied out. For requests
+ * whose choice is the plain argmax (greedy, no penalties). x_in as gpu_exec_forward_stage. */
+int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, int32_t *next, char *err,
+                            size_t errlen);
 /* Batched decode: nb tokens (1..GPU_BATCH_MAX) of nb different sequences in one step (one CUDA
  * graph per batch size): token r of sequence seq[r] at position pos[r]. Every weight matrix of
  * the dense part (attention, router, shared expert, output head) is read once for all of them, the

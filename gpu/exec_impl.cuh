@@ -103,8 +103,10 @@ struct gpu_exec {
                                              GEMVs instead of quantizing in every block; NULL: not used (HOTMOE_XQ=0) */
     int *ids, *zero_id, *d_pos;
     float *h_x, *h_logits; int *h_pos;    /* pinned */
+    int *d_next, *h_next; void *am_scratch;   /* the greedy graph's token (device, pinned) and its argmax scratch */
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */
-    cudaGraphExec_t *graphs;              /* [2 * seq + with_logits]: one decode graph per sequence */
+    cudaGraphExec_t *graphs;              /* [3 * seq + mode]: a sequence's decode graphs (mode 0 without the head, 1
+                                             with the logits, 2 with the greedy token only: captured at its first use) */
     size_t vram;
     size_t vram_by[4];                    /* bytes by category (enum below) */
     int cat;                              /* the category dalloc is counting now */

@@ -767,3 +767,78 @@ void op_router(const float *logits, const float *bias, int n, int k, int fn, int
                int topk_group, int *ids, float *w, cudaStream_t s) {
     op_router_rows(logits, bias, n, k, fn, norm, scale, n_group, topk_group, ids, w, 0, 1, s);
 }
+
+/* ---- the greedy choice on the GPU ----
+ * Each block scans a strided share of its row (float4 loads when the row allows) keeping the
+ * first index of its largest value (strict >, so NaNs never win), the block's threads combine
+ * (value, index) pairs (larger value, then lower index), and the last block of a row to finish
+ * (a counter per row, reset by that block for the next launch) combines the blocks' pairs. The
+ * result is sampler_argmax's: the first index of the largest value; 0 when x[0] is NaN or no
+ * value is larger than -inf. */
+#define AM_THREADS 256
+__device__ __forceinline__ void am_take(float v, int i, float &bv, int &bi) {
+    if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
+}
+__device__ __forceinline__ void am_block(float &bv, int &bi) {
+    __shared__ float sv[AM_THREADS / 32];
+    __shared__ int si[AM_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1) am_take(__shfl_xor_sync(0xFFFFFFFFu, bv, o), __shfl_xor_sync(0xFFFFFFFFu, bi, o), bv, bi);
+    const int w = threadIdx.x >> 5;
+    __syncthreads();   /* a second call reuses the arrays */
+    if ((threadIdx.x & 31) == 0) { sv[w] = bv; si[w] = bi; }
+    __syncthreads();
+    bv = sv[0]; bi = si[0];
+    for (int k = 1; k < AM_THREADS / 32; k++) am_take(sv[k], si[k], bv, bi);
+}
+__global__ void __launch_bounds__(AM_THREADS) k_argmax(const float *x, int n, float *pv, int *pi, unsigned *cnt, int *out, int f) {
+    hm_pdl_pre(f);
+    hm_pdl_wait_f(f);
+    const int r = blockIdx.y, nb = gridDim.x;
+    x += (size_t)r * n;
+    float bv = -INFINITY;
+    int bi = n;   /* nothing yet */
+    const int t0 = blockIdx.x * AM_THREADS + threadIdx.x, step = nb * AM_THREADS;
+    if ((n & 3) == 0 && ((uintptr_t)x & 15) == 0) {
+        const float4 *x4 = (const float4 *)x;
+        for (int i = t0; i < n / 4; i += step) {   /* a thread's indices rise: strict > keeps the first */
+            const float4 v = __ldcs(x4 + i);
+            if (v.x > bv) { bv = v.x; bi = 4 * i; }
+            if (v.y > bv) { bv = v.y; bi = 4 * i + 1; }
+            if (v.z > bv) { bv = v.z; bi = 4 * i + 2; }
+            if (v.w > bv) { bv = v.w; bi = 4 * i + 3; }
+        }
+    } else {
+        for (int i = t0; i < n; i += step) {
+            const float v = x[i];
+            if (v > bv) { bv = v; bi = i; }
+        }
+    }
+    am_block(bv, bi);
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        pv[r * nb + blockIdx.x] = bv; pi[r * nb + blockIdx.x] = bi;
+        __threadfence();
+        last = atomicAdd(cnt + r, 1u) == (unsigned)nb - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    bv = -INFINITY; bi = n;
+    for (int b = threadIdx.x; b < nb; b += AM_THREADS) am_take(__ldcg(pv + r * nb + b), __ldcg(pi + r * nb + b), bv, bi);
+    am_block(bv, bi);
+    if (threadIdx.x == 0) {
+        out[r] = isnan(x[0]) || bi >= n ? 0 : bi;
+        cnt[r] = 0;   /* for the next launch (the graph replays this one) */
+    }
+}
+
+/* scratch: the rows' counters first, at fixed places whatever rows a launch has (a launch with
+ * more rows writes its partial results past them), then the blocks' values and indices */
+size_t op_argmax_scratch_bytes(int rows) { return AM_MAXROWS * sizeof(unsigned) + (size_t)rows * AM_BLOCKS * (sizeof(float) + sizeof(int)); }
+
+void op_argmax_rows(const float *x, int n, int rows, int *out, void *scratch, cudaStream_t s) {
+    unsigned *cnt = (unsigned *)scratch;
+    float *pv = (float *)(cnt + AM_MAXROWS);
+    int *pi = (int *)(pv + (size_t)rows * AM_BLOCKS);
+    hm_launch(k_argmax, dim3(AM_BLOCKS, rows), AM_THREADS, 0, s, x, n, pv, pi, cnt, out, hm_small_pdl());
+}

@@ -52,3 +52,12 @@ void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache,
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);
+/* The greedy choice of each of rows (1..AM_MAXROWS) rows of n logits (x: row stride n) into
+ * out[rows] (device): sampler_argmax's rule (the first index of the largest value, NaNs never
+ * win, x[0] NaN: 0). scratch: op_argmax_scratch_bytes(rows) bytes of device memory, zeroed once
+ * before the first launch (the kernel leaves its counters zeroed again); launches of any rows up
+ * to the scratch's may share it, one at a time. */
+#define AM_BLOCKS 32
+#define AM_MAXROWS 64
+size_t op_argmax_scratch_bytes(int rows);
+void op_argmax_rows(const float *x, int n, int rows, int *out, void *scratch, cudaStream_t s);

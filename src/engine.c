@@ -24,6 +24,7 @@ typedef struct {
     tokenizer_stream ts;
     float *logits;         /* (n_vocab) */
     int has_logits;        /* this step produced logits for it */
+    int32_t greedy;        /* >= 0: this step's greedy token, from the backend instead of the logits */
 } slot;
 
 struct engine {
@@ -39,6 +40,7 @@ struct engine {
     engine_stats st;
     /* step scratch */
     int *b_slot, *b_pos; int32_t *b_tok; float **b_logits;
+    int32_t *b_next;       /* ENGINE_NEXT_WANTED or -1 in; the greedy token when the backend wrote one */
 };
 
 /* ---------------------------------------------------------------- requests */
@@ -180,11 +182,14 @@ static void *engine_main(void *arg) {
                 for (size_t k = 0; k < take; k++, n++) {
                     en->b_slot[n] = i; en->b_tok[n] = r->prompt[s->n_fed + k]; en->b_pos[n] = s->pos++;
                     en->b_logits[n] = s->n_fed + k + 1 == r->n_prompt ? s->logits : NULL;
+                    en->b_next[n] = -1;
                 }
                 s->n_fed += take;
                 s->has_logits = s->n_fed == r->n_prompt;
             } else {
-                en->b_slot[n] = i; en->b_tok[n] = s->next_tok; en->b_pos[n] = s->pos++; en->b_logits[n] = s->logits; n++;
+                en->b_slot[n] = i; en->b_tok[n] = s->next_tok; en->b_pos[n] = s->pos++; en->b_logits[n] = s->logits;
+                en->b_next[n] = sampler_greedy_only(&s->sm) ? ENGINE_NEXT_WANTED : -1;
+                n++;
                 s->has_logits = 1;
             }
         }
@@ -200,11 +205,16 @@ static void *engine_main(void *arg) {
         }
         en->st.steps++;
         pthread_mutex_unlock(&en->mu);
-        en->be.step(en->be.ctx, n, en->b_slot, en->b_tok, en->b_pos, en->b_logits);
+        en->be.step(en->be.ctx, n, en->b_slot, en->b_tok, en->b_pos, en->b_logits, en->b_next);
         /* sampling reads only slot-private state: no lock needed until publishing */
+        for (int i = 0; i < n_slots; i++) en->slots[i].greedy = -1;
+        for (int k = 0; k < n; k++)
+            if (en->b_next[k] >= 0) en->slots[en->b_slot[k]].greedy = en->b_next[k];
         int32_t picked[n_slots];
-        for (int i = 0; i < n_slots; i++)
-            picked[i] = en->slots[i].state != SLOT_FREE && en->slots[i].has_logits ? sampler_sample(&en->slots[i].sm, en->slots[i].logits) : -1;
+        for (int i = 0; i < n_slots; i++) {
+            slot *s = &en->slots[i];
+            picked[i] = s->state == SLOT_FREE || !s->has_logits ? -1 : s->greedy >= 0 ? s->greedy : sampler_sample(&s->sm, s->logits);
+        }
         pthread_mutex_lock(&en->mu);
         for (int i = 0; i < n_slots; i++)
             if (picked[i] >= 0 && en->slots[i].state != SLOT_FREE) slot_take_token(en, &en->slots[i], picked[i]);
@@ -228,6 +238,7 @@ engine *engine_start(const hm_model *m, engine_backend *b, const engine_params *
     size_t nb = (size_t)p->n_slots * (size_t)en->p.prefill_chunk;
     en->b_slot = hm_malloc(nb * sizeof(int)); en->b_pos = hm_malloc(nb * sizeof(int));
     en->b_tok = hm_malloc(nb * sizeof(int32_t)); en->b_logits = hm_malloc(nb * sizeof(float *));
+    en->b_next = hm_malloc(nb * sizeof(int32_t));
     en->st.n_slots = p->n_slots; en->st.queue_cap = en->p.queue_cap;
     pthread_mutex_init(&en->mu, NULL);
     pthread_cond_init(&en->work, NULL);
@@ -236,7 +247,7 @@ engine *engine_start(const hm_model *m, engine_backend *b, const engine_params *
         b->free(b->ctx); /* fall through to a partial free */
         en->be.free = NULL;
         for (int i = 0; i < p->n_slots; i++) free(en->slots[i].logits);
-        free(en->slots); free(en->b_slot); free(en->b_pos); free(en->b_tok); free(en->b_logits); free(en);
+        free(en->slots); free(en->b_slot); free(en->b_pos); free(en->b_tok); free(en->b_logits); free(en->b_next); free(en);
         return NULL;
     }
     return en;
@@ -265,7 +276,7 @@ void engine_free(engine *en) {
     pthread_join(en->thread, NULL);
     if (en->be.free) en->be.free(en->be.ctx);
     for (int i = 0; i < en->p.n_slots; i++) free(en->slots[i].logits);
-    free(en->slots); free(en->b_slot); free(en->b_pos); free(en->b_tok); free(en->b_logits);
+    free(en->slots); free(en->b_slot); free(en->b_pos); free(en->b_tok); free(en->b_logits); free(en->b_next);
     pthread_mutex_destroy(&en->mu); pthread_cond_destroy(&en->work);
     free(en);
 }

@@ -18,12 +18,16 @@ struct engine_stats;
 
 /* What the engine needs from a target. Entries of one step may belong to several slots; the
  * entries of one slot are in position order. logits[i] (n_vocab floats) or NULL to skip. */
+#define ENGINE_NEXT_WANTED (-2)
 typedef struct engine_backend {
     const char *name;
     void *ctx;
     /* Starts a new sequence in slot (positions restart at 0). Returns 0 or -1 with e set. */
     int (*slot_open)(void *ctx, int slot, hm_error *e);
-    void (*step)(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits);
+    /* next[i] == ENGINE_NEXT_WANTED (an entry with logits whose request takes the plain argmax):
+     * the backend may write the greedy token (sampler_argmax of its logits) to next[i] instead of
+     * the logits; any other entry, or one it leaves as it is, gets its logits. */
+    void (*step)(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits, int32_t *next);
     void (*free)(void *ctx);
     /* Optional: fills the expert residency counters of st (totals since start). Called from the
      * thread that reads the statistics, beside the engine's steps: a snapshot. */

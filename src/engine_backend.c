@@ -23,7 +23,8 @@ static int cpu_slot_open(void *ctx, int slot, hm_error *e) {
     return 0; /* positions restart at 0: the KV cache is overwritten in order */
 }
 
-static void cpu_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+static void cpu_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits, int32_t *next) {
+    (void)next;   /* the engine samples from the logits */
     cpu_backend *b = ctx;
     for (int i = 0; i < n; i++) cpu_forward(b->m, &b->st[slot[i]], tok[i], pos[i], logits[i]);
 }
@@ -73,14 +74,23 @@ static void gpu_step_failed(gpu_backend *b, int slot, int pos, float *logits, co
 }
 
 /* The pending decode tokens (entries idx[0..n) of the step, distinct slots) in one batched step. */
-static void gpu_flush(gpu_backend *b, int n, const int *idx, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+/* One token of one slot: the greedy token only when the engine asks for it (next[i]), else the logits. */
+static void gpu_one(gpu_backend *b, int i, const int *slot, const int32_t *tok, const int *pos, float *const *logits, int32_t *next) {
     char err[1024];
-    if (n == 1) {
-        const int i = idx[0];
-        if (runner_gpu_step(b->g, b->g2, b->x, slot[i], tok[i], pos[i], logits[i], err, sizeof err))
-            gpu_step_failed(b, slot[i], pos[i], logits[i], err);
+    if (next && next[i] == ENGINE_NEXT_WANTED && logits[i]) {
+        int32_t t = -1;
+        if (!runner_gpu_step_greedy(b->g, b->g2, b->x, slot[i], tok[i], pos[i], &t, err, sizeof err)) { next[i] = t; return; }
+        gpu_step_failed(b, slot[i], pos[i], logits[i], err);   /* the engine samples EOS from these */
         return;
     }
+    if (runner_gpu_step(b->g, b->g2, b->x, slot[i], tok[i], pos[i], logits[i], err, sizeof err))
+        gpu_step_failed(b, slot[i], pos[i], logits[i], err);
+}
+
+static void gpu_flush(gpu_backend *b, int n, const int *idx, const int *slot, const int32_t *tok, const int *pos, float *const *logits,
+                      int32_t *next) {
+    char err[1024];
+    if (n == 1) { gpu_one(b, idx[0], slot, tok, pos, logits, next); return; }
     int sq[GPU_BATCH_MAX] = { 0 }, ps[GPU_BATCH_MAX] = { 0 };
     int32_t tk[GPU_BATCH_MAX] = { 0 };
     for (int q = 0; q < n; q++) { sq[q] = slot[idx[q]]; tk[q] = tok[idx[q]]; ps[q] = pos[idx[q]]; }
@@ -91,7 +101,7 @@ static void gpu_flush(gpu_backend *b, int n, const int *idx, const int *slot, co
     for (int q = 0; q < n; q++) memcpy(logits[idx[q]], b->lbuf + (size_t)q * b->n_vocab, sizeof(float) * b->n_vocab);
 }
 
-static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits, int32_t *next) {
     gpu_backend *b = ctx;
     char err[1024];
     int pend[GPU_BATCH_MAX], np = 0;   /* decode tokens of different slots, run together */
@@ -101,20 +111,19 @@ static void gpu_step(void *ctx, int n, const int *slot, const int32_t *tok, cons
         while (j + 1 < n && slot[j + 1] == slot[i] && pos[j + 1] == pos[j] + 1 && !logits[j]) j++;
         if (j == i && logits[i] && b->batch > 1) {   /* one decode token: batched with the other slots' */
             for (int q = 0; q < np; q++)
-                if (slot[pend[q]] == slot[i]) { gpu_flush(b, np, pend, slot, tok, pos, logits); np = 0; break; }
+                if (slot[pend[q]] == slot[i]) { gpu_flush(b, np, pend, slot, tok, pos, logits, next); np = 0; break; }
             pend[np++] = i;
-            if (np == b->batch) { gpu_flush(b, np, pend, slot, tok, pos, logits); np = 0; }
+            if (np == b->batch) { gpu_flush(b, np, pend, slot, tok, pos, logits, next); np = 0; }
             continue;
         }
-        if (np) { gpu_flush(b, np, pend, slot, tok, pos, logits); np = 0; }
+        if (np) { gpu_flush(b, np, pend, slot, tok, pos, logits, next); np = 0; }
         if (j > i && !b->g2 && !gpu_exec_prefill_seq(b->g, slot[i], tok + i, j - i + 1, pos[i], logits[j], err, sizeof err)) {
             i = j;
             continue;
         }   /* else (one token, a pipeline, or a prefill that could not run): token by token */
-        if (runner_gpu_step(b->g, b->g2, b->x, slot[i], tok[i], pos[i], logits[i], err, sizeof err))
-            gpu_step_failed(b, slot[i], pos[i], logits[i], err);
+        gpu_one(b, i, slot, tok, pos, logits, next);
     }
-    if (np) gpu_flush(b, np, pend, slot, tok, pos, logits);
+    if (np) gpu_flush(b, np, pend, slot, tok, pos, logits, next);
 }
 
 /* /metrics: the expert caches' device counters (hits, copied in, read in place, on the CPU) of
@@ -181,7 +190,8 @@ static int replay_slot_open(void *ctx, int slot, hm_error *e) {
     return 0;
 }
 
-static void replay_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits) {
+static void replay_step(void *ctx, int n, const int *slot, const int32_t *tok, const int *pos, float *const *logits, int32_t *next) {
+    (void)next;
     replay_backend *b = ctx;
     (void)tok; (void)pos; /* the script decides, whatever was fed */
     for (int i = 0; i < n; i++) {

@@ -218,15 +218,23 @@ static int cmd_generate(int argc, char **argv) {
     char buf[256];
     int gen = 0, pos = (int)n;
     fputs(o.prompt, stdout);
+    const int greedy = sampler_greedy_only(&sm);   /* then the next token comes back instead of the logits */
+    int32_t t = -1;
     for (; gen < o.n_predict; gen++) {
-        int32_t t = sampler_sample(&sm, logits);
+        if (t < 0) t = sampler_sample(&sm, logits);
         sampler_accept(&sm, t);
         if (!o.ignore_eos && (t == tokenizer_eos(m.tok) || tokenizer_is_special(m.tok, t))) break;
         size_t k = tokenizer_stream_push(m.tok, &ts, t, buf, sizeof buf);
         fwrite(buf, 1, k, stdout); fflush(stdout);
         if (gen + 1 < o.n_predict) {
             routeio_before(&io, pos);
-            if (runner_forward(&r, t, pos, logits, &e) || routeio_after(&io, &e)) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+            int32_t nx = -1;
+            if ((greedy ? runner_forward_greedy(&r, t, pos, logits, &nx, &e) : runner_forward(&r, t, pos, logits, &e)) ||
+                routeio_after(&io, &e)) {
+                fprintf(stderr, "hotmoe: %s\n", e.msg);
+                return 1;
+            }
+            t = nx;   /* -1: sample from the logits */
             pos++;
         }
     }

@@ -2,6 +2,7 @@
 #include "runner.h"
 #include "exec.h"
 #include "gpu.h"
+#include "sampler.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -323,6 +324,17 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
     return 0;
 }
 
+int runner_forward_greedy(hm_runner *r, int32_t token, int pos, float *scratch, int32_t *next, hm_error *e) {
+    if (r->device == HM_DEVICE_CUDA) {
+        char msg[1024];
+        if (runner_gpu_step_greedy(r->gpu, r->gpu2, r->xbuf, 0, token, pos, next, msg, sizeof msg)) return hm_fail(e, "%s", msg);
+        return 0;
+    }
+    if (runner_forward(r, token, pos, scratch, e)) return -1;
+    *next = sampler_argmax(scratch, r->m->cfg.n_vocab);
+    return 0;
+}
+
 int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e) {
     if (n <= 0) return hm_fail(e, "prefill of %d tokens (at least 1 expected)", n);
     if (r->device == HM_DEVICE_CUDA && !r->gpu2) {   /* a pipeline runs the prompt token by token (below) */
@@ -352,6 +364,15 @@ int runner_gpu_step(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token
     if (!g2) return gpu_exec_forward_seq(g1, seq, token, pos, logits, err, errlen);
     return gpu_exec_forward_stage(g1, seq, token, NULL, pos, NULL, x, err, errlen) ||   /* the stages one after the other */
                    gpu_exec_forward_stage(g2, seq, token, x, pos, logits, NULL, err, errlen)
+               ? -1
+               : 0;
+}
+
+int runner_gpu_step_greedy(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token, int pos, int32_t *next, char *err,
+                           size_t errlen) {
+    if (!g2) return gpu_exec_forward_greedy(g1, seq, token, NULL, pos, next, err, errlen);
+    return gpu_exec_forward_stage(g1, seq, token, NULL, pos, NULL, x, err, errlen) ||
+                   gpu_exec_forward_greedy(g2, seq, token, x, pos, next, err, errlen)
                ? -1
                : 0;
 }

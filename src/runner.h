@@ -84,6 +84,10 @@ int runner_init(hm_runner *r, const hm_model *m, int device, int n_ctx, hm_error
 int runner_init_opts(hm_runner *r, const hm_model *m, int device, int n_ctx, const runner_opts *o, hm_error *e);
 /* Runs token at pos; logits (n_vocab) may be NULL. */
 int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error *e);
+/* Runs token at pos and writes the greedy choice (sampler_argmax of the logits) to *next: on the
+ * GPU only that token is copied back; the CPU target writes the logits to scratch (n_vocab floats)
+ * and takes their argmax. For requests whose choice is the plain argmax (sampler_greedy_only). */
+int runner_forward_greedy(hm_runner *r, int32_t token, int pos, float *scratch, int32_t *next, hm_error *e);
 /* Runs the n prompt tokens at positions pos0.. (batched on the GPU, token by token on the CPU);
  * writes the last token's logits when logits_last is not NULL. Decode continues at pos0 + n. */
 int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e);
@@ -92,6 +96,9 @@ void runner_free(hm_runner *r);
  * NULL; x: n_embd floats between them). Returns 0, or -1 with err. */
 int runner_gpu_step(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int seq, int32_t token, int pos, float *logits,
                     char *err, size_t errlen);
+/* The same with the greedy token only (gpu_exec_forward_greedy on the stage with the head). */
+int runner_gpu_step_greedy(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int seq, int32_t token, int pos, int32_t *next,
+                           char *err, size_t errlen);
 /* n tokens (1..GPU_BATCH_MAX) of n different sequences in one batched step (gpu_exec_forward_batch),
  * through one executor or the two stages (x: n * n_embd floats between them); logits: (n, n_vocab).
  * Returns 0, or -1 with err. */

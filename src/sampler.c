@@ -136,6 +136,11 @@ static float softmax_t(sampler *s, const float *logits) {
     return pmax;
 }
 
+int sampler_greedy_only(const sampler *s) {
+    const sampler_params *p = &s->p;
+    return p->temperature <= 0.0f && p->repetition_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f;
+}
+
 int32_t sampler_sample(sampler *s, float *logits) {
     const int n = s->n_vocab;
     penalties(s, logits);

@@ -36,6 +36,9 @@ void sampler_accept(sampler *s, int32_t tok);
 int32_t sampler_sample(sampler *s, float *logits);
 /* The same choice by sorting the whole vocabulary every time (the reference for tests). */
 int32_t sampler_sample_ref(sampler *s, float *logits);
+/* 1 when sampler_sample's choice is sampler_argmax of the raw logits (greedy, no penalties): a
+ * GPU target can then take the argmax beside the step and skip copying the logits out. */
+int sampler_greedy_only(const sampler *s);
 /* The first index of the largest of x[0..n) (NaNs never win; x[0] NaN: 0). */
 int32_t sampler_argmax(const float *x, int n);
 

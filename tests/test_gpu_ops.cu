@@ -13,6 +13,7 @@ extern "C" {
 #include "quant.h"
 #include "quant_blocks.h"
 #include "router.h"
+#include "sampler.h"
 }
 #include "gemv_q8_ref.h"
 
@@ -242,6 +243,41 @@ static void test_router(int fn, int n, int k, int norm, float scale, int n_group
     cudaFree(dl); cudaFree(db); cudaFree(dw); cudaFree(di); free(lg); free(b);
 }
 
+/* The greedy choice on the GPU (op_argmax_rows) against sampler_argmax on every row: kind 0
+ * random, 1 few distinct values (ties), 2 NaNs sprinkled (also at x[0] of some rows), 3 every
+ * value -inf or NaN, 4 +-0 only, 5 the largest value at the row's end. The scratch is reused over
+ * launches (its counters must come back to zero). */
+static void test_argmax(int n, int rows, int kind, void *scratch) {
+    float *x = (float *)malloc((size_t)n * rows * 4);
+    for (int r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * n;
+        for (int i = 0; i < n; i++) {
+            const float u = frand();
+            xr[i] = kind == 1 ? (float)(int)(3 * u) : kind == 3 ? (u < 0 ? -INFINITY : NAN) : kind == 4 ? (u < 0 ? -0.0f : 0.0f) : 20 * u;
+            if (kind == 2 && frand() > 0.9f) xr[i] = NAN;
+        }
+        if (kind == 2 && r % 2) xr[0] = NAN;
+        if (kind == 5) xr[n - 1] = 1e30f;
+    }
+    float *dx = dup(x, (size_t)n * rows);
+    int *dout; cudaMalloc(&dout, rows * 4); cudaMemset(dout, 0xFF, rows * 4);
+    op_argmax_rows(dx, n, rows, dout, scratch, 0);
+    int got[8];
+    cudaDeviceSynchronize();
+    const cudaError_t ce = cudaGetLastError();
+    cudaMemcpy(got, dout, rows * 4, cudaMemcpyDeviceToHost);
+    int same = ce == cudaSuccess, want0 = -1;
+    for (int r = 0; r < rows; r++) {
+        const int want = sampler_argmax(x + (size_t)r * n, n);
+        if (!r) want0 = want;
+        same &= got[r] == want;
+    }
+    printf("%s argmax n=%d rows=%d kind %d: %s (row 0: %d, want %d)\n", same ? "PASS" : "FAIL", n, rows, kind,
+           same ? "every row's index equal" : "differ", got[0], want0);
+    same ? n_pass++ : n_fail++;
+    cudaFree(dx); cudaFree(dout); free(x);
+}
+
 int main(void) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) { printf("SKIP: no CUDA device (test_gpu_ops needs a GPU)\n"); return 77; }
@@ -290,6 +326,14 @@ int main(void) {
     test_router(2, 2000, 16, 1, 1.0f, 1, 1, 0, 1);  /* ties over two experts a thread */
     test_router(1, 1000, 12, 1, 1.0f, 1, 1, 1, 1);  /* softmax, a partial last warp */
     test_router(2, 33, 8, 1, 1.0f, 1, 1, 1, 1);     /* one expert past a warp */
+    {
+        void *sc; cudaMalloc(&sc, op_argmax_scratch_bytes(4)); cudaMemset(sc, 0, op_argmax_scratch_bytes(4));
+        for (int kind = 0; kind < 6; kind++)
+            for (int n : { 1, 3, 1001, 8192, 151552, 151936 }) test_argmax(n, kind % 2 ? 3 : 1, kind, sc);
+        test_argmax(151552, 4, 2, sc);
+        test_argmax(151552, 1, 0, sc);   /* after a launch of 4 rows: the first row's counter back at 0 */
+        cudaFree(sc);
+    }
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail != 0;
 }

@@ -70,11 +70,12 @@ PY
   }
   run() { local tag=$1; shift; local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
           timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
-          echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without" "$OUT/decode-$shape-$tag.log"; }
+          echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without|^greedy steps" "$OUT/decode-$shape-$tag.log"; }
   for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
     case $c in
       resident) run resident; plans ;;
-      sref) run resident-sref --sampler-ref ;;   # the reference sampler (plain argmax loop) in the decode loop
+      sref) run resident-sref --sampler-ref ;;
+      hargmax) run resident-hargmax --host-argmax ;;   # greedy with the logits copied out and the argmax on the host   # the reference sampler (plain argmax loop) in the decode loop
       samp) run resident-samp --temp 0.8 --top-p 0.95 ;;   # sampling, top of the vocabulary sorted
       samp-ref) run resident-samp-ref --temp 0.8 --top-p 0.95 --sampler-ref ;;   # sampling, the whole vocabulary sorted
       plans-replay) plans "$T" ;;
