@@ -94,7 +94,7 @@ static int bench_prefill(hm_runner *r, const hm_model *m, const runner_opts *ro,
  * comparison), all sharing the expert cache. Reports the summed and the per-sequence rate and the
  * cache's hit rate. */
 static int bench_streams(const hm_model *m, const runner_opts *ro, const char *model, int n_streams, int n_prompt, int n_gen,
-                         int runs, int no_batch, const char *json) {
+                         int runs, int no_batch, int host_argmax, const char *json) {
     const hm_config *c = &m->cfg;
     gpu_exec *g1, *g2;
     hm_error e;
@@ -103,8 +103,9 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
     const int nbm = no_batch ? 1 : runner_gpu_batch_max(g1, g2);
     int sq[GPU_BATCH_MAX], ps[GPU_BATCH_MAX];
     int32_t tk[GPU_BATCH_MAX];
-    printf("bench_decode: %d streams, %s\n", n_streams, nbm > 1 ? "batched steps of up to 4 sequences" : "one step per sequence");
-    int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt);
+    printf("bench_decode: %d streams, %s, %s\n", n_streams, nbm > 1 ? "batched steps of up to 4 sequences" : "one step per sequence",
+           host_argmax ? "logits copied out + host argmax" : "greedy tokens from the GPU");
+    int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt), *nxt = hm_malloc(sizeof(int32_t) * (size_t)n_streams);
     double rate[32];
     uint64_t st[GPU_CACHE_STATS] = { 0 };
     char msg[1024];
@@ -120,18 +121,23 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
         uint64_t v[GPU_CACHE_STATS];
         gpu_exec *stg[2] = { g1, g2 };
         for (int i = 0; i < 2; i++) if (stg[i]) gpu_exec_cache_stats(stg[i], v, 1, msg, sizeof msg);   /* the prompts' counts dropped */
+        for (int q = 0; q < n_streams; q++) nxt[q] = sampler_argmax(logits + (size_t)q * c->n_vocab, c->n_vocab);
         double t0 = hm_now();
         for (int i = 0; i < n_gen; i++)
             for (int q0 = 0; q0 < n_streams; q0 += nbm > 1 ? nbm : 1) {
                 const int nb = nbm > 1 ? (n_streams - q0 < nbm ? n_streams - q0 : nbm) : 1;
-                for (int q = q0; q < q0 + nb; q++) {   /* greedy: each sequence's next token from its last logits */
-                    const float *l = logits + (size_t)q * c->n_vocab;
-                    const int best = sampler_argmax(l, c->n_vocab);
+                for (int q = q0; q < q0 + nb; q++) {   /* greedy: each sequence's next token (the GPU's, or from its last logits) */
+                    const int best = host_argmax ? sampler_argmax(logits + (size_t)q * c->n_vocab, c->n_vocab) : nxt[q];
                     sq[q - q0] = q; tk[q - q0] = best; ps[q - q0] = n_prompt + i;
                 }
                 float *l = logits + (size_t)q0 * c->n_vocab;
-                const int rc = nb > 1 ? runner_gpu_step_batch(g1, g2, x, nb, sq, tk, ps, l, msg, sizeof msg)
-                                      : runner_gpu_step(g1, g2, x, q0, tk[0], ps[0], l, msg, sizeof msg);
+                int rc;
+                if (host_argmax)
+                    rc = nb > 1 ? runner_gpu_step_batch(g1, g2, x, nb, sq, tk, ps, l, msg, sizeof msg)
+                                : runner_gpu_step(g1, g2, x, q0, tk[0], ps[0], l, msg, sizeof msg);
+                else
+                    rc = nb > 1 ? runner_gpu_step_batch_greedy(g1, g2, x, nb, sq, tk, ps, nxt + q0, msg, sizeof msg)
+                                : runner_gpu_step_greedy(g1, g2, x, q0, tk[0], ps[0], nxt + q0, msg, sizeof msg);
                 if (rc) { fprintf(stderr, "bench_decode: %s\n", msg); return 1; }
             }
         rate[run] = (double)n_streams * n_gen / (hm_now() - t0);
@@ -155,7 +161,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
         }
     }
     gpu_exec_free(g1); gpu_exec_free(g2);
-    free(logits); free(x); free(ptok);
+    free(logits); free(x); free(ptok); free(nxt);
     return 0;
 }
 
@@ -212,7 +218,7 @@ int main(int argc, char **argv) {
             return 2;
         }
         free(counts);
-        int rc = bench_streams(&m, &ro, model, n_streams, n_prompt, n_gen, runs, no_batch, json);
+        int rc = bench_streams(&m, &ro, model, n_streams, n_prompt, n_gen, runs, no_batch, host_argmax, json);
         model_free(&m);
         return rc;
     }

@@ -127,7 +127,7 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
                           c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
                           op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-    n += gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + op_argmax_scratch_bytes(1) + 768;
+    n += gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + op_argmax_scratch_bytes(GPU_BATCH_MAX) + 768;
     if (n_seq > 1) n += batch_workspace(c);
     return n;
 }
@@ -302,7 +302,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
  * position in bseq/bpos). The same kernels as record_step per row, so each row's results are its
  * single step's bit for bit; the weight matrices of the dense part go through gpu_gemv_batch (read
  * once for all rows), the expert cache and the CPU hand-off run once per layer for all rows. */
-static void record_step_batch(gpu_exec *g, int nb) {
+static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
     const int D = c->n_embd, k = c->n_expert_used, E = c->n_expert, QKV = c->q_dim + 2 * c->kv_dim, V = c->n_vocab;
@@ -370,7 +370,12 @@ static void record_step_batch(gpu_exec *g, int nb) {
         return;
     }
     gpu_gemv_batch(g->output.type, g->output.d, g->bxn, D, g->blogits, V, nb, D, V, s);
-    cudaMemcpyAsync(g->hb_logits, g->blogits, sizeof(float) * V * nb, cudaMemcpyDeviceToHost, s);
+    if (greedy) {   /* each row's greedy token only */
+        op_argmax_rows(g->blogits, V, nb, g->d_next, g->am_scratch, s);
+        cudaMemcpyAsync(g->h_next, g->d_next, sizeof(int) * nb, cudaMemcpyDeviceToHost, s);
+    } else {
+        cudaMemcpyAsync(g->hb_logits, g->blogits, sizeof(float) * V * nb, cudaMemcpyDeviceToHost, s);
+    }
 }
 
 #ifdef HM_KTRACE
@@ -400,7 +405,7 @@ static void kt_print(long step, int pos) {
 static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
     cudaGraph_t graph;
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
-    if (nb) record_step_batch(g, nb);
+    if (nb) record_step_batch(g, nb, with_logits == 2);
     else record_step(g, with_logits, seq);
     CK(cudaStreamEndCapture(g->s, &graph));
     CK(cudaGraphInstantiate(out, graph, 0));
@@ -776,11 +781,12 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 goto bad;
         }
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
-            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)) || !(g->d_next = (int *)dalloc(g, sizeof(int), err, errlen)) ||
-            !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(1), err, errlen)))
+            !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)) ||
+            !(g->d_next = (int *)dalloc(g, sizeof(int) * GPU_BATCH_MAX, err, errlen)) ||
+            !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(GPU_BATCH_MAX), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
-        CK(cudaMemset(g->am_scratch, 0, op_argmax_scratch_bytes(1)));
+        CK(cudaMemset(g->am_scratch, 0, op_argmax_scratch_bytes(GPU_BATCH_MAX)));
         if (g->n_seq > 1) {   /* batched decode: GPU_BATCH_MAX rows of each buffer (in the estimate: batch_workspace) */
             const batch_sizes b = batch_rows(c);
             const size_t R = GPU_BATCH_MAX;
@@ -803,7 +809,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaMallocHost(&g->h_x, sizeof(float) * D));
         CK(cudaMallocHost(&g->h_logits, sizeof(float) * c->n_vocab));
         CK(cudaMallocHost(&g->h_pos, sizeof(int)));
-        CK(cudaMallocHost(&g->h_next, sizeof(int)));
+        CK(cudaMallocHost(&g->h_next, sizeof(int) * GPU_BATCH_MAX));
         CK(cudaMallocHost(&g->h_xout, sizeof(float) * D));
         if (o->route_io) {
             const size_t nk = (size_t)c->n_layer * c->n_expert_used;
@@ -1027,11 +1033,12 @@ extern "C" int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, cons
     return forward_one(g, seq, token, x_in, pos, NULL, next, NULL, err, errlen);
 }
 
-extern "C" int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
-                                      float *logits, float *x_out, char *err, size_t errlen) {
+static int forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos, float *logits,
+                         int32_t *next, float *x_out, char *err, size_t errlen) {
     const hm_config *c = &g->m->cfg;
     const int D = c->n_embd;
-    if (nb == 1) return gpu_exec_forward_stage(g, seq[0], tokens ? tokens[0] : 0, x_in, pos[0], logits, x_out, err, errlen);
+    if (next && !g->head) return fail(err, errlen, "gpu: stage of layers %d..%d has no output head for greedy tokens", g->l0, g->l1 - 1);
+    if (nb == 1) return forward_one(g, seq[0], tokens ? tokens[0] : 0, x_in, pos[0], logits, next, x_out, err, errlen);
     if (!g->nb_max) return fail(err, errlen, "gpu: a batched step needs an executor with several sequences (it has %d)", g->n_seq);
     if (g->d_rec) return fail(err, errlen, "gpu: a batched step does not record or replay routing (run the sequences one by one)");
     if (nb < 1 || nb > g->nb_max) return fail(err, errlen, "gpu: a batched step takes 1 to %d tokens, found %d", g->nb_max, nb);
@@ -1046,16 +1053,29 @@ extern "C" int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const
         g->hb_pos[r] = pos[r]; g->hb_seq[r] = seq[r];
     }
     if (step_begin(g, nb, err, errlen)) return -1;
-    if (!g->bgraphs[nb] && capture(g, nb, 1, 0, &g->bgraphs[nb], err, errlen)) return -1;
-    CK(cudaGraphLaunch(g->bgraphs[nb], g->s));
+    cudaGraphExec_t *ge = next ? &g->bgraphs_g[nb] : &g->bgraphs[nb];
+    if (!*ge && capture(g, nb, next ? 2 : 1, 0, ge, err, errlen)) return -1;
+    CK(cudaGraphLaunch(*ge, g->s));
     CK(cudaStreamSynchronize(g->s));
     if (late_jobs(g, err, errlen)) return -1;
     if (logits && g->head) memcpy(logits, g->hb_logits, sizeof(float) * c->n_vocab * nb);
+    if (next) memcpy(next, g->h_next, sizeof(int32_t) * nb);
     if (!g->head) memcpy(x_out, g->hb_xout, sizeof(float) * D * nb);
     if ((!g->head || g->l0) && g->pool) workers_park(g->pool);
     return 0;
 bad:
     return -1;
+}
+
+extern "C" int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
+                                      float *logits, float *x_out, char *err, size_t errlen) {
+    return forward_batch(g, nb, seq, tokens, x_in, pos, logits, NULL, x_out, err, errlen);
+}
+
+extern "C" int gpu_exec_forward_batch_greedy(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in,
+                                             const int *pos, int32_t *next, char *err, size_t errlen) {
+    if (!next) return fail(err, errlen, "gpu: a greedy step needs somewhere to put its tokens");
+    return forward_batch(g, nb, seq, tokens, x_in, pos, NULL, next, NULL, err, errlen);
 }
 
 extern "C" size_t gpu_exec_vram_used(const gpu_exec *g) { return g->vram; }
@@ -1112,8 +1132,10 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     for (int i = 0; g->graphs && i < 3 * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs);
-    for (int i = 0; i <= GPU_BATCH_MAX; i++)
+    for (int i = 0; i <= GPU_BATCH_MAX; i++) {
         if (g->bgraphs[i]) cudaGraphExecDestroy(g->bgraphs[i]);
+        if (g->bgraphs_g[i]) cudaGraphExecDestroy(g->bgraphs_g[i]);
+    }
     for (int i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
     void *hb[] = { g->hb_x, g->hb_xout, g->hb_logits, g->hb_pos, g->hb_seq };
     for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++)

@@ -133,6 +133,10 @@ int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_
 #define GPU_PREFILL_MIN 48
 int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
                            float *logits, float *x_out, char *err, size_t errlen);
+/* The same with each token's greedy choice only (next[nb]; gpu_exec_forward_greedy's rule) from the
+ * stage with the head: one argmax per row on the GPU, the logits not copied out. */
+int gpu_exec_forward_batch_greedy(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
+                                  int32_t *next, char *err, size_t errlen);
 /* VRAM for layers [l0, l1) (with the output head when l1 == n_layer) and n_seq KV caches. */
 size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, int n_seq);
 size_t gpu_exec_vram_used(const gpu_exec *g);

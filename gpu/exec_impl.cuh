@@ -103,7 +103,7 @@ struct gpu_exec {
                                              GEMVs instead of quantizing in every block; NULL: not used (HOTMOE_XQ=0) */
     int *ids, *zero_id, *d_pos;
     float *h_x, *h_logits; int *h_pos;    /* pinned */
-    int *d_next, *h_next; void *am_scratch;   /* the greedy graph's token (device, pinned) and its argmax scratch */
+    int *d_next, *h_next; void *am_scratch;   /* the greedy graphs' tokens (GPU_BATCH_MAX, device and pinned), argmax scratch */
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */
     cudaGraphExec_t *graphs;              /* [3 * seq + mode]: a sequence's decode graphs (mode 0 without the head, 1
                                              with the logits, 2 with the greedy token only: captured at its first use) */
@@ -158,6 +158,7 @@ struct gpu_exec {
     int *bids, *bpos, *bseq, *bzero;      /* device: (nb, k) expert ids; each row's position and sequence; nb zeros */
     float *hb_x, *hb_logits, *hb_xout; int *hb_pos, *hb_seq;   /* pinned */
     cudaGraphExec_t bgraphs[GPU_BATCH_MAX + 1];
+    cudaGraphExec_t bgraphs_g[GPU_BATCH_MAX + 1];   /* the same with the greedy tokens only (captured at first use) */
     long long xch_next;                   /* the exchange's next token count (--swap-interval) */
 };
 

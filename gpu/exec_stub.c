@@ -26,6 +26,12 @@ int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_
     snprintf(err, errlen, "gpu: this binary was built without CUDA");
     return -1;
 }
+int gpu_exec_forward_batch_greedy(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
+                                  int32_t *next, char *err, size_t errlen) {
+    (void)g; (void)nb; (void)seq; (void)tokens; (void)x_in; (void)pos; (void)next;
+    snprintf(err, errlen, "gpu: this binary was built without CUDA");
+    return -1;
+}
 int gpu_exec_forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
                            float *logits, float *x_out, char *err, size_t errlen) {
     (void)g; (void)nb; (void)seq; (void)tokens; (void)x_in; (void)pos; (void)logits; (void)x_out;

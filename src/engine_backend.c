@@ -91,9 +91,20 @@ static void gpu_flush(gpu_backend *b, int n, const int *idx, const int *slot, co
                       int32_t *next) {
     char err[1024];
     if (n == 1) { gpu_one(b, idx[0], slot, tok, pos, logits, next); return; }
-    int sq[GPU_BATCH_MAX] = { 0 }, ps[GPU_BATCH_MAX] = { 0 };
-    int32_t tk[GPU_BATCH_MAX] = { 0 };
-    for (int q = 0; q < n; q++) { sq[q] = slot[idx[q]]; tk[q] = tok[idx[q]]; ps[q] = pos[idx[q]]; }
+    int sq[GPU_BATCH_MAX] = { 0 }, ps[GPU_BATCH_MAX] = { 0 }, greedy = next != NULL;
+    int32_t tk[GPU_BATCH_MAX] = { 0 }, nx[GPU_BATCH_MAX];
+    for (int q = 0; q < n; q++) {
+        sq[q] = slot[idx[q]]; tk[q] = tok[idx[q]]; ps[q] = pos[idx[q]];
+        greedy &= next && next[idx[q]] == ENGINE_NEXT_WANTED;
+    }
+    if (greedy) {   /* every token's request takes the plain argmax: only the tokens come back */
+        if (runner_gpu_step_batch_greedy(b->g, b->g2, b->x, n, sq, tk, ps, nx, err, sizeof err)) {
+            for (int q = 0; q < n; q++) gpu_step_failed(b, sq[q], ps[q], logits[idx[q]], err);
+            return;
+        }
+        for (int q = 0; q < n; q++) next[idx[q]] = nx[q];
+        return;
+    }
     if (runner_gpu_step_batch(b->g, b->g2, b->x, n, sq, tk, ps, b->lbuf, err, sizeof err)) {
         for (int q = 0; q < n; q++) gpu_step_failed(b, sq[q], ps[q], logits[idx[q]], err);
         return;

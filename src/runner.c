@@ -386,6 +386,15 @@ int runner_gpu_step_batch(gpu_exec *g1, gpu_exec *g2, float *x, int n, const int
                : 0;
 }
 
+int runner_gpu_step_batch_greedy(gpu_exec *g1, gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok, const int *pos,
+                                 int32_t *next, char *err, size_t errlen) {
+    if (!g2) return gpu_exec_forward_batch_greedy(g1, n, seq, tok, NULL, pos, next, err, errlen);
+    return gpu_exec_forward_batch(g1, n, seq, tok, NULL, pos, NULL, x, err, errlen) ||
+                   gpu_exec_forward_batch_greedy(g2, n, seq, tok, x, pos, next, err, errlen)
+               ? -1
+               : 0;
+}
+
 int runner_gpu_batch_max(gpu_exec *g1, gpu_exec *g2) {
     gpu_exec_layout a, b;
     gpu_exec_info(g1, &a);

@@ -104,6 +104,9 @@ int runner_gpu_step_greedy(struct gpu_exec *g1, struct gpu_exec *g2, float *x, i
  * Returns 0, or -1 with err. */
 int runner_gpu_step_batch(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok,
                           const int *pos, float *logits, char *err, size_t errlen);
+/* The same with each token's greedy choice only (next[n]; gpu_exec_forward_batch_greedy). */
+int runner_gpu_step_batch_greedy(struct gpu_exec *g1, struct gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok,
+                                 const int *pos, int32_t *next, char *err, size_t errlen);
 /* The most tokens runner_gpu_step_batch takes at once on g1 (and g2); 1: none batched. */
 int runner_gpu_batch_max(struct gpu_exec *g1, struct gpu_exec *g2);
 /* The GPU target's expert cache and CPU workers, summed over its stages (zeros on the CPU target). */
