@@ -1,0 +1,226 @@
+/* layout.cu - does the weights' layout in memory bound the decode GEMV? The q8 register kernel's
+ * math (gpu/gemv_q8.cuh: L lanes a row, a lane's chunks li, li + L, ... decoded from registers and
+ * dotted with x's q8 records in shared memory, a butterfly over the row's lanes) on the same rows
+ * laid out four ways:
+ *   rows    the GGUF rows as they are (Q3_K: 110-byte chunks, realigned in registers; Q4_K: 144);
+ *   pad     each chunk padded to a multiple of 16 bytes (Q3_K 112), so every load is a whole word;
+ *   inter   padded chunks interleaved per warp: the 16-byte word j of the chunk that lane i takes
+ *           at step t sits at warp_base + (t * W + j) * 512 + 16 i (W words a chunk), so each load
+ *           instruction of a warp reads 512 contiguous bytes instead of 32 scattered 16-byte words;
+ *   inter2  inter with the next step's words loaded before this step's dot (two chunks in flight).
+ * Every layout sums in the same order, so the outputs must be bitwise equal (checked). Shapes:
+ * air's routed gate|up (8 experts x 2 x 1408 rows of 4096, Q3_K, 2 lanes a row), its routed down (8 x
+ * 4096 rows of 1408, Q4_0: rows of 792 bytes, the last chunk partial; padded: six whole chunks, the
+ * sixth half zero blocks) and q|k (13312 x 4096, Q4_K, 4 lanes a row): one warp takes 32 / L rows,
+ * one round, as the model's launches do.
+ * Each launch reads a different copy of the matrix (enough copies to overflow L2), 100 launches
+ * per CUDA graph; us a launch and the fraction of the device's copy bandwidth.
+ *
+ *   bench_layout [--reps N]        (exit 77 without a GPU) */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <vector>
+#include "gemv_q8.cuh"
+#include "gpu_gemv.h"
+#include "gpu.h"
+
+enum { L_ROWS = 0, L_PAD = 1, L_INTER = 2, L_INTER2 = 3 };
+static const char *lname[] = { "rows", "pad", "inter", "inter2" };
+
+/* the chunk's words for layout LAY: lane li's chunk c of row `row` (warp w, lane, step t); rows:
+ * loads at alignment RA, the row's last chunk partial (nbl bytes) when nbl > 0 */
+template <class T, int CBP, int LAY, int RA>
+__device__ __forceinline__ void ld_chunk(const uint8_t *m, size_t rowbytes, int row, int c, int w, int lane, int t, int rpw,
+                                         int nch, int nbl, uint32_t *wd) {
+    if (LAY == L_ROWS) {
+        const uint8_t *p = m + (size_t)row * rowbytes + (size_t)c * T::CB;
+        if constexpr (RA == 1) {
+            if (nbl && c == nch - 1) q8_load_part<T::CB>(p, wd, nbl);
+            else q8_load_chunk<T::CB, 1>(p, wd);
+        } else {
+            q8_load_chunk<T::CB, RA>(p, wd);
+        }
+    } else if (LAY == L_PAD) {
+        q8_load_chunk<CBP, 16>(m + (size_t)row * rowbytes + (size_t)c * CBP, wd);
+    } else {
+        constexpr int W = CBP / 16;
+        const uint8_t *b = m + (size_t)w * rpw * nch * CBP + (size_t)t * 32 * CBP + 16 * lane;
+#pragma unroll
+        for (int j = 0; j < W; j++) {
+            const uint4 u = __ldg((const uint4 *)(b + 512 * j));
+            wd[4 * j] = u.x; wd[4 * j + 1] = u.y; wd[4 * j + 2] = u.z; wd[4 * j + 3] = u.w;
+        }
+#pragma unroll
+        for (int k = 4 * W; k < q8_nw(CBP, 16); k++) wd[k] = 0;
+    }
+}
+
+template <class T, int CBP, int LAY, int RA>
+__global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowbytes, const uint8_t *xq, int nrows, int nch, int nbl,
+                                                   int lshift, float *y) {
+    extern __shared__ __align__(16) uint8_t xs[];
+    for (int i = threadIdx.x; i < nch * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)xq + i);
+    __syncthreads();
+    const int L = 1 << lshift, rpw = 32 >> lshift, lane = threadIdx.x & 31, li = lane & (L - 1);
+    const int w = blockIdx.x * 8 + (threadIdx.x >> 5), row = w * rpw + (lane >> lshift);
+    if (w * rpw >= nrows) return;   /* warp-uniform */
+    constexpr int NW = LAY == L_ROWS ? q8_nw(T::CB, RA) : q8_nw(CBP, 16);
+    const int steps = nch >> lshift;   /* nch a multiple of L */
+    float acc = 0.f;
+    if (LAY == L_INTER2) {
+        uint32_t a[NW], b[NW];
+        ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li, w, lane, 0, rpw, nch, nbl, a);
+        for (int t = 0; t < steps; t += 2) {
+            if (t + 1 < steps) ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li + (t + 1) * L, w, lane, t + 1, rpw, nch, nbl, b);
+            acc += T::dot(a, xs + (li + t * L) * Q8_REC);
+            if (t + 2 < steps) ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li + (t + 2) * L, w, lane, t + 2, rpw, nch, nbl, a);
+            if (t + 1 < steps) acc += T::dot(b, xs + (li + (t + 1) * L) * Q8_REC);
+        }
+    } else {
+        for (int t = 0; t < steps; t++) {
+            uint32_t a[NW];
+            ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li + t * L, w, lane, t, rpw, nch, nbl, a);
+            acc += T::dot(a, xs + (li + t * L) * Q8_REC);
+        }
+    }
+    for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    if (li == 0 && row < nrows) y[row] = acc;
+}
+
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
+
+/* random blocks of cb bytes with a small positive F16 d at d_off (and dmin at d_off + 2 for Q4_K) */
+static void fill_blocks(uint8_t *p, size_t nblk, int cb, int d_off, int two) {
+    for (size_t b = 0; b < nblk; b++) {
+        uint8_t *q = p + b * cb;
+        for (int i = 0; i < cb; i++) q[i] = (uint8_t)rnd();
+        const uint16_t d = 0x1C00 + (rnd() & 0x3FF);   /* ~0.004 .. 0.008 */
+        memcpy(q + d_off, &d, 2);
+        if (two) memcpy(q + d_off + 2, &d, 2);
+    }
+}
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_layout: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+/* type: 3 Q3_K, 4 Q4_K, 0 Q4_0; ncols: the row's elements (a partial last chunk when not a
+ * multiple of 256: 32-element types only; the padded layouts fill it with zero blocks) */
+struct Case { const char *name; int type; int nrows, ncols, lshift; };
+
+template <class T, int CBP, int LAY, int RA>
+static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy,
+                      std::vector<float> &out, double *bytes) {
+    const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
+    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);   /* GGUF row bytes */
+    const int nbl = (int)(rb_in - (size_t)(cs.ncols / 256) * T::CB);                          /* partial chunk bytes */
+    const size_t rb = LAY == L_ROWS ? rb_in : (size_t)N * CBP;
+    std::vector<uint8_t> h((size_t)R * rb, 0);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < N; c++) {
+            const uint8_t *src = &rows[(size_t)r * rb_in + (size_t)c * T::CB];
+            const int nb = c == N - 1 && nbl ? nbl : T::CB;   /* bytes of this chunk in the GGUF row */
+            if (LAY == L_ROWS) { memcpy(&h[(size_t)r * rb + (size_t)c * T::CB], src, nb); continue; }
+            if (LAY == L_PAD) { memcpy(&h[(size_t)r * rb + (size_t)c * CBP], src, nb); continue; }
+            const int w = r / rpw, lane = (r % rpw) * L + c % L, t = c / L;   /* warp, lane, step */
+            for (int j = 0; j < CBP / 16; j++) {
+                uint8_t word[16] = { 0 };
+                for (int k = 0; k < 16; k++) if (16 * j + k < nb) word[k] = src[16 * j + k];
+                memcpy(&h[(size_t)w * rpw * N * CBP + (size_t)t * 32 * CBP + (size_t)j * 512 + 16 * lane], word, 16);
+            }
+        }
+    const size_t l2 = 64u << 20;
+    const int ncopy = (int)(3 * l2 / h.size()) + 2;
+    uint8_t *dm;
+    CK(cudaMalloc(&dm, h.size() * ncopy + 64));
+    for (int i = 0; i < ncopy; i++) CK(cudaMemcpy(dm + h.size() * i, h.data(), h.size(), cudaMemcpyHostToDevice));
+    const int warps = (R + rpw - 1) / rpw, blocks = (warps + 7) / 8;
+    const size_t smem = (size_t)N * Q8_REC;
+    CK(cudaMemset(dy, 0xFF, sizeof(float) * R));
+    k_layout<T, CBP, LAY, RA><<<blocks, 256, smem>>>(dm, rb, dxq, R, N, nbl, cs.lshift, dy);
+    CK(cudaDeviceSynchronize());
+    out.resize(R);
+    CK(cudaMemcpy(out.data(), dy, sizeof(float) * R, cudaMemcpyDeviceToHost));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    const int per = 100;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per; i++)
+        k_layout<T, CBP, LAY, RA><<<blocks, 256, smem, s>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, cs.lshift, dy);
+    CK(cudaStreamEndCapture(s, &gr));
+    CK(cudaGraphInstantiate(&ge, gr, 0));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, s));
+    cudaEventRecord(e1, s);
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(gr); cudaStreamDestroy(s); cudaFree(dm);
+    *bytes = (double)R * rb_in;
+    return 1e3 * ms / ((double)reps * per);
+}
+
+template <class T, int CBP, int RA>
+static int run_case(const Case &cs, int reps, double ceil_gbs) {
+    const int R = cs.nrows, N = (cs.ncols + 255) / 256;
+    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);
+    const int bsz = cs.type == 0 ? 18 : T::CB, d_off = cs.type == 3 ? 108 : 0;   /* GGUF blocks: Q4_0 18 bytes, d first */
+    std::vector<uint8_t> rows((size_t)R * rb_in + T::CB);
+    fill_blocks(rows.data(), (size_t)R * rb_in / bsz, bsz, d_off, cs.type == 4);
+    std::vector<float> x((size_t)N * 256, 0.f);
+    for (int i = 0; i < cs.ncols; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 1000.f;
+    float *dx, *dy;
+    void *dxq;
+    CK(cudaMalloc(&dx, sizeof(float) * x.size()));
+    CK(cudaMalloc(&dxq, gpu_q8_records_bytes(N * 256)));
+    CK(cudaMalloc(&dy, sizeof(float) * R));
+    CK(cudaMemcpy(dx, x.data(), sizeof(float) * x.size(), cudaMemcpyHostToDevice));
+    if (gpu_q8_records(dx, N * 256, dxq, NULL)) { fprintf(stderr, "bench_layout: q8 records failed\n"); return 1; }
+    CK(cudaDeviceSynchronize());
+    std::vector<float> ref, got;
+    double by = 0, t_rows = 0;
+    int bad = 0;
+    for (int lay = 0; lay < 4; lay++) {
+        double t;
+        switch (lay) {
+        case 0: t = run_one<T, CBP, L_ROWS, RA>(cs, rows, (const uint8_t *)dxq, reps, dy, got, &by); break;
+        case 1: t = run_one<T, CBP, L_PAD, RA>(cs, rows, (const uint8_t *)dxq, reps, dy, got, &by); break;
+        case 2: t = run_one<T, CBP, L_INTER, RA>(cs, rows, (const uint8_t *)dxq, reps, dy, got, &by); break;
+        default: t = run_one<T, CBP, L_INTER2, RA>(cs, rows, (const uint8_t *)dxq, reps, dy, got, &by); break;
+        }
+        if (lay == 0) { ref = got; t_rows = t; }
+        const bool same = !memcmp(ref.data(), got.data(), sizeof(float) * R);
+        bad += !same;
+        /* the fraction counts the GGUF bytes (what the model reads), padding not included */
+        printf("| %s | %s | %.2f us | %.0f GB/s | %.1f%% | %.2fx | %s |\n", cs.name, lname[lay], t, by / t / 1e3,
+               100 * by / t / 1e3 / ceil_gbs, t_rows / t, same ? "bitwise equal" : "DIFFERS");
+    }
+    cudaFree(dx); cudaFree(dxq); cudaFree(dy);
+    return bad;
+}
+
+int main(int argc, char **argv) {
+    int reps = 5;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    int nd = 0;
+    if (cudaGetDeviceCount(&nd) != cudaSuccess || !nd) { printf("SKIP: no CUDA device (bench_layout needs a GPU)\n"); return 77; }
+    const double ceil_gbs = gpu_measure_d2d(0);
+    printf("bench_layout: device copy bandwidth %.0f GB/s; fractions of it count the GGUF bytes\n\n", ceil_gbs);
+    printf("| shape | layout | us a launch | GB/s | of copy BW | vs rows | outputs |\n|---|---|---|---|---|---|---|\n");
+    int bad = 0;
+    bad += run_case<Q8W_Q3_K, 112, 1>({ "air gate|up Q3_K 22528x4096, 2 lanes", 3, 22528, 4096, 1 }, reps, ceil_gbs);
+    bad += run_case<Q8W_Q4_0, 144, 1>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1 }, reps, ceil_gbs);
+    bad += run_case<Q8W_Q4_K, 144, 16>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2 }, reps, ceil_gbs);
+    bad += run_case<Q8W_Q4_K, 144, 16>({ "Q4_K 13312x4096, 2 lanes", 4, 13312, 4096, 1 }, reps, ceil_gbs);
+    printf("\n%s\n", bad ? "FAIL: a layout's outputs differ" : "every layout's outputs bitwise equal");
+    return bad != 0;
+}
