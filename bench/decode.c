@@ -302,6 +302,11 @@ int main(int argc, char **argv) {
            w / 1e6, kv / 1e6, tok_s, gbs, 100 * gbs / ceiling, pre_s, vram / 1073741824.0, tl);
     printf("\nsampler (%s%s): %.1f us a token on the host, inside the decode time\n", sref ? "reference, " : "",
            gpu_greedy ? "greedy on the GPU" : sp.temperature > 0 ? "sampling" : "greedy", 1e6 * samp_s / ((double)n_gen * runs));
+    {   /* the last run's tokens, for comparing builds and layouts on the same prompts */
+        uint64_t hsh = 1469598103934665603ull;
+        for (int i = 0; i < n_gen; i++) { hsh ^= (uint32_t)gen[i]; hsh *= 1099511628211ull; }
+        printf("tokens of the last run: %d, hash %016llx\n", n_gen, (unsigned long long)hsh);
+    }
     if (r.device == HM_DEVICE_CUDA && !lay.n_streamed && !record && !replay) {
         /* the last run's steps again, same tokens and positions (the KV cache rewritten with the same
          * rows), without logits: no output head, no copy out, no sampler. The gap to the decode rate

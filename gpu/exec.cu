@@ -66,14 +66,45 @@ static int upload_mat(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_
     return d->d ? 0 : -1;
 }
 
-/* Uploads n experts (each its own allocation, so residency can change per expert) and the tables. */
-static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, int n, char *err, size_t errlen) {
+/* HOTMOE_INTER=1 (an experiment, decode timing only): resident expert matrices are uploaded in the
+ * register kernel's interleaved layout (gpu_q8_inter_pack); the batched prefill and the F32 GEMV
+ * path cannot read them (run prompts token by token: HOTMOE_PREFILL_MIN=100000). */
+int gemv_q8_mode(void);   /* gemv_q8.cu: 1 when the q8 path (the only one that reads the interleaved layout) is on */
+static int inter_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_INTER"); v = e && e[0] == '1'; }
+    return v;
+}
+
+/* one matrix in the interleaved layout (NULL with err set on failure) */
+static const void *upload_inter(gpu_exec *g, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen) {
+    const size_t nb = gpu_q8_inter_bytes(t->type, (int)t->ne[0], (int)t->ne[1], nmat, tok);
+    void *h = malloc(nb);
+    if (!h) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
+    const void *d = NULL;
+    if (gpu_q8_inter_pack(t->type, t->data, (int)t->ne[0], (int)t->ne[1], nmat, tok, h)) fail(err, errlen, "gpu: interleaving failed");
+    else d = upload(g, h, nb, err, errlen);
+    free(h);
+    return d;
+}
+
+/* Uploads n experts (each its own allocation, so residency can change per expert) and the tables;
+ * tok: expert slots a token takes from these tables (the interleaved layout's lanes follow it). */
+static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, int n, int tok, char *err, size_t errlen) {
     x->n = n; x->type_gu = w[0]->gate.type; x->type_down = w[0]->down.type;
+    const hm_tensor *g0 = &w[0]->gate, *d0 = &w[0]->down;
+    const int inter = inter_on() && gemv_q8_mode() && gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) &&
+                      gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
     const void **hg = (const void **)malloc(3 * n * sizeof(void *)), **hu = hg + n, **hd = hg + 2 * n;
     for (int e = 0; e < n; e++) {
         if (w[e]->gate.type != x->type_gu || w[e]->up.type != x->type_gu || w[e]->down.type != x->type_down) {
             free(hg);
             return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types (expert %d differs)", e);
+        }
+        if (inter) {
+            if (!(hg[e] = upload_inter(g, &w[e]->gate, 2, tok, err, errlen)) || !(hu[e] = upload_inter(g, &w[e]->up, 2, tok, err, errlen)) ||
+                !(hd[e] = upload_inter(g, &w[e]->down, 1, tok, err, errlen))) { free(hg); return -1; }
+            continue;
         }
         if (!(hg[e] = upload(g, w[e]->gate.data, w[e]->gate.nbytes, err, errlen)) ||
             !(hu[e] = upload(g, w[e]->up.data, w[e]->up.nbytes, err, errlen)) ||
@@ -83,7 +114,13 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
     x->up = (const void **)upload(g, hu, n * sizeof(void *), err, errlen);
     x->down = (const void **)upload(g, hd, n * sizeof(void *), err, errlen);
     free(hg);
-    return x->gate && x->up && x->down ? 0 : -1;
+    if (!(x->gate && x->up && x->down)) return -1;
+    if (inter) g->inter = 1;
+    if (inter && (gpu_q8_inter_register((const void *const *)x->gate, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
+                  gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
+                  gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok)))
+        return fail(err, errlen, "gpu: too many interleaved expert tables");
+    return 0;
 }
 
 static size_t tsz(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
@@ -728,7 +765,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         if (upload_mat(g, &l->wo, &ly->wo, err, errlen)) goto bad;
         l->is_moe = ly->is_moe;
         const hm_ffn_w *single = ly->is_moe ? (c->n_shared_exp ? &ly->shexp : NULL) : &ly->dense;
-        if (single) { l->has_single = 1; if (upload_experts(g, &l->single, &single, 1, err, errlen)) goto bad; }
+        if (single) { l->has_single = 1; if (upload_experts(g, &l->single, &single, 1, 1, err, errlen)) goto bad; }
         if (!ly->is_moe) continue;
         if (upload_mat(g, &l->router, &ly->router, err, errlen)) goto bad;
         if (g->n_streamed) {
@@ -753,7 +790,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         g->cat = VRAM_EXPERTS;
         const hm_ffn_w **ws = (const hm_ffn_w **)malloc(c->n_expert * sizeof(void *));
         for (int e = 0; e < c->n_expert; e++) ws[e] = &ly->experts[e].host;
-        int rc = upload_experts(g, &l->exps, ws, c->n_expert, err, errlen);
+        int rc = upload_experts(g, &l->exps, ws, c->n_expert, c->n_expert_used, err, errlen);
         free(ws);
         if (rc) goto bad;
     }
@@ -1135,6 +1172,14 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     for (int i = 0; i <= GPU_BATCH_MAX; i++) {
         if (g->bgraphs[i]) cudaGraphExecDestroy(g->bgraphs[i]);
         if (g->bgraphs_g[i]) cudaGraphExecDestroy(g->bgraphs_g[i]);
+    }
+    for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) {   /* interleaved tables (HOTMOE_INTER) are forgotten first */
+        const dexperts *xs[2] = { &g->L[il].exps, &g->L[il].single };
+        for (int j = 0; j < 2; j++) {
+            if (xs[j]->gate) gpu_q8_inter_unregister((const void *const *)xs[j]->gate);
+            if (xs[j]->up) gpu_q8_inter_unregister((const void *const *)xs[j]->up);
+            if (xs[j]->down) gpu_q8_inter_unregister((const void *const *)xs[j]->down);
+        }
     }
     for (int i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
     void *hb[] = { g->hb_x, g->hb_xout, g->hb_logits, g->hb_pos, g->hb_seq };

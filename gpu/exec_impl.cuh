@@ -114,6 +114,7 @@ struct gpu_exec {
     int pf_cap;                           /* largest prefill chunk reserved under the budget (0: no reservation) */
     size_t pf_reserved;                   /* its workspace bytes, kept free in the budget */
     int pf_min;                           /* --prefill-min (0: HOTMOE_PREFILL_MIN, else GPU_PREFILL_MIN) */
+    int inter;                            /* some expert tables are interleaved (HOTMOE_INTER): prompts go token by token */
     int pf_chunk;                         /* --prefill-chunk (0: HOTMOE_PREFILL_CHUNK, else the default) */
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */

@@ -32,6 +32,7 @@
 #include <type_traits>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "gpu_gemv.h"
 #include "gpu_check.h"
 #include "gemv_q8.cuh"
@@ -155,13 +156,19 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
-    constexpr int NW = q8_nw(T::CB, A);
+    /* A == 0: the matrices are interleaved per warp (gpu_q8_inter_pack): chunks padded to CBP bytes,
+     * the word j of the chunk a lane takes at step t at (t * RW * L * CBP) + j * RW * L * 16 + 16 *
+     * lane-in-matrix from the start of its rows' group of RW; every load of a warp reads whole lines */
+    constexpr bool INTER = A == 0;
+    constexpr int CBP = (T::CB + 15) & ~15;
+    constexpr int NW = INTER ? q8_nw(CBP, 16) : q8_nw(T::CB, A);
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
     const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
     const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
-    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
+    /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
+    const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP : (size_t)p.nch * T::CB + p.nbl;
     const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT. A group's
      * items are base0 + gi + s * tg: its matrix m is fixed (tg and base0 are multiples of NMAT) and
@@ -239,7 +246,24 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
             continue;
         }
         float acc = 0.f;
-        if (ok)
+        if constexpr (INTER) {
+            if (ok) {
+                const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
+                const uint8_t *b = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)(((row & (RW - 1)) << p.lshift) + li) * 16;
+                const size_t tstep = (size_t)RW * L * CBP, jstep = (size_t)RW * L * 16;
+                for (int c = li; c < nchunks; c += L, b += tstep) {
+                    uint32_t w[NW];
+#pragma unroll
+                    for (int j = 0; j < CBP / 16; j++) {
+                        const uint4 u = __ldg((const uint4 *)(b + j * jstep));
+                        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+                    }
+#pragma unroll
+                    for (int k = CBP / 4; k < NW; k++) w[k] = 0;
+                    acc += T::dot(w, xs + c * Q8_REC);
+                }
+            }
+        } else if (ok)
             for (int c = li; c < nchunks; c += L) {
                 uint32_t w[NW];
                 if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
@@ -472,6 +496,32 @@ static long q8_lane_cap(void) {
     return r;
 }
 
+/* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, and the
+ * lane shift they were laid out for (a launch must use the same) ---- */
+#define Q8_INTER_MAX 4096
+static const void *g_inter_tab[Q8_INTER_MAX];
+static int g_inter_ls[Q8_INTER_MAX];
+static std::atomic<int> g_inter_n(0);
+static int q8_inter_lshift(const void *tab) {
+    const int n = g_inter_n.load(std::memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (g_inter_tab[i] == tab) return g_inter_ls[i];
+    return -1;
+}
+extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
+/* the register kernel's lane shift for a launch of this shape (q8_launch's choice) */
+static int q8_lshift_of(int nchunks, int nrows, int nmat, int tok) {
+    int ls = q8_lanes_shift_for(nchunks, (long)nrows * nmat * tok, q8_lane_cap());
+    if (nmat == 2 && ls > 4) ls = 4;
+    return ls;
+}
+/* types the interleaved kernel is built for */
+template <class T> struct q8_inter_ok {
+    static constexpr bool v = std::is_same<T, Q8W_Q3_K>::value || std::is_same<T, Q8W_Q4_0>::value ||
+                              std::is_same<T, Q8W_Q4_K>::value || std::is_same<T, Q8W_Q6_K>::value ||
+                              std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_Q8_0>::value;
+};
+
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
@@ -480,6 +530,29 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     p.lshift = q8_lanes_shift_for(nchunks, per_tok, q8_lane_cap());
     p.trig = hm_pdl_trigger_mode();
     if (nmat == 2 && p.lshift > 4) p.lshift = 4; /* gate and up groups share a warp */
+    if (p.tab0 && p.nb == 1) {
+        const int ils = q8_inter_lshift(p.tab0);
+        if (ils >= 0) {   /* interleaved matrices: the register kernel on their layout */
+            if (nmat == 2 && q8_inter_lshift(p.tab1) != ils)
+                return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << q8_inter_lshift(p.tab1));
+            if (ils != p.lshift)
+                return gemv_fail("gemv_q8: matrices interleaved for %d lanes a row, the launch takes %d", 1 << ils, 1 << p.lshift);
+            if constexpr (q8_inter_ok<T>::v) {
+                p.flat = p.x_stride == 0 && k <= Q8_MAXK;
+                p.k = k;
+                const int nslices = p.flat ? 1 : k;
+                p.nitems = (p.flat ? k * p.nrows : p.nrows) * nmat;
+                const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
+                const size_t smem = (size_t)nchunks * Q8_REC;
+                if (nmat == 2) q8_go<T, 2, 0>(p, dim3((unsigned)gx, (unsigned)nslices), smem, s);
+                else q8_go<T, 1, 0>(p, dim3((unsigned)gx, (unsigned)nslices), smem, s);
+                const cudaError_t err = cudaGetLastError();
+                if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d interleaved blocks failed: %s", gx, nslices, cudaGetErrorString(err));
+                return 0;
+            }
+            return gemv_fail("gemv_q8: interleaved matrices of a type without the interleaved kernel");
+        }
+    }
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;
     p.k = k;
     const int nslices = p.flat ? 1 : k;
@@ -579,6 +652,89 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
+}
+
+/* ---- the interleaved layout (experiment: HOTMOE_INTER=1 lays out resident expert matrices so) ----
+ * A matrix of nrows x ncols of a q8-path type whose launches take 1 << ls lanes a row (tok expert
+ * slots a token, nmat 2 for gate|up): rows in groups of RW = (32 >> ls) / nmat (a warp's rows of
+ * it in one round), each row's chunks padded to CBP = CB rounded up to 16 bytes (a partial last
+ * chunk zero-filled), chunk c = li + t L of row r at group + t RW L CBP + j RW L 16 + 16 ((r % RW) L
+ * + li) for its word j. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and type). */
+static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int *cb, int *cbp, int *nch, int *ls, int *rw) {
+    const q8_type *t = NULL;
+    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
+        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return -1;
+    switch (type) {
+    case HM_TYPE_Q3_K: *cb = Q8W_Q3_K::CB; break;
+    case HM_TYPE_Q4_0: *cb = Q8W_Q4_0::CB; break;
+    case HM_TYPE_Q4_K: *cb = Q8W_Q4_K::CB; break;
+    case HM_TYPE_Q5_K: *cb = Q8W_Q5_K::CB; break;
+    case HM_TYPE_Q6_K: *cb = Q8W_Q6_K::CB; break;
+    case HM_TYPE_Q8_0: *cb = Q8W_Q8_0::CB; break;
+    default: return -1;
+    }
+    *cbp = (*cb + 15) & ~15;
+    *nch = (ncols + Q8_CHUNK - 1) / Q8_CHUNK;
+    *ls = q8_lshift_of(*nch, nrows, nmat, tok < 1 ? 1 : tok);
+    *rw = (32 >> *ls) / nmat;
+    if (*rw < 1 || nrows % *rw) return -1;
+    *nch = (*nch + (1 << *ls) - 1) >> *ls << *ls;   /* chunk slots a row: whole steps of L */
+    return 0;
+}
+
+extern "C" size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok) {
+    int cb, cbp, nch, ls, rw;
+    if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return 0;
+    return (size_t)nrows * nch * cbp;
+}
+
+extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
+    int cb, cbp, nch, ls, rw;
+    if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
+    const int L = 1 << ls;
+    const bool b32 = type == HM_TYPE_Q4_0 || type == HM_TYPE_Q8_0;   /* 8 blocks a chunk, rows of any multiple of 32 */
+    const size_t row_src = b32 ? (size_t)(ncols / 32) * (cb / 8) : (size_t)(ncols / Q8_CHUNK) * cb;   /* GGUF row bytes */
+    const uint8_t *s = (const uint8_t *)src;
+    uint8_t *d = (uint8_t *)dst;
+    memset(d, 0, (size_t)nrows * nch * cbp);
+    for (int r = 0; r < nrows; r++)
+        for (int c = 0; c < nch; c++) {
+            const size_t off = (size_t)c * cb;
+            if (off >= row_src) break;   /* the empty slots of the last step */
+            const int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
+            const uint8_t *from = s + (size_t)r * row_src + off;
+            const int li = c % L, t = c / L;
+            uint8_t *g = d + (size_t)(r / rw) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
+            for (int j = 0; j * 16 < nb; j++) {
+                const int n = nb - 16 * j < 16 ? nb - 16 * j : 16;
+                memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);
+            }
+        }
+    return 0;
+}
+
+/* registration happens where tables are made and freed (upload, gpu_exec_free): one thread */
+extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok) {
+    int cb, cbp, nch, ls, rw;
+    if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
+    const int n = g_inter_n.load(std::memory_order_relaxed);
+    for (int i = 0; i < n; i++)
+        if (g_inter_tab[i] == (const void *)tab) { g_inter_ls[i] = ls; return 0; }
+    if (n >= Q8_INTER_MAX) return -1;
+    g_inter_tab[n] = tab; g_inter_ls[n] = ls;
+    g_inter_n.store(n + 1, std::memory_order_release);
+    return 0;
+}
+
+extern "C" void gpu_q8_inter_unregister(const void *const *tab) {
+    const int n = g_inter_n.load(std::memory_order_relaxed);
+    for (int i = 0; i < n; i++)
+        if (g_inter_tab[i] == (const void *)tab) {   /* the last entry takes its place */
+            g_inter_tab[i] = g_inter_tab[n - 1]; g_inter_ls[i] = g_inter_ls[n - 1];
+            g_inter_n.store(n - 1, std::memory_order_release);
+            return;
+        }
 }
 
 /* x's chunk records in global memory, for the GEMVs that take them (gpu_gemv_q8x): one block */

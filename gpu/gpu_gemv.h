@@ -34,6 +34,16 @@ int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float 
  * does not take such rows), and one launch writing them (q8_quant32's values, gemv_q8.cuh). */
 size_t gpu_q8_records_bytes(int ncols);
 int gpu_q8_records(const float *x, int ncols, void *xq, void *stream);
+/* Experiment (HOTMOE_INTER=1): expert matrices laid out for the register kernel's warps (gemv_q8.cu):
+ * bytes of the layout (0: not possible), the host repack, and the registration of a device table
+ * whose matrices are so laid out (its launches must take that layout's lanes). */
+size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
+int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst);
+int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok);
+/* forgets a table (before its memory is freed: an address reused by another table must not match) */
+void gpu_q8_inter_unregister(const void *const *tab);
+/* the lane shift tab's matrices are interleaved for, or -1 (not interleaved) */
+int gpu_q8_inter_lshift(const void *tab);
 
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each

@@ -490,6 +490,7 @@ extern "C" int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int p
 
 /* pieces shorter than this go token by token (GPU_PREFILL_MIN in exec.h says why) */
 static int pf_min_tokens(const gpu_exec *g) {
+    if (g->inter) return 1 << 30;   /* interleaved experts (HOTMOE_INTER): the batched kernels cannot read them */
     if (g->pf_min > 0) return g->pf_min;
     const char *e = getenv("HOTMOE_PREFILL_MIN");
     if (e && atoi(e) > 0) return atoi(e);

@@ -8,6 +8,7 @@
  * (or the one given; a type name such as Q4_K: that type only, without the batch table).
  * Exit 0 when all pass, 1 on a failure, 77 (SKIP) without a CUDA device. */
 #include <cuda_runtime.h>
+#include <vector>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -955,6 +956,72 @@ static int bench(int only_mode, const char *only_type) {   /* only_type: a type 
     return 0;
 }
 
+/* The interleaved layout (HOTMOE_INTER, gpu_q8_inter_pack): E experts' gate, up (H x I... rows of
+ * ncols) and down matrices in the GGUF layout and interleaved for tok slots a token; the SwiGLU
+ * launch of k slots, the down launch, and the same for nb tokens at once (x rows, one slot group
+ * each) give bitwise the GGUF layout's results. */
+static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
+    const int E = 16;
+    char what[160];
+    snprintf(what, sizeof what, "interleaved experts %dx%d / %dx%d, %d slots, %d tokens", I, H, H, I, k, nb);
+    const size_t rg = hm_row_size(tgu, H), rd = hm_row_size(tdn, I);
+    const size_t bg = gpu_q8_inter_bytes(tgu, H, I, 2, k), bd = gpu_q8_inter_bytes(tdn, I, H, 1, k);
+    if (!bg || !bd) { report(0, what, "", "gpu_q8_inter_bytes: 0"); return; }
+    void *hg[E], *hu[E], *hd[E], *ig[E], *iu[E], *id[E];
+    void **tab;
+    CK(cudaMalloc(&tab, 6 * E * sizeof(void *)));
+    std::vector<uint8_t> buf(bg > bd ? bg : bd);
+    for (int e = 0; e < E; e++) {
+        std::vector<uint8_t> a(rg * I), b(rg * I), c(rd * H);
+        fill_weights(tgu, a.data(), (int64_t)I * H); fill_weights(tgu, b.data(), (int64_t)I * H); fill_weights(tdn, c.data(), (int64_t)H * I);
+        hg[e] = dev_upload(a.data(), a.size()); hu[e] = dev_upload(b.data(), b.size()); hd[e] = dev_upload(c.data(), c.size());
+        if (gpu_q8_inter_pack(tgu, a.data(), H, I, 2, k, buf.data())) { report(0, what, "", "pack gate"); return; }
+        ig[e] = dev_upload(buf.data(), bg);
+        if (gpu_q8_inter_pack(tgu, b.data(), H, I, 2, k, buf.data())) { report(0, what, "", "pack up"); return; }
+        iu[e] = dev_upload(buf.data(), bg);
+        if (gpu_q8_inter_pack(tdn, c.data(), I, H, 1, k, buf.data())) { report(0, what, "", "pack down"); return; }
+        id[e] = dev_upload(buf.data(), bd);
+    }
+    void *ht[6 * E];
+    for (int e = 0; e < E; e++) { ht[e] = hg[e]; ht[E + e] = hu[e]; ht[2 * E + e] = hd[e]; ht[3 * E + e] = ig[e]; ht[4 * E + e] = iu[e]; ht[5 * E + e] = id[e]; }
+    CK(cudaMemcpy(tab, ht, sizeof ht, cudaMemcpyHostToDevice));
+    const void *const *t_g = (const void *const *)tab, *const *t_u = t_g + E, *const *t_d = t_g + 2 * E;
+    const void *const *t_ig = t_g + 3 * E, *const *t_iu = t_g + 4 * E, *const *t_id = t_g + 5 * E;
+    if (gpu_q8_inter_register(t_ig, tgu, H, I, 2, k) || gpu_q8_inter_register(t_iu, tgu, H, I, 2, k) ||
+        gpu_q8_inter_register(t_id, tdn, I, H, 1, k)) { report(0, what, "", "register"); return; }
+    const int K = k * nb;
+    std::vector<int> ids(K);
+    for (int j = 0; j < K; j++) ids[j] = (int)(rnd32() % E);
+    std::vector<float> x((size_t)nb * H);
+    for (auto &v : x) v = rndf();
+    int *dids = (int *)dev_upload(ids.data(), sizeof(int) * K);
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[2], *y[2];
+    for (int v = 0; v < 2; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
+    int rc = 0;
+    for (int v = 0; v < 2; v++) {   /* 0: GGUF layout, 1: interleaved */
+        CK(cudaMemset(act[v], 0xFF, sizeof(float) * K * I)); CK(cudaMemset(y[v], 0xFF, sizeof(float) * K * H));
+        if (nb == 1) rc |= gpu_gemv_experts_swiglu_q8x(tgu, v ? t_ig : t_g, v ? t_iu : t_u, dids, k, dx, NULL, act[v], H, I, NULL);
+        else rc |= gpu_gemv_experts_swiglu_x(tgu, v ? t_ig : t_g, v ? t_iu : t_u, dids, K, dx, H, k, act[v], H, I, NULL);
+        /* the down launch as the executor makes it: k slots a token (the lanes follow that) */
+        rc |= nb == 1 ? gpu_gemv_experts(tdn, v ? t_id : t_d, dids, K, act[v], y[v], I, H, NULL)
+                      : gpu_gemv_experts_y(tdn, v ? t_id : t_d, dids, K, act[v], y[v], I, H, k, (int64_t)k * H, NULL);
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<float> a0((size_t)K * I), a1((size_t)K * I), y0((size_t)K * H), y1((size_t)K * H);
+    CK(cudaMemcpy(a0.data(), act[0], sizeof(float) * a0.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(a1.data(), act[1], sizeof(float) * a1.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y0.data(), y[0], sizeof(float) * y0.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y1.data(), y[1], sizeof(float) * y1.size(), cudaMemcpyDeviceToHost));
+    int finite = 1;
+    for (float v : y0) finite &= isfinite(v);
+    const bool same = !rc && finite && !memcmp(a0.data(), a1.data(), sizeof(float) * a0.size()) && !memcmp(y0.data(), y1.data(), sizeof(float) * y0.size());
+    report(same, what, hm_type_get(tgu)->name, same ? "activations and outputs bitwise the GGUF layout's" : rc ? gpu_gemv_error() : "differ");
+    gpu_q8_inter_unregister(t_ig); gpu_q8_inter_unregister(t_iu); gpu_q8_inter_unregister(t_id);
+    for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); cudaFree(hd[e]); cudaFree(ig[e]); cudaFree(iu[e]); cudaFree(id[e]); }
+    cudaFree(tab); cudaFree(dids); cudaFree(dx);
+    for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(y[v]); }
+}
+
 int main(int argc, char **argv) {
     int ndev = 0;
     const cudaError_t err = cudaGetDeviceCount(&ndev);
@@ -996,6 +1063,11 @@ int main(int argc, char **argv) {
     }
     test_tokens(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 8, 3);   /* air's experts */
     test_tokens(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 4);    /* a3b's */
+    test_inter(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 8, 1);    /* air's routed experts */
+    test_inter(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 8, 3);    /* three tokens' slots at once */
+    test_inter(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 1408, 1, 1);    /* air's shared expert: empty chunk slots */
+    test_inter(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 1);     /* a3b's */
+    test_inter(HM_TYPE_Q5_K, HM_TYPE_Q8_0, 2048, 768, 8, 2);
     g_q8 = 0;
     gpu_gemv_set_mode(0);
     printf("%d passed, %d failed\n", g_pass, g_fail);
