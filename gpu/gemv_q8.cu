@@ -689,6 +689,11 @@ extern "C" size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, i
     return (size_t)nrows * nch * cbp;
 }
 
+extern "C" int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok) {
+    int cb, cbp, nch, ls, rw;
+    return q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw) ? -1 : ls;
+}
+
 extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;

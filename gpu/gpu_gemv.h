@@ -38,6 +38,8 @@ int gpu_q8_records(const float *x, int ncols, void *xq, void *stream);
  * bytes of the layout (0: not possible), the host repack, and the registration of a device table
  * whose matrices are so laid out (its launches must take that layout's lanes). */
 size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
+/* the lane shift of that layout (log2 of the lanes a row), or -1 */
+int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok);
 int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst);
 int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */

@@ -1,0 +1,84 @@
+/* test_inter_layout.cu - the interleaved expert layout (HOTMOE_INTER, gpu_q8_inter_pack) on the host:
+ * every byte of every chunk of the GGUF rows lands where the q8 register kernel's interleaved load
+ * (gemv_q8.cu, A = 0) reads it, every other byte of the layout is zero, its size is what
+ * gpu_q8_inter_bytes says, and the shapes and types it cannot take are refused. Needs no GPU (the
+ * lane choice falls back to 132 SMs without one), so CI runs it in the CUDA build. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+#include "gpu_gemv.h"
+extern "C" {
+#include "quant.h"
+}
+
+static int n_pass, n_fail;
+static uint64_t rs_ = 0x243F6A8885A308D3ull;
+static uint8_t rnd8(void) { rs_ ^= rs_ << 13; rs_ ^= rs_ >> 7; rs_ ^= rs_ << 17; return (uint8_t)(rs_ >> 24); }
+
+/* the kernel's address of byte b of chunk c of row r (gemv_q8_kernel, INTER) */
+static size_t kernel_addr(int r, int c, int b, int ls, int nmat, int nch, int cbp) {
+    const int L = 1 << ls, RW = (32 >> ls) / nmat, slots = ((nch + L - 1) >> ls) << ls;
+    const size_t rs = (size_t)slots * cbp;
+    const int li = c & (L - 1), t = c >> ls, j = b / 16, k = b % 16;
+    return (size_t)(r & ~(RW - 1)) * rs + (size_t)(((r & (RW - 1)) << ls) + li) * 16 + (size_t)t * RW * L * cbp +
+           (size_t)j * RW * L * 16 + k;
+}
+
+static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
+    char what[128];
+    snprintf(what, sizeof what, "%s %d x %d, %s, %d slots a token", hm_type_get(type)->name, nrows, ncols, nmat == 2 ? "gate|up" : "down", tok);
+    const int ls = gpu_q8_inter_lanes(type, ncols, nrows, nmat, tok);
+    const size_t nb = gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok);
+    const size_t row = hm_row_size(type, ncols);
+    const int nch = (ncols + 255) / 256, cbp = (cb + 15) & ~15;
+    std::vector<uint8_t> src(row * nrows), dst(nb ? nb : 1, 0xEE), seen(nb ? nb : 1, 0);
+    for (auto &v : src) v = rnd8() | 1;   /* never zero: a zero in the layout is padding */
+    const int L = ls >= 0 ? 1 << ls : 0, slots = ls >= 0 ? ((nch + L - 1) >> ls) << ls : 0;
+    if (ls < 0 || nb != (size_t)nrows * slots * cbp || gpu_q8_inter_pack(type, src.data(), ncols, nrows, nmat, tok, dst.data())) {
+        printf("FAIL %s: lanes %d, %zu bytes (expected %zu), or the pack refused\n", what, ls, nb, (size_t)nrows * slots * cbp);
+        n_fail++;
+        return;
+    }
+    size_t bad = 0;
+    for (int r = 0; r < nrows; r++)
+        for (int c = 0; c < nch; c++) {
+            const size_t off = (size_t)c * cb;
+            const int n = (int)(off + cb <= row ? cb : row - off);   /* a partial last chunk */
+            for (int b = 0; b < n; b++) {
+                const size_t a = kernel_addr(r, c, b, ls, nmat, nch, cbp);
+                if (a >= nb || dst[a] != src[(size_t)r * row + off + b] || seen[a]) bad++;
+                else seen[a] = 1;
+            }
+        }
+    for (size_t i = 0; i < nb; i++)
+        if (!seen[i] && dst[i]) bad++;
+    printf("%s %s: %d lanes a row, %zu bytes (GGUF %zu)%s\n", bad ? "FAIL" : "PASS", what, L, nb, row * nrows,
+           bad ? ": bytes misplaced or padding not zero" : ": every byte where the kernel reads it, padding zero");
+    bad ? n_fail++ : n_pass++;
+}
+
+static void refused(int type, int ncols, int nrows, int nmat, int tok, const char *why) {
+    std::vector<uint8_t> src(1 << 20, 1), dst(1 << 22);
+    const bool ok = gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok) == 0 && gpu_q8_inter_lanes(type, ncols, nrows, nmat, tok) < 0 &&
+                    gpu_q8_inter_pack(type, src.data(), ncols, nrows, nmat, tok, dst.data()) != 0;
+    printf("%s %s %d x %d refused (%s)\n", ok ? "PASS" : "FAIL", hm_type_get(type)->name, nrows, ncols, why);
+    ok ? n_pass++ : n_fail++;
+}
+
+int main(void) {
+    check(HM_TYPE_Q3_K, 4096, 1408, 2, 8, 110);   /* air's routed gate|up */
+    check(HM_TYPE_Q4_0, 1408, 4096, 1, 8, 144);   /* air's routed down: a partial last chunk */
+    check(HM_TYPE_Q4_0, 1408, 4096, 1, 1, 144);   /* its shared expert's down: empty chunk slots */
+    check(HM_TYPE_Q4_K, 4096, 1408, 2, 1, 144);   /* its shared expert's gate|up */
+    check(HM_TYPE_Q4_K, 2048, 768, 2, 8, 144);    /* a3b's gate|up */
+    check(HM_TYPE_Q6_K, 768, 2048, 1, 8, 210);    /* a3b's down: 3 chunks, 4 lanes */
+    check(HM_TYPE_Q5_K, 512, 96, 2, 2, 176);
+    check(HM_TYPE_Q8_0, 96, 64, 1, 1, 272);       /* one partial chunk a row */
+    refused(HM_TYPE_Q4_K, 1000, 64, 1, 1, "a K-quant row not a multiple of 256");
+    refused(HM_TYPE_IQ4_XS, 4096, 64, 1, 1, "a type without the interleaved kernel");
+    refused(HM_TYPE_Q4_K, 4096, 1401, 2, 8, "rows not a multiple of a warp's rows");
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail != 0;
+}
