@@ -76,6 +76,13 @@ static int inter_on(void) {
     return v;
 }
 
+/* whether experts like f (tok slots a token) are uploaded interleaved */
+static int inter_for(const hm_ffn_w *f, int tok) {
+    const hm_tensor *g0 = &f->gate, *d0 = &f->down;
+    return inter_on() && gemv_q8_mode() && g0->data && d0->data && gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) &&
+           gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
+}
+
 /* one matrix in the interleaved layout (NULL with err set on failure) */
 static const void *upload_inter(gpu_exec *g, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen) {
     const size_t nb = gpu_q8_inter_bytes(t->type, (int)t->ne[0], (int)t->ne[1], nmat, tok);
@@ -93,8 +100,7 @@ static const void *upload_inter(gpu_exec *g, const hm_tensor *t, int nmat, int t
 static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, int n, int tok, char *err, size_t errlen) {
     x->n = n; x->type_gu = w[0]->gate.type; x->type_down = w[0]->down.type;
     const hm_tensor *g0 = &w[0]->gate, *d0 = &w[0]->down;
-    const int inter = inter_on() && gemv_q8_mode() && gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) &&
-                      gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
+    const int inter = inter_for(w[0], tok);
     const void **hg = (const void **)malloc(3 * n * sizeof(void *)), **hu = hg + n, **hd = hg + 2 * n;
     for (int e = 0; e < n; e++) {
         if (w[e]->gate.type != x->type_gu || w[e]->up.type != x->type_gu || w[e]->down.type != x->type_down) {
@@ -126,6 +132,13 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
 static size_t tsz(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
 static size_t vsz(const hm_tensor *t) { return t->data ? (size_t)t->ne[0] * 4 : 0; }
 static size_t fsz(const hm_ffn_w *f) { return tsz(&f->gate) + tsz(&f->up) + tsz(&f->down); }
+/* an FFN's VRAM as upload_experts lays it out (interleaved: chunks padded, rows' slots in whole steps) */
+static size_t fsz_up(const hm_ffn_w *f, int tok) {
+    if (!inter_for(f, tok)) return fsz(f);
+    const hm_tensor *g0 = &f->gate, *d0 = &f->down;
+    return 2 * gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) +
+           gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
+}
 
 /* Floats of each batched-decode buffer per row (GPU_BATCH_MAX rows each, allocated when n_seq > 1). */
 typedef struct { size_t x, q, att, logits, rlog, ew, act, ey, sh_act, part; } batch_sizes;
@@ -155,8 +168,8 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
         const hm_layer *l = &m->layers[il];
         n += vsz(&l->attn_norm) + vsz(&l->ffn_norm) + vsz(&l->bq) + vsz(&l->bk) + vsz(&l->bv) + vsz(&l->q_norm) +
              vsz(&l->k_norm) + vsz(&l->router_bias) + tsz(&l->wq) + tsz(&l->wk) + tsz(&l->wv) + tsz(&l->wo) +
-             tsz(&l->router) + fsz(&l->dense) + fsz(&l->shexp);
-        if (l->is_moe) for (int e = 0; e < c->n_expert; e++) n += fsz(&l->experts[e].host) + 3 * sizeof(void *);
+             tsz(&l->router) + fsz_up(&l->dense, 1) + fsz_up(&l->shexp, 1);
+        if (l->is_moe) for (int e = 0; e < c->n_expert; e++) n += fsz_up(&l->experts[e].host, c->n_expert_used) + 3 * sizeof(void *);
     }
     n += 2 * (size_t)n_seq * (l1 - l0) * n_ctx * c->kv_dim * sizeof(float) + 2 * pf_kv16_bytes(m, n_ctx);
     int ff = c->n_ff > c->n_ff_exp ? c->n_ff : c->n_ff_exp;
