@@ -189,8 +189,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--top-k") && i + 1 < argc) sp.top_k = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--top-p") && i + 1 < argc) sp.top_p = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--min-p") && i + 1 < argc) sp.min_p = (float)atof(argv[++i]);
-        else if (!strcmp(argv[i], "--sampler-ref")) sref = 1;
-        else if (!strcmp(argv[i], "--host-argmax")) host_argmax = 1;   /* greedy: the logits copied out, the argmax on the host */   /* the reference sampler (whole-vocabulary sort, plain argmax loop) */
+        else if (!strcmp(argv[i], "--sampler-ref")) sref = 1;   /* the reference sampler (whole-vocabulary sort, plain argmax loop) */
+        else if (!strcmp(argv[i], "--host-argmax")) host_argmax = 1;   /* greedy: the logits copied out, the argmax on the host */
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
         else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) {

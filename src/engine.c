@@ -24,7 +24,6 @@ typedef struct {
     tokenizer_stream ts;
     float *logits;         /* (n_vocab) */
     int has_logits;        /* this step produced logits for it */
-    int32_t greedy;        /* >= 0: this step's greedy token, from the backend instead of the logits */
 } slot;
 
 struct engine {
@@ -207,13 +206,13 @@ static void *engine_main(void *arg) {
         pthread_mutex_unlock(&en->mu);
         en->be.step(en->be.ctx, n, en->b_slot, en->b_tok, en->b_pos, en->b_logits, en->b_next);
         /* sampling reads only slot-private state: no lock needed until publishing */
-        for (int i = 0; i < n_slots; i++) en->slots[i].greedy = -1;
-        for (int k = 0; k < n; k++)
-            if (en->b_next[k] >= 0) en->slots[en->b_slot[k]].greedy = en->b_next[k];
         int32_t picked[n_slots];
+        for (int i = 0; i < n_slots; i++) picked[i] = -1;
+        for (int k = 0; k < n; k++)   /* tokens the backend chose (greedy entries) */
+            if (en->b_next[k] >= 0) picked[en->b_slot[k]] = en->b_next[k];
         for (int i = 0; i < n_slots; i++) {
             slot *s = &en->slots[i];
-            picked[i] = s->state == SLOT_FREE || !s->has_logits ? -1 : s->greedy >= 0 ? s->greedy : sampler_sample(&s->sm, s->logits);
+            if (picked[i] < 0 && s->state != SLOT_FREE && s->has_logits) picked[i] = sampler_sample(&s->sm, s->logits);
         }
         pthread_mutex_lock(&en->mu);
         for (int i = 0; i < n_slots; i++)

@@ -91,7 +91,7 @@ static void gpu_flush(gpu_backend *b, int n, const int *idx, const int *slot, co
                       int32_t *next) {
     char err[1024];
     if (n == 1) { gpu_one(b, idx[0], slot, tok, pos, logits, next); return; }
-    int sq[GPU_BATCH_MAX] = { 0 }, ps[GPU_BATCH_MAX] = { 0 }, greedy = next != NULL;
+    int sq[GPU_BATCH_MAX] = { 0 }, ps[GPU_BATCH_MAX] = { 0 }, greedy = 1;
     int32_t tk[GPU_BATCH_MAX] = { 0 }, nx[GPU_BATCH_MAX];
     for (int q = 0; q < n; q++) {
         sq[q] = slot[idx[q]]; tk[q] = tok[idx[q]]; ps[q] = pos[idx[q]];

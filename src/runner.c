@@ -359,40 +359,49 @@ void runner_free(hm_runner *r) {
 
 const char *runner_device_name(const hm_runner *r) { return r->device == HM_DEVICE_CUDA ? r->gpu2 ? "cuda x2" : "cuda" : "cpu"; }
 
+/* One token through one executor or the two stages of a pipeline (the first hands x on); the stage
+ * with the head writes logits, or only the greedy token when next is not NULL. */
+static int gpu_step(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token, int pos, float *logits, int32_t *next, char *err,
+                    size_t errlen) {
+    const float *x_in = NULL;
+    if (g2) {
+        if (gpu_exec_forward_stage(g1, seq, token, NULL, pos, NULL, x, err, errlen)) return -1;
+        g1 = g2; x_in = x;
+    }
+    return next ? gpu_exec_forward_greedy(g1, seq, token, x_in, pos, next, err, errlen)
+                : gpu_exec_forward_stage(g1, seq, token, x_in, pos, logits, NULL, err, errlen);
+}
+
+/* The same for n tokens of n sequences in one batched step. */
+static int gpu_step_batch(gpu_exec *g1, gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok, const int *pos, float *logits,
+                          int32_t *next, char *err, size_t errlen) {
+    const float *x_in = NULL;
+    if (g2) {
+        if (gpu_exec_forward_batch(g1, n, seq, tok, NULL, pos, NULL, x, err, errlen)) return -1;
+        g1 = g2; x_in = x;
+    }
+    return next ? gpu_exec_forward_batch_greedy(g1, n, seq, tok, x_in, pos, next, err, errlen)
+                : gpu_exec_forward_batch(g1, n, seq, tok, x_in, pos, logits, NULL, err, errlen);
+}
+
 int runner_gpu_step(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token, int pos, float *logits, char *err,
                     size_t errlen) {
-    if (!g2) return gpu_exec_forward_seq(g1, seq, token, pos, logits, err, errlen);
-    return gpu_exec_forward_stage(g1, seq, token, NULL, pos, NULL, x, err, errlen) ||   /* the stages one after the other */
-                   gpu_exec_forward_stage(g2, seq, token, x, pos, logits, NULL, err, errlen)
-               ? -1
-               : 0;
+    return gpu_step(g1, g2, x, seq, token, pos, logits, NULL, err, errlen);
 }
 
 int runner_gpu_step_greedy(gpu_exec *g1, gpu_exec *g2, float *x, int seq, int32_t token, int pos, int32_t *next, char *err,
                            size_t errlen) {
-    if (!g2) return gpu_exec_forward_greedy(g1, seq, token, NULL, pos, next, err, errlen);
-    return gpu_exec_forward_stage(g1, seq, token, NULL, pos, NULL, x, err, errlen) ||
-                   gpu_exec_forward_greedy(g2, seq, token, x, pos, next, err, errlen)
-               ? -1
-               : 0;
+    return gpu_step(g1, g2, x, seq, token, pos, NULL, next, err, errlen);
 }
 
 int runner_gpu_step_batch(gpu_exec *g1, gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok, const int *pos,
                           float *logits, char *err, size_t errlen) {
-    if (!g2) return gpu_exec_forward_batch(g1, n, seq, tok, NULL, pos, logits, NULL, err, errlen);
-    return gpu_exec_forward_batch(g1, n, seq, tok, NULL, pos, NULL, x, err, errlen) ||   /* the stages one after the other */
-                   gpu_exec_forward_batch(g2, n, seq, tok, x, pos, logits, NULL, err, errlen)
-               ? -1
-               : 0;
+    return gpu_step_batch(g1, g2, x, n, seq, tok, pos, logits, NULL, err, errlen);
 }
 
 int runner_gpu_step_batch_greedy(gpu_exec *g1, gpu_exec *g2, float *x, int n, const int *seq, const int32_t *tok, const int *pos,
                                  int32_t *next, char *err, size_t errlen) {
-    if (!g2) return gpu_exec_forward_batch_greedy(g1, n, seq, tok, NULL, pos, next, err, errlen);
-    return gpu_exec_forward_batch(g1, n, seq, tok, NULL, pos, NULL, x, err, errlen) ||
-                   gpu_exec_forward_batch_greedy(g2, n, seq, tok, x, pos, next, err, errlen)
-               ? -1
-               : 0;
+    return gpu_step_batch(g1, g2, x, n, seq, tok, pos, NULL, next, err, errlen);
 }
 
 int runner_gpu_batch_max(gpu_exec *g1, gpu_exec *g2) {

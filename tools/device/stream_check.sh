@@ -74,9 +74,9 @@ PY
   for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
     case $c in
       resident) run resident; plans ;;
-      sref) run resident-sref --sampler-ref ;;
+      sref) run resident-sref --sampler-ref ;;   # the reference sampler (plain argmax loop) in the decode loop
       hargmax) run resident-hargmax --host-argmax ;;   # greedy with the logits copied out and the argmax on the host
-      gstreams) for n in 2 4; do run gstreams$n --streams $n; run gstreams$n-hargmax --streams $n --host-argmax; done ;;   # batched greedy, resident   # the reference sampler (plain argmax loop) in the decode loop
+      gstreams) for n in 2 4; do run gstreams$n --streams $n; run gstreams$n-hargmax --streams $n --host-argmax; done ;;   # batched greedy, resident
       samp) run resident-samp --temp 0.8 --top-p 0.95 ;;   # sampling, top of the vocabulary sorted
       samp-ref) run resident-samp-ref --temp 0.8 --top-p 0.95 --sampler-ref ;;   # sampling, the whole vocabulary sorted
       plans-replay) plans "$T" ;;
