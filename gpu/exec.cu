@@ -66,13 +66,14 @@ static int upload_mat(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_
     return d->d ? 0 : -1;
 }
 
-/* HOTMOE_INTER=1 (an experiment, decode timing only): resident expert matrices are uploaded in the
- * register kernel's interleaved layout (gpu_q8_inter_pack); the batched prefill and the F32 GEMV
- * path cannot read them (run prompts token by token: HOTMOE_PREFILL_MIN=100000). */
+/* Resident expert matrices (routed, shared, dense FFN) are uploaded in the q8 register kernel's
+ * interleaved layout (gpu_q8_inter_pack: each load of a warp reads whole lines); the batched prefill
+ * dequantizes them with pf_deq_tab_inter. Not when the executor is made in GEMV mode 0 (the F32
+ * path, --kernels ref, reads GGUF rows only). HOTMOE_INTER=0: GGUF rows everywhere. */
 int gemv_q8_mode(void);   /* gemv_q8.cu: 1 when the q8 path (the only one that reads the interleaved layout) is on */
 static int inter_on(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_INTER"); v = e && e[0] == '1'; }
+    if (v < 0) { const char *e = getenv("HOTMOE_INTER"); v = !(e && e[0] == '0'); }
     return v;
 }
 
@@ -121,7 +122,7 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
     x->down = (const void **)upload(g, hd, n * sizeof(void *), err, errlen);
     free(hg);
     if (!(x->gate && x->up && x->down)) return -1;
-    if (inter) g->inter = 1;
+    if (inter) x->inter_tok = tok;
     if (inter && (gpu_q8_inter_register((const void *const *)x->gate, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
                   gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
                   gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok)))

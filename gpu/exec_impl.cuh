@@ -10,6 +10,8 @@ typedef struct { int type; int64_t ne0, ne1; const void *d; } dmat; /* a matrix 
 typedef struct {
     const void **gate, **up, **down;   /* device arrays [n]: the expert pointer table */
     int type_gu, type_down, n;
+    int inter_tok;   /* > 0: the matrices are in the GEMV's interleaved layout for launches of this many
+                      * slots a token (gpu_q8_inter_pack); 0: GGUF rows */
 } dexperts;
 
 /* The on-GPU expert cache of one MoE layer (--cold stream). Every expert is one record of
@@ -114,7 +116,6 @@ struct gpu_exec {
     int pf_cap;                           /* largest prefill chunk reserved under the budget (0: no reservation) */
     size_t pf_reserved;                   /* its workspace bytes, kept free in the budget */
     int pf_min;                           /* --prefill-min (0: HOTMOE_PREFILL_MIN, else GPU_PREFILL_MIN) */
-    int inter;                            /* some expert tables are interleaved (HOTMOE_INTER): prompts go token by token */
     int pf_chunk;                         /* --prefill-chunk (0: HOTMOE_PREFILL_CHUNK, else the default) */
     int n_streamed, n_static, n_slots;    /* expert cache: streamed MoE layers, records per layer */
     size_t rec_bytes;                     /* largest expert record */

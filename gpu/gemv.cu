@@ -242,7 +242,7 @@ extern "C" int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab
         const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, 0, act, nrows, ncols, nrows, 2, stream, 1, 1, 0, k, xq);
         if (rc <= 0) return rc;
     }
-    if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu: interleaved matrices (HOTMOE_INTER) need the q8 path");
+    if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
     const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows, 1, 1, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
@@ -266,7 +266,7 @@ extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, 
         const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx, 1, 0, kx);
         if (rc <= 0) return rc;
     }
-    if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu_x: interleaved matrices (HOTMOE_INTER) need the q8 path");
+    if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu_x: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
     const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
@@ -284,7 +284,7 @@ extern "C" int gpu_gemv_experts_y(int type, const void *const *w_tab, const int 
         const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, ky, y_group_stride, ky);
         if (rc <= 0) return rc;
     }
-    if (gpu_q8_inter_lshift(w_tab) >= 0) return gemv_fail("gpu_gemv_experts_y: interleaved matrices (HOTMOE_INTER) need the q8 path");
+    if (gpu_q8_inter_lshift(w_tab) >= 0) return gemv_fail("gpu_gemv_experts_y: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
     const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }
@@ -299,7 +299,7 @@ extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *i
         const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, 1, 0, k);
         if (rc <= 0) return rc;
     }
-    if (gpu_q8_inter_lshift(w_tab) >= 0) return gemv_fail("gpu_gemv_experts: interleaved matrices (HOTMOE_INTER) need the q8 path");
+    if (gpu_q8_inter_lshift(w_tab) >= 0) return gemv_fail("gpu_gemv_experts: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
     const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, 1, 0 };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }

@@ -525,33 +525,16 @@ template <class T> struct q8_inter_ok {
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
-    /* the rows one token computes: a plain matrix's, or every slot's of the token's experts */
-    const long per_tok = (long)p.nrows * nmat * p.tok;
-    p.lshift = q8_lanes_shift_for(nchunks, per_tok, q8_lane_cap());
+    p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
-    if (nmat == 2 && p.lshift > 4) p.lshift = 4; /* gate and up groups share a warp */
-    if (p.tab0 && p.nb == 1) {
-        const int ils = q8_inter_lshift(p.tab0);
-        if (ils >= 0) {   /* interleaved matrices: the register kernel on their layout */
-            if (nmat == 2 && q8_inter_lshift(p.tab1) != ils)
-                return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << q8_inter_lshift(p.tab1));
-            if (ils != p.lshift)
-                return gemv_fail("gemv_q8: matrices interleaved for %d lanes a row, the launch takes %d", 1 << ils, 1 << p.lshift);
-            if constexpr (q8_inter_ok<T>::v) {
-                p.flat = p.x_stride == 0 && k <= Q8_MAXK;
-                p.k = k;
-                const int nslices = p.flat ? 1 : k;
-                p.nitems = (p.flat ? k * p.nrows : p.nrows) * nmat;
-                const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
-                const size_t smem = (size_t)nchunks * Q8_REC;
-                if (nmat == 2) q8_go<T, 2, 0>(p, dim3((unsigned)gx, (unsigned)nslices), smem, s);
-                else q8_go<T, 1, 0>(p, dim3((unsigned)gx, (unsigned)nslices), smem, s);
-                const cudaError_t err = cudaGetLastError();
-                if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d interleaved blocks failed: %s", gx, nslices, cudaGetErrorString(err));
-                return 0;
-            }
-            return gemv_fail("gemv_q8: interleaved matrices of a type without the interleaved kernel");
-        }
+    /* interleaved matrices (gpu_q8_inter_pack): the register kernel on their layout (A = 0) */
+    const int ils = p.tab0 && p.nb == 1 ? q8_inter_lshift(p.tab0) : -1;
+    if (ils >= 0) {
+        if (nmat == 2 && q8_inter_lshift(p.tab1) != ils)
+            return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << q8_inter_lshift(p.tab1));
+        if (ils != p.lshift)
+            return gemv_fail("gemv_q8: matrices interleaved for %d lanes a row, the launch takes %d", 1 << ils, 1 << p.lshift);
+        if (!q8_inter_ok<T>::v) return gemv_fail("gemv_q8: interleaved matrices of a type without the interleaved kernel");
     }
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;
     p.k = k;
@@ -560,7 +543,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const size_t rs = (size_t)p.nch * T::CB + p.nbl;
     /* else the unaligned loader (A = 1), which only b32 types need; it also takes partial chunks */
     const bool aligned = rs % T::A == 0 && p.nbl == 0;
-    if (!aligned && !q8_b32<T>::v) return 1;
+    if (ils < 0 && !aligned && !q8_b32<T>::v) return 1;
     if (p.nb > 1) {   /* one matrix, nb vectors per weight read: the register kernel */
         const int gx = q8_grid_x(p.nitems, p.lshift, 1, 2);
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
@@ -574,7 +557,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     }
     const int pipe = q8_pipe_on();
     const bool big = p.ncols >= 8192 || p.nrows >= 65536;
-    if (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat)) || (pipe == Q8P_BIG && big && q8p_auto<T>(p, nmat))) {
+    if (ils < 0 && (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat)) || (pipe == Q8P_BIG && big && q8p_auto<T>(p, nmat)))) {
         const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
         int rc;
         if constexpr (T::A == 16) {
@@ -588,7 +571,12 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
-    if (nmat == 2) {
+    if (ils >= 0) {
+        if constexpr (q8_inter_ok<T>::v) {
+            if (nmat == 2) q8_go<T, 2, 0>(p, grid, smem, s);
+            else q8_go<T, 1, 0>(p, grid, smem, s);
+        }
+    } else if (nmat == 2) {
         if (aligned) q8_go<T, 2, T::A>(p, grid, smem, s);
         else if constexpr (q8_b32<T>::v) q8_go<T, 2, 1>(p, grid, smem, s);
     } else {
@@ -654,7 +642,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
-/* ---- the interleaved layout (experiment: HOTMOE_INTER=1 lays out resident expert matrices so) ----
+/* ---- the interleaved layout (resident expert matrices by default; HOTMOE_INTER=0: GGUF rows) ----
  * A matrix of nrows x ncols of a q8-path type whose launches take 1 << ls lanes a row (tok expert
  * slots a token, nmat 2 for gate|up): rows in groups of RW = (32 >> ls) / nmat (a warp's rows of
  * it in one round), each row's chunks padded to CBP = CB rounded up to 16 bytes (a partial last

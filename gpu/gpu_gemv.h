@@ -34,9 +34,10 @@ int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float 
  * does not take such rows), and one launch writing them (q8_quant32's values, gemv_q8.cuh). */
 size_t gpu_q8_records_bytes(int ncols);
 int gpu_q8_records(const float *x, int ncols, void *xq, void *stream);
-/* Experiment (HOTMOE_INTER=1): expert matrices laid out for the register kernel's warps (gemv_q8.cu):
- * bytes of the layout (0: not possible), the host repack, and the registration of a device table
- * whose matrices are so laid out (its launches must take that layout's lanes). */
+/* The interleaved layout of expert matrices (resident experts by default; HOTMOE_INTER=0: off), laid
+ * out for the register kernel's warps (gemv_q8.cu): bytes of the layout (0: not possible), the host
+ * repack, and the registration of a device table whose matrices are so laid out (its launches must
+ * take that layout's lanes). The batched prefill reads them with pf_deq_tab_inter. */
 size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
 /* the lane shift of that layout (log2 of the lanes a row), or -1 */
 int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok);

@@ -59,5 +59,10 @@ void pf_group(const int *ids, int na, int ne, int *cnt, int *used, int *perm, in
  * 0; -1 no kernel for the type; -2 nper is not whole blocks (nothing launched either way). */
 int pf_deq_tab(int type, const void *const *tab, const int *ids, int nslots, int64_t nper, __half *dst, int64_t dstride,
                cudaStream_t s);
+/* the same for tables whose matrices are in the decode GEMV's interleaved layout (gpu_q8_inter_pack
+ * with type, ncols, nrows, nmat, tok): the values as GGUF rows. 0; -1 no such layout for the type and
+ * shape; -2 dst or dstride not in 16-byte steps (nothing launched either way). */
+int pf_deq_tab_inter(int type, const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int nmat, int tok,
+                     __half *dst, int64_t dstride, cudaStream_t s);
 
 #endif

@@ -10,6 +10,7 @@
 #include "qdev_k.cuh"
 extern "C" {
 #include "quant.h"
+#include "gpu_gemv.h"
 }
 #include <cuda_fp16.h>
 #include <math.h>
@@ -400,6 +401,79 @@ int pf_deq_tab(int type, const void *const *tab, const int *ids, int nslots, int
         return 0;
     }
     return -1;
+}
+
+/* ---- dequantization of experts in the decode GEMV's interleaved layout (gpu_q8_inter_pack) ----
+ * A matrix is tiles of Q = RW L chunk slots (RW rows of a warp, L lanes a row), each slot a 256-element
+ * chunk padded to CBP bytes; word j of slot q at tile + 16 (j Q + q); tile (row group gr, step t) at
+ * (gr S + t) Q CBP (S steps of L chunks a row). Slot q holds chunk t L + q % L of row gr RW + q / L. A
+ * block copies a tile's words to shared memory as Q GGUF chunks and runs the types' deq4 on them
+ * (bitwise k_pf_deq_tab16's values); chunks past a row's end (the last step's empty slots, a partial
+ * last chunk's tail) write nothing. */
+template <class T>
+__global__ void __launch_bounds__(256) k_pf_deq_inter(const void *const *tab, const int *ids, int ncols, int nrows, int ls,
+                                                      int rw, int steps, __half *dst, int64_t dstride) {
+    constexpr int CB = 256 / T::QK * T::BS, CBP = (CB + 15) & ~15, W = CBP / 16;
+    __shared__ __align__(16) uint8_t sm[32 * CBP];
+    const int L = 1 << ls, Q = rw * L, ntiles = nrows / rw * steps;
+    const uint4 *src = (const uint4 *)tab[ids[blockIdx.y]];
+    __half *d = dst + blockIdx.y * dstride;
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const uint4 *ts = src + (size_t)tile * Q * W;
+        for (int w = threadIdx.x; w < Q * W; w += blockDim.x) {
+            const int j = w / Q, q = w - j * Q;
+            *(uint4 *)(sm + q * CBP + 16 * j) = __ldg(ts + w);
+        }
+        __syncthreads();
+        const int gr = tile / steps, t = tile - gr * steps;
+        for (int i = threadIdx.x; i < Q * 16; i += blockDim.x) {
+            const int q = i >> 4, u = i & 15;
+            const int col = ((t << ls) + (q & (L - 1))) * 256 + 16 * u;
+            if (col >= ncols) continue;
+            const uint8_t *b = sm + q * CBP + (16 * u / T::QK) * T::BS;
+            const int j0 = 16 * u % T::QK / 4;
+            __half2 h[8];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                float v[4];
+                T::deq4(b, j0 + k, v);
+                h[2 * k] = __floats2half2_rn(v[0], v[1]);
+                h[2 * k + 1] = __floats2half2_rn(v[2], v[3]);
+            }
+            uint4 *o = (uint4 *)(d + (size_t)(gr * rw + q / L) * ncols + col);
+            o[0] = *(const uint4 *)&h[0];
+            o[1] = *(const uint4 *)&h[4];
+        }
+        __syncthreads();
+    }
+}
+
+template <class T>
+static void deq_inter_launch(const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int ls, int rw, int steps,
+                             __half *d, int64_t ds, cudaStream_t s) {
+    const int ntiles = nrows / rw * steps;
+    k_pf_deq_inter<T><<<dim3((unsigned)(ntiles < 2048 ? ntiles : 2048), (unsigned)nslots), 256, 0, s>>>(tab, ids, ncols, nrows, ls, rw,
+                                                                                                       steps, d, ds);
+}
+
+/* pf_deq_tab for tables interleaved by gpu_q8_inter_pack(type, ncols, nrows, nmat, tok): the values
+ * as GGUF rows (nrows x ncols, row-major F16). 0; -1: no such layout for the type and shape;
+ * -2: dst or dstride not 16-byte multiples (nothing launched). */
+int pf_deq_tab_inter(int type, const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int nmat, int tok,
+                     __half *dst, int64_t dstride, cudaStream_t s) {
+    const int ls = gpu_q8_inter_lanes(type, ncols, nrows, nmat, tok);
+    if (ls < 0 || !gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok)) return -1;
+    if ((uintptr_t)dst % 16 || dstride % 8) return -2;
+    const int L = 1 << ls, rw = (32 >> ls) / nmat, steps = ((ncols + 255) / 256 + L - 1) / L;
+    switch (type) {
+    case HM_TYPE_Q3_K: deq_inter_launch<TQ3_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q4_0: deq_inter_launch<TQ4_0>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q4_K: deq_inter_launch<TQ4_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q5_K: deq_inter_launch<TQ5_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q6_K: deq_inter_launch<TQ6_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q8_0: deq_inter_launch<TQ8_0>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    default: return -1;
+    }
 }
 
 /* ------------------------------------------------------------------ launchers */

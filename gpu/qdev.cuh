@@ -7,7 +7,8 @@
  *   dot<NR>(rows, ib, t, xb, acc)  acc[r] += (part t of block ib of rows[r]) . (the same part of
  *           xb = x + ib*QK), for NR rows at once, so that each x value loaded serves NR rows;
  *   deq4(b, r, o)  o[0..4) = elements 4r..4r+3 of block b, computed exactly as cpu/quant*.c does
- *           (same float operations, same order, no FMA contraction): dequantization is bit-exact.
+ *           (same float operations, same order, no FMA contraction): dequantization is bit-exact;
+ *           generic loads only, so b may be in global or shared memory.
  * Dot products may reassociate (scales factored out of sums); only deq4 must be bit-exact.
  * Alignment: blocks of a 16-byte aligned matrix are at multiples of gcd(BS, 16); each dot reads
  * with the widest load that this guarantees. */
@@ -31,6 +32,10 @@ __device__ __forceinline__ uint2 ld_u64(const uint8_t *p) { return __ldg((const 
 __device__ __forceinline__ uint4 ld_u128(const uint8_t *p) { return __ldg((const uint4 *)p); }
 __device__ __forceinline__ float ld_f16(const uint8_t *p) { return __half2float(__ushort_as_half((unsigned short)ld_u16(p))); }
 __device__ __forceinline__ float4 ld_x4(const float *p) { return __ldg((const float4 *)p); }
+/* generic loads (global or shared memory): what deq4 reads with, so that a dequantizer may run
+ * it on a block staged in shared memory (the interleaved layout's prefill dequantizer) */
+__device__ __forceinline__ uint32_t gen_u16(const uint8_t *p) { return *(const unsigned short *)p; }
+__device__ __forceinline__ float gen_f16(const uint8_t *p) { return __half2float(__ushort_as_half((unsigned short)gen_u16(p))); }
 
 /* 4 consecutive x values into v[0..4) */
 __device__ __forceinline__ void ld_x4v(const float *p, float *v) {
@@ -197,7 +202,7 @@ struct TQ4_0 {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b);
+        const float d = gen_f16(b);
         for (int i = 0; i < 4; i++) o[i] = __fmul_rn((float)(nib32(b + 2, 4 * r + i) - 8), d);
     }
 };
@@ -219,7 +224,7 @@ struct TQ4_1 {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b), m = ld_f16(b + 2);
+        const float d = gen_f16(b), m = gen_f16(b + 2);
         for (int i = 0; i < 4; i++) o[i] = __fadd_rn(__fmul_rn((float)nib32(b + 4, 4 * r + i), d), m);
     }
 };
@@ -252,7 +257,7 @@ struct TQ5_0 {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b);
+        const float d = gen_f16(b);
         for (int i = 0; i < 4; i++) o[i] = __fmul_rn((float)(q5_elem(b + 2, b + 6, 4 * r + i) - 16), d);
     }
 };
@@ -276,7 +281,7 @@ struct TQ5_1 {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b), m = ld_f16(b + 2);
+        const float d = gen_f16(b), m = gen_f16(b + 2);
         for (int i = 0; i < 4; i++) o[i] = __fadd_rn(__fmul_rn((float)q5_elem(b + 4, b + 8, 4 * r + i), d), m);
     }
 };
@@ -302,7 +307,7 @@ struct TQ8_0 {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b);
+        const float d = gen_f16(b);
         for (int i = 0; i < 4; i++) o[i] = __fmul_rn((float)(int8_t)b[2 + 4 * r + i], d);
     }
 };

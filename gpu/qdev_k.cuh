@@ -56,7 +56,7 @@ struct TQ2_K {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b + 80), mn = ld_f16(b + 82);
+        const float d = gen_f16(b + 80), mn = gen_f16(b + 82);
         for (int i = 0; i < 4; i++) {
             const int e = 4 * r + i, sc = b[e / 16];
             const float dl = __fmul_rn(d, (float)(sc & 0xF)), ml = __fmul_rn(mn, (float)(sc >> 4));
@@ -97,7 +97,7 @@ struct TQ3_K {
         return (lo | hi << 4) - 32;
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b + 108);
+        const float d = gen_f16(b + 108);
         for (int i = 0; i < 4; i++) {
             const int e = 4 * r + i;
             const float dl = __fmul_rn(d, (float)scale(b + 96, e / 16));
@@ -189,7 +189,7 @@ struct TQ45_K {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b), mn = ld_f16(b + 2);
+        const float d = gen_f16(b), mn = gen_f16(b + 2);
         for (int i = 0; i < 4; i++) {
             const int e = 4 * r + i, g = e / 32, l = e % 32;
             int sc, m;
@@ -230,7 +230,7 @@ struct TQ6_K {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b + 208);
+        const float d = gen_f16(b + 208);
         for (int i = 0; i < 4; i++) {
             const int e = 4 * r + i, h = e / 128, k = e % 128 / 32, l = e % 32;
             const int lo = (b[64 * h + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 0xF;
@@ -276,8 +276,8 @@ struct TIQ4_XS {
         }
     }
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
-        const float d = ld_f16(b);
-        const uint32_t sh = ld_u16(b + 2);
+        const float d = gen_f16(b);
+        const uint32_t sh = gen_u16(b + 2);
         for (int i = 0; i < 4; i++) {
             const int e = 4 * r + i, g = e / 32;
             const int ls = ((b[4 + g / 2] >> (4 * (g % 2))) & 0xF) | ((sh >> (2 * g)) & 3) << 4;

@@ -7,10 +7,11 @@
  * every layer) against the GPU's token-by-token decode and against the CPU; chunk boundaries (chunks
  * of 7 and 100, a second call at pos0 > 0), every other kernel variant (HOTMOE_PREFILL_ATTN,
  * HOTMOE_PREFILL_GEMM_STAGES, HOTMOE_PREFILL_MOE), pieces under the minimum (HOTMOE_PREFILL_MIN) token by
- * token, the error paths; and the grouped expert GEMM
+ * token, the error paths; the experts' dequantizers (GGUF rows and the interleaved layout); and the grouped expert GEMM
  * against cuBLAS on a3b-sized groups (checked and timed). Exits 77 (skipped) without a CUDA device. */
 #include "exec_impl.cuh"
 #include "prefill.cuh"
+#include "gpu_gemv.h"
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdio.h>
@@ -395,10 +396,93 @@ static void deq_check(void) {
     }
 }
 
+/* pf_deq_tab_inter, the experts' dequantization from the decode GEMV's interleaved layout
+ * (gpu_q8_inter_pack): for the models' expert shapes (air's routed, shared and dense gate/up Q3_K and
+ * down Q4_0 with a partial last chunk, a3b's Q4_K / Q6_K with 3 chunks a row on 4 lanes, Q5_K,
+ * Q8_0), random blocks with finite scales, two slots through a shuffled table into a poisoned buffer
+ * whose stride leaves a gap: every element bitwise the CPU's to_float rounded to F16, the gaps
+ * untouched; the refusals (a type without the layout, a stride off 16-byte steps). */
+static void deq_inter_check(void) {
+    static const struct { int type, ncols, nrows, nmat, tok; } sh[] = {
+        { HM_TYPE_Q3_K, 4096, 1408, 2, 8 }, { HM_TYPE_Q4_0, 1408, 4096, 1, 8 }, { HM_TYPE_Q3_K, 4096, 1408, 2, 1 },
+        { HM_TYPE_Q4_0, 1408, 4096, 1, 1 }, { HM_TYPE_Q3_K, 4096, 10944, 2, 1 }, { HM_TYPE_Q4_0, 10944, 4096, 1, 1 },
+        { HM_TYPE_Q4_K, 2048, 768, 2, 8 },  { HM_TYPE_Q6_K, 768, 2048, 1, 8 },  { HM_TYPE_Q5_K, 2048, 768, 2, 8 },
+        { HM_TYPE_Q8_0, 768, 2048, 1, 8 },  { HM_TYPE_Q6_K, 4096, 512, 1, 1 },
+    };
+    for (const auto &c : sh) {
+        const hm_type_traits *tt = hm_type_get(c.type);
+        char what[200];
+        snprintf(what, sizeof what, "dequant interleaved %s %d x %d (nmat %d, %d slots a token)", tt->name, c.nrows, c.ncols, c.nmat, c.tok);
+        const size_t rb = hm_row_size(c.type, c.ncols) * c.nrows, ib = gpu_q8_inter_bytes(c.type, c.ncols, c.nrows, c.nmat, c.tok);
+        const int64_t nper = (int64_t)c.ncols * c.nrows, ds = nper + 40;   /* a gap of 40 halves after each slot */
+        if (!ib) { verdict(0, what, "gpu_q8_inter_bytes", "0: no layout"); continue; }
+        std::vector<uint8_t> q(2 * rb), in(2 * ib);
+        std::vector<float> ref(2 * nper);
+        uint64_t x = 7 + c.type + c.ncols;
+        for (auto &b : q) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; b = (uint8_t)(x >> 24); }
+        /* finite scales: every f16 field of every block set to a small normal value */
+        const int bs = tt->type_size, nblk = (int)(2 * rb / bs);
+        int off[2] = { -1, -1 };
+        switch (c.type) {
+        case HM_TYPE_Q3_K: off[0] = 108; break;
+        case HM_TYPE_Q6_K: off[0] = 208; break;
+        case HM_TYPE_Q4_K: case HM_TYPE_Q5_K: off[0] = 0; off[1] = 2; break;
+        default: off[0] = 0; break;   /* Q4_0, Q8_0 */
+        }
+        for (int b = 0; b < nblk; b++)
+            for (int f = 0; f < 2; f++) {
+                if (off[f] < 0) continue;
+                x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+                const __half h = __float2half_rn(((int)(x % 2001) - 1000) * 1e-5f);
+                memcpy(&q[(size_t)b * bs + off[f]], &h, 2);
+            }
+        for (int sl = 0; sl < 2; sl++) {
+            tt->to_float(q.data() + sl * rb, ref.data() + sl * nper, nper);
+            if (gpu_q8_inter_pack(c.type, q.data() + sl * rb, c.ncols, c.nrows, c.nmat, c.tok, in.data() + sl * ib)) {
+                verdict(0, what, "gpu_q8_inter_pack", "refused"); goto next;
+            }
+        }
+        {
+            uint8_t *dq; cudaMalloc(&dq, 2 * ib); cudaMemcpy(dq, in.data(), 2 * ib, cudaMemcpyHostToDevice);
+            const void *htab[3] = { dq + ib, NULL, dq };   /* slot s at tab[ids[s]] */
+            const int hids[2] = { 2, 0 };
+            const void **dtab; int *dids; cudaMalloc(&dtab, sizeof htab); cudaMalloc(&dids, sizeof hids);
+            cudaMemcpy(dtab, htab, sizeof htab, cudaMemcpyHostToDevice); cudaMemcpy(dids, hids, sizeof hids, cudaMemcpyHostToDevice);
+            __half *dd; cudaMalloc(&dd, sizeof(__half) * 2 * ds); cudaMemset(dd, 0xFF, sizeof(__half) * 2 * ds);
+            const int rc = pf_deq_tab_inter(c.type, dtab, dids, 2, c.ncols, c.nrows, c.nmat, c.tok, dd, ds, 0);
+            std::vector<__half> got(2 * ds);
+            const cudaError_t ce = cudaDeviceSynchronize();
+            cudaMemcpy(got.data(), dd, sizeof(__half) * 2 * ds, cudaMemcpyDeviceToHost);
+            long bad = rc || ce != cudaSuccess ? 1 : 0, first = -1, gap = 0;
+            for (int sl = 0; sl < 2 && !bad; sl++) {
+                for (int64_t i = 0; i < nper; i++) {
+                    const __half want = __float2half_rn(ref[sl * nper + i]);
+                    if (memcmp(&got[sl * ds + i], &want, sizeof want)) { if (first < 0) first = sl * nper + i; bad++; }
+                }
+                for (int64_t i = nper; i < ds; i++) { uint16_t u; memcpy(&u, &got[sl * ds + i], 2); gap += u != 0xFFFF; }
+            }
+            char d[200];
+            snprintf(d, sizeof d, "rc %d (%s): %ld of %lld elements differ from the CPU's (first %ld), %ld gap halves written", rc,
+                     cudaGetErrorString(ce), bad, (long long)(2 * nper), first, gap);
+            verdict(!bad && !gap, what, "two slots, every element", d);
+            if (c.type == HM_TYPE_Q4_K) {   /* the refusals, on this table */
+                const int r1 = pf_deq_tab_inter(HM_TYPE_Q2_K, dtab, dids, 2, c.ncols, c.nrows, c.nmat, c.tok, dd, ds, 0);
+                const int r2 = pf_deq_tab_inter(c.type, dtab, dids, 2, c.ncols, c.nrows, c.nmat, c.tok, dd, ds + 4, 0);
+                const int r3 = pf_deq_tab_inter(c.type, dtab, dids, 2, 100, c.nrows, c.nmat, c.tok, dd, ds, 0);
+                snprintf(d, sizeof d, "Q2_K %d, stride off 16 bytes %d, 100 columns %d (expected -1, -2, -1)", r1, r2, r3);
+                verdict(r1 == -1 && r2 == -2 && r3 == -1, "dequant interleaved", "refusals", d);
+            }
+            cudaFree(dd); cudaFree(dq); cudaFree(dtab); cudaFree(dids);
+        }
+    next:;
+    }
+}
+
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_prefill needs a GPU)\n"); return 77; }
     setenv("HOTMOE_PREFILL_MIN", "1", 1);   /* every prompt through the batched prefill (3b tests the minimum) */
     deq_check();
+    deq_inter_check();
     gemm_check(2);
     gemm_check(4);
     hm_kernels_set(HM_KERNELS_REF); /* the CPU side: exact dequantization, F32 activations */

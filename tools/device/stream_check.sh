@@ -124,6 +124,8 @@ PY
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
       env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
+      pfenv-*) kvs=${c#pfenv-}; for kv in ${kvs//+/ }; do export "$kv"; done; run prefill-$kvs --prefill 8192   # the prefill under environment settings
+             for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       benchair) for v in ${BENCHAIR:-default}; do   # the q8 GEMV launches of one air layer (needs test_gpu_gemv), e.g. BENCHAIR="default HOTMOE_Q8T=0 HOTMOE_Q8T=1+HOTMOE_Q8T_KB=64"
             v=${v/default/}; env ${v//+/ } timeout 60 ./build-dev/tests/test_gpu_gemv --bench-air >"$OUT/benchair-${v//=/}.log" 2>&1; echo "-- bench-air $v: rc=$?"; grep -v "^$" "$OUT/benchair-${v//=/}.log" | head -16; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
