@@ -133,6 +133,7 @@ extern "C" int gpu_dequant(int type, const void *src, void *dst, int64_t n, int 
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (k_types[i].type == type) t = &k_types[i];
     if (!t) return gemv_fail("gpu_dequant: ggml type %d has no GPU kernel", type);
+    if (gpu_q8_inter_lshift(src) >= 0) return gemv_fail("gpu_dequant: %p is an interleaved matrix (pf_deq_mat_inter reads those)", src);
     if (n < 0 || n % t->blck) return gemv_fail("gpu_dequant: n %lld must be a multiple of %s's block of %d", (long long)n, t->name, t->blck);
     if ((uintptr_t)src % 2 && type != HM_TYPE_MXFP4) /* MXFP4's 17-byte blocks are read bytewise */
         return gemv_fail("gpu_dequant: src at %p is not 2-byte aligned", src);

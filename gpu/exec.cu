@@ -61,7 +61,7 @@ static float *upload_vec(gpu_exec *g, const hm_tensor *t, char *err, size_t errl
 }
 
 static int upload_mat(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_t errlen) {
-    d->type = t->type; d->ne0 = t->ne[0]; d->ne1 = t->ne[1];
+    d->type = t->type; d->ne0 = t->ne[0]; d->ne1 = t->ne[1]; d->inter = 0;
     d->d = upload(g, t->data, t->nbytes, err, errlen);
     return d->d ? 0 : -1;
 }
@@ -69,12 +69,22 @@ static int upload_mat(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_
 /* Resident expert matrices (routed, shared, dense FFN) are uploaded in the q8 register kernel's
  * interleaved layout (gpu_q8_inter_pack: each load of a warp reads whole lines); the batched prefill
  * dequantizes them with pf_deq_tab_inter. Not when the executor is made in GEMV mode 0 (the F32
- * path, --kernels ref, reads GGUF rows only). HOTMOE_INTER=0: GGUF rows everywhere. */
+ * path, --kernels ref, reads GGUF rows only). So are the attention projections and the head
+ * (upload_rows). HOTMOE_INTER=0: GGUF rows everywhere; 1: the experts only. */
 int gemv_q8_mode(void);   /* gemv_q8.cu: 1 when the q8 path (the only one that reads the interleaved layout) is on */
 static int inter_on(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_INTER"); v = !(e && e[0] == '0'); }
+    if (v < 0) { const char *e = getenv("HOTMOE_INTER"); v = e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : 2; }
     return v;
+}
+
+/* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
+ * as GGUF rows) of this shape is uploaded interleaved: HOTMOE_INTER unset or 2 (1: experts only) */
+static int inter_mat(int type, int64_t ne0, int64_t ne1) {
+    return inter_on() == 2 && gemv_q8_mode() && gpu_q8_inter_bytes(type, (int)ne0, (int)ne1, 1, 1);
+}
+static size_t mat_bytes(int type, int64_t ne0, int64_t ne1, size_t nbytes) {
+    return inter_mat(type, ne0, ne1) ? gpu_q8_inter_bytes(type, (int)ne0, (int)ne1, 1, 1) : nbytes;
 }
 
 /* whether experts like f (tok slots a token) are uploaded interleaved */
@@ -94,6 +104,28 @@ static const void *upload_inter(gpu_exec *g, const hm_tensor *t, int nmat, int t
     else d = upload(g, h, nb, err, errlen);
     free(h);
     return d;
+}
+
+/* a plain matrix of nrows = ne1 GGUF rows (host bytes) into d: interleaved and registered when
+ * inter_mat says so */
+static int upload_rows(gpu_exec *g, dmat *d, int type, int64_t ne0, int64_t ne1, const void *data, size_t nbytes, char *err,
+                       size_t errlen) {
+    d->type = type; d->ne0 = ne0; d->ne1 = ne1; d->inter = 0;
+    if (!inter_mat(type, ne0, ne1)) {
+        d->d = upload(g, data, nbytes, err, errlen);
+        return d->d ? 0 : -1;
+    }
+    hm_tensor t;
+    memset(&t, 0, sizeof t);
+    t.type = type; t.ne[0] = ne0; t.ne[1] = ne1; t.data = (void *)data; t.nbytes = nbytes;
+    if (!(d->d = upload_inter(g, &t, 1, 1, err, errlen))) return -1;
+    if (gpu_q8_inter_register((const void *const *)d->d, type, (int)ne0, (int)ne1, 1, 1))
+        return fail(err, errlen, "gpu: too many interleaved matrices");
+    d->inter = 1;
+    return 0;
+}
+static int upload_w(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_t errlen) {
+    return upload_rows(g, d, t->type, t->ne[0], t->ne[1], t->data, t->nbytes, err, errlen);
 }
 
 /* Uploads n experts (each its own allocation, so residency can change per expert) and the tables;
@@ -158,17 +190,27 @@ static size_t batch_workspace(const hm_config *c) {
                             sizeof(int) * ((size_t)c->n_expert_used + 3)) + 4096;
 }
 
+/* a plain matrix's VRAM as upload_w lays it out; q|k|v as the upload fuses them */
+static size_t msz(const hm_tensor *t) { return t->data ? mat_bytes(t->type, t->ne[0], t->ne[1], t->nbytes) : 0; }
+static size_t qkv_sz(const hm_layer *l) {
+    if (!l->wq.data || l->wq.type != l->wk.type) return msz(&l->wq) + msz(&l->wk) + msz(&l->wv);
+    const int v3 = l->wv.type == l->wq.type;
+    const size_t fused = mat_bytes(l->wq.type, l->wq.ne[0], l->wq.ne[1] + l->wk.ne[1] + (v3 ? l->wv.ne[1] : 0),
+                                   l->wq.nbytes + l->wk.nbytes + (v3 ? l->wv.nbytes : 0));
+    return fused + (v3 ? 0 : msz(&l->wv));
+}
+
 extern "C" size_t gpu_exec_vram_needed(const hm_model *m, int n_ctx) {
     return gpu_exec_vram_needed_range(m, n_ctx, 0, m->cfg.n_layer, 1);
 }
 
 extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l0, int l1, int n_seq) {
     const hm_config *c = &m->cfg;
-    size_t n = l1 == c->n_layer ? vsz(&m->output_norm) + tsz(&m->output) : 0;
+    size_t n = l1 == c->n_layer ? vsz(&m->output_norm) + msz(&m->output) : 0;
     for (int il = l0; il < l1; il++) {
         const hm_layer *l = &m->layers[il];
         n += vsz(&l->attn_norm) + vsz(&l->ffn_norm) + vsz(&l->bq) + vsz(&l->bk) + vsz(&l->bv) + vsz(&l->q_norm) +
-             vsz(&l->k_norm) + vsz(&l->router_bias) + tsz(&l->wq) + tsz(&l->wk) + tsz(&l->wv) + tsz(&l->wo) +
+             vsz(&l->k_norm) + vsz(&l->router_bias) + qkv_sz(l) + msz(&l->wo) +
              tsz(&l->router) + fsz_up(&l->dense, 1) + fsz_up(&l->shexp, 1);
         if (l->is_moe) for (int e = 0; e < c->n_expert; e++) n += fsz_up(&l->experts[e].host, c->n_expert_used) + 3 * sizeof(void *);
     }
@@ -761,22 +803,21 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             /* q|k(|v) in one allocation, rows in that order, so one GEMV fills q, k (and v), which
              * are contiguous too */
             l->n_fused = ly->wv.type == ly->wq.type ? 3 : 2;
-            size_t nb = ly->wq.nbytes + ly->wk.nbytes + (l->n_fused == 3 ? ly->wv.nbytes : 0);
-            uint8_t *d = (uint8_t *)dalloc(g, nb, err, errlen);
-            if (!d || cudaMemcpy(d, ly->wq.data, ly->wq.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-                cudaMemcpy(d + ly->wq.nbytes, ly->wk.data, ly->wk.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-                (l->n_fused == 3 && cudaMemcpy(d + ly->wq.nbytes + ly->wk.nbytes, ly->wv.data, ly->wv.nbytes, cudaMemcpyHostToDevice) != cudaSuccess)) {
-                if (d) fail(err, errlen, "cuda: upload failed");
-                goto bad;
-            }
-            l->wqkv.type = ly->wq.type; l->wqkv.ne0 = ly->wq.ne[0];
-            l->wqkv.ne1 = ly->wq.ne[1] + ly->wk.ne[1] + (l->n_fused == 3 ? ly->wv.ne[1] : 0);
-            l->wqkv.d = d;
-            if (l->n_fused == 2 && upload_mat(g, &l->wv, &ly->wv, err, errlen)) goto bad;
-        } else if (upload_mat(g, &l->wq, &ly->wq, err, errlen) || upload_mat(g, &l->wk, &ly->wk, err, errlen) ||
-                   upload_mat(g, &l->wv, &ly->wv, err, errlen))
+            const size_t nb = ly->wq.nbytes + ly->wk.nbytes + (l->n_fused == 3 ? ly->wv.nbytes : 0);
+            uint8_t *h = (uint8_t *)malloc(nb);
+            if (!h) { fail(err, errlen, "out of host memory for layer %d's q|k|v (%zu bytes)", il, nb); goto bad; }
+            memcpy(h, ly->wq.data, ly->wq.nbytes);
+            memcpy(h + ly->wq.nbytes, ly->wk.data, ly->wk.nbytes);
+            if (l->n_fused == 3) memcpy(h + ly->wq.nbytes + ly->wk.nbytes, ly->wv.data, ly->wv.nbytes);
+            const int rc = upload_rows(g, &l->wqkv, ly->wq.type, ly->wq.ne[0],
+                                       ly->wq.ne[1] + ly->wk.ne[1] + (l->n_fused == 3 ? ly->wv.ne[1] : 0), h, nb, err, errlen);
+            free(h);
+            if (rc) goto bad;
+            if (l->n_fused == 2 && upload_w(g, &l->wv, &ly->wv, err, errlen)) goto bad;
+        } else if (upload_w(g, &l->wq, &ly->wq, err, errlen) || upload_w(g, &l->wk, &ly->wk, err, errlen) ||
+                   upload_w(g, &l->wv, &ly->wv, err, errlen))
             goto bad;
-        if (upload_mat(g, &l->wo, &ly->wo, err, errlen)) goto bad;
+        if (upload_w(g, &l->wo, &ly->wo, err, errlen)) goto bad;
         l->is_moe = ly->is_moe;
         const hm_ffn_w *single = ly->is_moe ? (c->n_shared_exp ? &ly->shexp : NULL) : &ly->dense;
         if (single) { l->has_single = 1; if (upload_experts(g, &l->single, &single, 1, 1, err, errlen)) goto bad; }
@@ -809,7 +850,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         if (rc) goto bad;
     }
     g->cat = VRAM_WEIGHTS;
-    if (g->head && (!(g->out_norm = upload_vec(g, &m->output_norm, err, errlen)) || upload_mat(g, &g->output, &m->output, err, errlen)))
+    if (g->head && (!(g->out_norm = upload_vec(g, &m->output_norm, err, errlen)) || upload_w(g, &g->output, &m->output, err, errlen)))
         goto bad;
     {
         size_t kv = (size_t)g->n_seq * (g->l1 - g->l0) * n_ctx * c->kv_dim * sizeof(float);
@@ -1187,7 +1228,11 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
         if (g->bgraphs[i]) cudaGraphExecDestroy(g->bgraphs[i]);
         if (g->bgraphs_g[i]) cudaGraphExecDestroy(g->bgraphs_g[i]);
     }
-    for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) {   /* interleaved tables (HOTMOE_INTER) are forgotten first */
+    if (g->output.inter) gpu_q8_inter_unregister((const void *const *)g->output.d);
+    for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) {   /* interleaved matrices and tables are forgotten first */
+        const dmat *ms[5] = { &g->L[il].wqkv, &g->L[il].wq, &g->L[il].wk, &g->L[il].wv, &g->L[il].wo };
+        for (int j = 0; j < 5; j++)
+            if (ms[j]->inter) gpu_q8_inter_unregister((const void *const *)ms[j]->d);
         const dexperts *xs[2] = { &g->L[il].exps, &g->L[il].single };
         for (int j = 0; j < 2; j++) {
             if (xs[j]->gate) gpu_q8_inter_unregister((const void *const *)xs[j]->gate);

@@ -5,7 +5,9 @@
 #include "exec.h"
 #include <cuda_runtime.h>
 
-typedef struct { int type; int64_t ne0, ne1; const void *d; } dmat; /* a matrix on the device */
+/* a matrix on the device; inter: in the GEMV's interleaved layout (gpu_q8_inter_pack, nmat 1, one
+ * slot a token), registered as such */
+typedef struct { int type; int64_t ne0, ne1; const void *d; int inter; } dmat;
 
 typedef struct {
     const void **gate, **up, **down;   /* device arrays [n]: the expert pointer table */

@@ -200,6 +200,7 @@ extern "C" int gpu_gemv_q8x(int type, const void *W, const float *x, const void 
         const int rc = gemv_q8_try(type, W, NULL, NULL, NULL, 1, x, 0, y, 0, ncols, nrows, 1, stream, 1, 1, 0, 1, xq);
         if (rc <= 0) return rc;
     }
+    if (gpu_q8_inter_lshift(W) >= 0) return gemv_fail("gpu_gemv: an interleaved matrix needs the q8 path (made in mode 0, an executor keeps GGUF rows)");
     const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }

@@ -221,7 +221,33 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
         if (p.trig && threadIdx.x == 0 && base + tg >= p.nitems && (p.trig != 2 || base > base0)) hm_pdl_trigger();
         const int it = base + gi;
         const bool ok = it < p.nitems && slot < nslot && wp[0][slot];   /* not a skipped slot */
-        const uint8_t *rp = ok ? wp[m][slot] + (size_t)row * rs : nullptr;
+        /* this lane's chunks: rp + c CB (GGUF rows), or interleaved at rp + (c / L) RW L CBP, word j
+         * of each RW L 16 bytes further */
+        const uint8_t *rp = nullptr;
+        if (ok) {
+            if constexpr (INTER) {
+                const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
+                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)(((row & (RW - 1)) << p.lshift) + li) * 16;
+            } else {
+                rp = wp[m][slot] + (size_t)row * rs;
+            }
+        }
+        const size_t tstep = (size_t)(gpw / NMAT) * L * CBP, jstep = (size_t)(gpw / NMAT) * L * 16;
+        auto load = [&](int c, uint32_t *w) {
+            if constexpr (INTER) {
+                const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
+#pragma unroll
+                for (int j = 0; j < CBP / 16; j++) {
+                    const uint4 u = __ldg((const uint4 *)(b + j * jstep));
+                    w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
+                }
+#pragma unroll
+                for (int k = CBP / 4; k < NW; k++) w[k] = 0;
+            } else {
+                if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
+                else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
+            }
+        };
         advance(&wslot, &wrow);
         prefetch_warp(base + tg, wslot, wrow);
         if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
@@ -231,8 +257,7 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
             if (ok)
                 for (int c = li; c < nchunks; c += L) {
                     uint32_t w[NW];
-                    if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
-                    else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
+                    load(c, w);
 #pragma unroll
                     for (int b = 0; b < NB; b++)
                         if (b < p.nb) acc[b] += T::dot(w, xs + b * xrec + c * Q8_REC);
@@ -246,28 +271,10 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
             continue;
         }
         float acc = 0.f;
-        if constexpr (INTER) {
-            if (ok) {
-                const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
-                const uint8_t *b = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)(((row & (RW - 1)) << p.lshift) + li) * 16;
-                const size_t tstep = (size_t)RW * L * CBP, jstep = (size_t)RW * L * 16;
-                for (int c = li; c < nchunks; c += L, b += tstep) {
-                    uint32_t w[NW];
-#pragma unroll
-                    for (int j = 0; j < CBP / 16; j++) {
-                        const uint4 u = __ldg((const uint4 *)(b + j * jstep));
-                        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
-                    }
-#pragma unroll
-                    for (int k = CBP / 4; k < NW; k++) w[k] = 0;
-                    acc += T::dot(w, xs + c * Q8_REC);
-                }
-            }
-        } else if (ok)
+        if (ok)
             for (int c = li; c < nchunks; c += L) {
                 uint32_t w[NW];
-                if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
-                else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
+                load(c, w);
                 acc += T::dot(w, xs + c * Q8_REC);
             }
         for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
@@ -528,7 +535,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
     /* interleaved matrices (gpu_q8_inter_pack): the register kernel on their layout (A = 0) */
-    const int ils = p.tab0 && p.nb == 1 ? q8_inter_lshift(p.tab0) : -1;
+    const int ils = q8_inter_lshift(p.tab0 ? (const void *)p.tab0 : (const void *)p.w);
     if (ils >= 0) {
         if (nmat == 2 && q8_inter_lshift(p.tab1) != ils)
             return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << q8_inter_lshift(p.tab1));
@@ -548,7 +555,9 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         const int gx = q8_grid_x(p.nitems, p.lshift, 1, 2);
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
         int rc = 1;
-        if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
+        if (ils >= 0) {
+            if constexpr (q8_inter_ok<T>::v) rc = q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
+        } else if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
         else if constexpr (q8_b32<T>::v) rc = q8b_go<T, 1>(p, dim3((unsigned)gx, 1), smem, s);
         if (rc) return rc;
         const cudaError_t err = cudaGetLastError();

@@ -200,6 +200,13 @@ static int gemm_f(gpu_prefill *p, const float *W, const float *X, float *Y, int 
 }
 
 static int deq(const dmat *w, void *dst, cudaStream_t s, char *err, size_t errlen) {
+    if (w->inter) {
+        const int rc = pf_deq_mat_inter(w->type, w->d, (int)w->ne0, (int)w->ne1, (__half *)dst, s);
+        if (rc) return fail(err, errlen, "gpu prefill: the interleaved %lld x %lld matrix of type %d: %s", (long long)w->ne1,
+                            (long long)w->ne0, w->type, rc == -1 ? "no such layout" : "workspace not 16-byte aligned");
+        PLAUNCH();
+        return 0;
+    }
     if (gpu_dequant(w->type, w->d, dst, w->ne0 * w->ne1, 1, s)) return fail(err, errlen, "gpu prefill: %s", gpu_gemv_error());
     return 0;
 }

@@ -64,5 +64,8 @@ int pf_deq_tab(int type, const void *const *tab, const int *ids, int nslots, int
  * shape; -2 dst or dstride not in 16-byte steps (nothing launched either way). */
 int pf_deq_tab_inter(int type, const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int nmat, int tok,
                      __half *dst, int64_t dstride, cudaStream_t s);
+/* one plain matrix interleaved with nmat 1, one slot a token (the executor's attention projections and
+ * head), to F16 GGUF rows at dst; the same returns */
+int pf_deq_mat_inter(int type, const void *w, int ncols, int nrows, __half *dst, cudaStream_t s);
 
 #endif

@@ -411,12 +411,12 @@ int pf_deq_tab(int type, const void *const *tab, const int *ids, int nslots, int
  * (bitwise k_pf_deq_tab16's values); chunks past a row's end (the last step's empty slots, a partial
  * last chunk's tail) write nothing. */
 template <class T>
-__global__ void __launch_bounds__(256) k_pf_deq_inter(const void *const *tab, const int *ids, int ncols, int nrows, int ls,
-                                                      int rw, int steps, __half *dst, int64_t dstride) {
+__global__ void __launch_bounds__(256) k_pf_deq_inter(const void *const *tab, const int *ids, const void *one, int ncols, int nrows,
+                                                      int ls, int rw, int steps, __half *dst, int64_t dstride) {
     constexpr int CB = 256 / T::QK * T::BS, CBP = (CB + 15) & ~15, W = CBP / 16;
     __shared__ __align__(16) uint8_t sm[32 * CBP];
     const int L = 1 << ls, Q = rw * L, ntiles = nrows / rw * steps;
-    const uint4 *src = (const uint4 *)tab[ids[blockIdx.y]];
+    const uint4 *src = (const uint4 *)(one ? one : tab[ids[blockIdx.y]]);
     __half *d = dst + blockIdx.y * dstride;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         const uint4 *ts = src + (size_t)tile * Q * W;
@@ -449,31 +449,40 @@ __global__ void __launch_bounds__(256) k_pf_deq_inter(const void *const *tab, co
 }
 
 template <class T>
-static void deq_inter_launch(const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int ls, int rw, int steps,
-                             __half *d, int64_t ds, cudaStream_t s) {
+static void deq_inter_launch(const void *const *tab, const int *ids, const void *one, int nslots, int ncols, int nrows, int ls, int rw,
+                             int steps, __half *d, int64_t ds, cudaStream_t s) {
     const int ntiles = nrows / rw * steps;
-    k_pf_deq_inter<T><<<dim3((unsigned)(ntiles < 2048 ? ntiles : 2048), (unsigned)nslots), 256, 0, s>>>(tab, ids, ncols, nrows, ls, rw,
-                                                                                                       steps, d, ds);
+    k_pf_deq_inter<T><<<dim3((unsigned)(ntiles < 2048 ? ntiles : 2048), (unsigned)nslots), 256, 0, s>>>(tab, ids, one, ncols, nrows, ls,
+                                                                                                       rw, steps, d, ds);
 }
 
 /* pf_deq_tab for tables interleaved by gpu_q8_inter_pack(type, ncols, nrows, nmat, tok): the values
  * as GGUF rows (nrows x ncols, row-major F16). 0; -1: no such layout for the type and shape;
  * -2: dst or dstride not 16-byte multiples (nothing launched). */
-int pf_deq_tab_inter(int type, const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int nmat, int tok,
-                     __half *dst, int64_t dstride, cudaStream_t s) {
+static int deq_inter(int type, const void *const *tab, const int *ids, const void *one, int nslots, int ncols, int nrows, int nmat,
+                     int tok, __half *dst, int64_t dstride, cudaStream_t s) {
     const int ls = gpu_q8_inter_lanes(type, ncols, nrows, nmat, tok);
     if (ls < 0 || !gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok)) return -1;
     if ((uintptr_t)dst % 16 || dstride % 8) return -2;
     const int L = 1 << ls, rw = (32 >> ls) / nmat, steps = ((ncols + 255) / 256 + L - 1) / L;
     switch (type) {
-    case HM_TYPE_Q3_K: deq_inter_launch<TQ3_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
-    case HM_TYPE_Q4_0: deq_inter_launch<TQ4_0>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
-    case HM_TYPE_Q4_K: deq_inter_launch<TQ4_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
-    case HM_TYPE_Q5_K: deq_inter_launch<TQ5_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
-    case HM_TYPE_Q6_K: deq_inter_launch<TQ6_K>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
-    case HM_TYPE_Q8_0: deq_inter_launch<TQ8_0>(tab, ids, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q3_K: deq_inter_launch<TQ3_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q4_0: deq_inter_launch<TQ4_0>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q4_K: deq_inter_launch<TQ4_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q5_K: deq_inter_launch<TQ5_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q6_K: deq_inter_launch<TQ6_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
+    case HM_TYPE_Q8_0: deq_inter_launch<TQ8_0>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;
     default: return -1;
     }
+}
+
+int pf_deq_tab_inter(int type, const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int nmat, int tok,
+                     __half *dst, int64_t dstride, cudaStream_t s) {
+    return deq_inter(type, tab, ids, NULL, nslots, ncols, nrows, nmat, tok, dst, dstride, s);
+}
+
+int pf_deq_mat_inter(int type, const void *w, int ncols, int nrows, __half *dst, cudaStream_t s) {
+    return deq_inter(type, NULL, NULL, w, 1, ncols, nrows, 1, 1, dst, 0, s);
 }
 
 /* ------------------------------------------------------------------ launchers */

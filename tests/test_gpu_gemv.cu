@@ -1022,6 +1022,61 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(y[v]); }
 }
 
+/* A plain matrix (ncols x nrows rows: q|k|v, the o-projection, the head) interleaved with nmat 1 and
+ * one slot a token, as the executor uploads them: gpu_gemv (one vector, x's records made by the
+ * kernel and given by gpu_q8_records) and gpu_gemv_batch (2..5 vectors: the batched kernel and its
+ * remainder) bitwise the GGUF rows' results; every output element poisoned before; gpu_dequant
+ * refuses the interleaved matrix, and in mode 0 gpu_gemv refuses it instead of reading it as rows. */
+static void test_inter_mat(int type, int ncols, int nrows) {
+    char what[160];
+    snprintf(what, sizeof what, "interleaved matrix %d x %d", nrows, ncols);
+    const size_t rb = hm_row_size(type, ncols) * nrows, ib = gpu_q8_inter_bytes(type, ncols, nrows, 1, 1);
+    if (!ib) { report(0, what, hm_type_get(type)->name, "gpu_q8_inter_bytes: 0"); return; }
+    std::vector<uint8_t> a(rb), in(ib);
+    fill_weights(type, a.data(), (int64_t)nrows * ncols);
+    if (gpu_q8_inter_pack(type, a.data(), ncols, nrows, 1, 1, in.data())) { report(0, what, hm_type_get(type)->name, "pack"); return; }
+    void *dw = dev_upload(a.data(), rb), *di = dev_upload(in.data(), ib);
+    if (gpu_q8_inter_register((const void *const *)di, type, ncols, nrows, 1, 1)) { report(0, what, hm_type_get(type)->name, "register"); return; }
+    const int NBV = 5;
+    std::vector<float> x((size_t)NBV * ncols);
+    for (auto &v : x) v = rndf();
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *y[2];
+    void *xq;
+    CK(cudaMalloc(&xq, gpu_q8_records_bytes(ncols) + 16));
+    const size_t ny = (size_t)NBV * nrows;
+    for (int v = 0; v < 2; v++) CK(cudaMalloc(&y[v], sizeof(float) * ny));
+    int rc = 0;
+    std::vector<float> h0(ny), h1(ny);
+    int same = 1;
+    for (int way = 0; way < 3 && !rc; way++) {   /* one vector; its records given; 5 vectors batched */
+        for (int v = 0; v < 2; v++) {
+            CK(cudaMemset(y[v], 0xFF, sizeof(float) * ny));
+            const void *W = v ? di : dw;
+            if (way == 0) rc |= gpu_gemv(type, W, dx, y[v], ncols, nrows, NULL);
+            else if (way == 1) rc |= gpu_q8_records(dx, ncols, xq, NULL) || gpu_gemv_q8x(type, W, dx, xq, y[v], ncols, nrows, NULL);
+            else rc |= gpu_gemv_batch(type, W, dx, ncols, y[v], nrows, NBV, ncols, nrows, NULL);
+        }
+        CK(cudaDeviceSynchronize());
+        const size_t n = way == 2 ? ny : (size_t)nrows;
+        CK(cudaMemcpy(h0.data(), y[0], sizeof(float) * n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(h1.data(), y[1], sizeof(float) * n, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i++) same &= isfinite(h0[i]) != 0;
+        same &= !memcmp(h0.data(), h1.data(), sizeof(float) * n);
+    }
+    report(!rc && same, what, hm_type_get(type)->name,
+           rc ? gpu_gemv_error() : same ? "one vector, given records, 5 batched: bitwise the GGUF rows'" : "differ (or not finite)");
+    /* the refusals */
+    void *dq;
+    CK(cudaMalloc(&dq, sizeof(uint16_t) * (size_t)nrows * ncols));
+    const int r1 = gpu_dequant(type, di, dq, (int64_t)nrows * ncols, 1, NULL);
+    gpu_gemv_set_mode(0);
+    const int r2 = gpu_gemv(type, di, dx, y[1], ncols, nrows, NULL);
+    gpu_gemv_set_mode(1);
+    report(r1 && r2, what, hm_type_get(type)->name, r1 && r2 ? "gpu_dequant and the mode-0 GEMV refuse it" : "not refused");
+    gpu_q8_inter_unregister((const void *const *)di);
+    cudaFree(dq); cudaFree(dw); cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
+}
+
 int main(int argc, char **argv) {
     int ndev = 0;
     const cudaError_t err = cudaGetDeviceCount(&ndev);
@@ -1068,6 +1123,16 @@ int main(int argc, char **argv) {
     test_inter(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 1408, 1, 1);    /* air's shared expert: empty chunk slots */
     test_inter(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 1);     /* a3b's */
     test_inter(HM_TYPE_Q5_K, HM_TYPE_Q8_0, 2048, 768, 8, 2);
+    test_inter_mat(HM_TYPE_Q4_K, 4096, 13312);    /* air's q|k */
+    test_inter_mat(HM_TYPE_Q6_K, 4096, 1024);     /* air's v */
+    test_inter_mat(HM_TYPE_Q4_K, 12288, 4096);    /* air's o-projection */
+    test_inter_mat(HM_TYPE_Q6_K, 4096, 65536);    /* a head's rows (tall) */
+    test_inter_mat(HM_TYPE_Q4_K, 2048, 4608);     /* a3b's q|k */
+    test_inter_mat(HM_TYPE_Q6_K, 2048, 512);      /* a3b's v */
+    test_inter_mat(HM_TYPE_Q4_0, 1408, 4096);     /* a partial last chunk */
+    test_inter_mat(HM_TYPE_Q8_0, 4096, 1024);
+    test_inter_mat(HM_TYPE_Q5_K, 4096, 2048);
+    test_inter_mat(HM_TYPE_Q3_K, 4096, 2048);
     g_q8 = 0;
     gpu_gemv_set_mode(0);
     printf("%d passed, %d failed\n", g_pass, g_fail);

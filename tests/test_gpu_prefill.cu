@@ -407,7 +407,7 @@ static void deq_inter_check(void) {
         { HM_TYPE_Q3_K, 4096, 1408, 2, 8 }, { HM_TYPE_Q4_0, 1408, 4096, 1, 8 }, { HM_TYPE_Q3_K, 4096, 1408, 2, 1 },
         { HM_TYPE_Q4_0, 1408, 4096, 1, 1 }, { HM_TYPE_Q3_K, 4096, 10944, 2, 1 }, { HM_TYPE_Q4_0, 10944, 4096, 1, 1 },
         { HM_TYPE_Q4_K, 2048, 768, 2, 8 },  { HM_TYPE_Q6_K, 768, 2048, 1, 8 },  { HM_TYPE_Q5_K, 2048, 768, 2, 8 },
-        { HM_TYPE_Q8_0, 768, 2048, 1, 8 },  { HM_TYPE_Q6_K, 4096, 512, 1, 1 },
+        { HM_TYPE_Q8_0, 768, 2048, 1, 8 },  { HM_TYPE_Q6_K, 4096, 512, 1, 1 },  { HM_TYPE_Q4_K, 12288, 1024, 1, 1 },
     };
     for (const auto &c : sh) {
         const hm_type_traits *tt = hm_type_get(c.type);
@@ -465,6 +465,20 @@ static void deq_inter_check(void) {
             snprintf(d, sizeof d, "rc %d (%s): %ld of %lld elements differ from the CPU's (first %ld), %ld gap halves written", rc,
                      cudaGetErrorString(ce), bad, (long long)(2 * nper), first, gap);
             verdict(!bad && !gap, what, "two slots, every element", d);
+            if (c.nmat == 1 && c.tok == 1) {   /* a plain matrix (the executor's projections): pf_deq_mat_inter */
+                cudaMemset(dd, 0xFF, sizeof(__half) * 2 * ds);
+                const int r = pf_deq_mat_inter(c.type, dq + ib, c.ncols, c.nrows, dd, 0);
+                const cudaError_t e2 = cudaDeviceSynchronize();
+                cudaMemcpy(got.data(), dd, sizeof(__half) * 2 * ds, cudaMemcpyDeviceToHost);
+                long bad2 = r || e2 != cudaSuccess ? 1 : 0, past = 0;
+                for (int64_t i = 0; i < nper && !bad2; i++) {
+                    const __half want = __float2half_rn(ref[nper + i]);   /* slot 1's matrix sits at dq + ib */
+                    bad2 += memcmp(&got[i], &want, sizeof want) != 0;
+                }
+                for (int64_t i = nper; i < 2 * ds; i++) { uint16_t u; memcpy(&u, &got[i], 2); past += u != 0xFFFF; }
+                snprintf(d, sizeof d, "rc %d: %ld elements differ from the CPU's, %ld halves past the matrix written", r, bad2, past);
+                verdict(!bad2 && !past, what, "one matrix (pf_deq_mat_inter)", d);
+            }
             if (c.type == HM_TYPE_Q4_K) {   /* the refusals, on this table */
                 const int r1 = pf_deq_tab_inter(HM_TYPE_Q2_K, dtab, dids, 2, c.ncols, c.nrows, c.nmat, c.tok, dd, ds, 0);
                 const int r2 = pf_deq_tab_inter(c.type, dtab, dids, 2, c.ncols, c.nrows, c.nmat, c.tok, dd, ds + 4, 0);
