@@ -78,15 +78,6 @@ static int inter_on(void) {
     return v;
 }
 
-/* HOTMOE_SIDE_BLOCKS=N: the second stream's GEMVs (v beside q|k, the shared expert beside the
- * router and the routed experts) take at most N blocks, leaving the rest of the SMs' block slots to
- * the step's stream (0 or unset: no cap) */
-static int side_blocks(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_SIDE_BLOCKS"); v = e ? atoi(e) : 0; if (v < 0) v = 0; }
-    return v;
-}
-
 /* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
  * as GGUF rows) of this shape is uploaded interleaved: HOTMOE_INTER unset or 2 (1: experts only) */
 static int inter_mat(int type, int64_t ne0, int64_t ne1) {
@@ -284,9 +275,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
-            gpu_gemv_set_block_cap(side_blocks());
             gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
-            gpu_gemv_set_block_cap(0);
             cudaEventRecord(g->ev_join, g->s2);
         }
         if (l->n_fused) {
@@ -314,10 +303,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
              * activation buffer), joined before the reduction that adds it */
             cudaStream_t ss = l->is_moe ? g->s2 : s;
             if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
-            if (l->is_moe) gpu_gemv_set_block_cap(side_blocks());
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
             gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
-            gpu_gemv_set_block_cap(0);
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {

@@ -529,10 +529,6 @@ template <class T> struct q8_inter_ok {
                               std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_Q8_0>::value;
 };
 
-/* gpu_gemv_set_block_cap: blocks along x of the register kernel's launches (0: q8_grid_x's) */
-static std::atomic<int> g_block_cap(0);
-extern "C" void gpu_gemv_set_block_cap(int n) { g_block_cap.store(n > 0 ? n : 0, std::memory_order_relaxed); }
-
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
@@ -581,9 +577,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
-    int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
-    const int cap = g_block_cap.load(std::memory_order_relaxed);
-    if (cap > 0 && gx > cap) gx = cap;   /* a side launch leaving SMs to the step's stream (the items loop) */
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {

@@ -101,10 +101,6 @@ int gpu_dequant(int type, const void *src, void *dst, int64_t n, int out_f16, vo
  * both up to ncols 32768; other calls stay on the F32 path. The initial mode is 0 when the
  * environment variable HOTMOE_GEMV_MODE is "0", else 1. Returns 0, or -1 for another mode. */
 int gpu_gemv_set_mode(int mode);
-/* At most n blocks along x for the q8 register kernel's launches from now on (0: no cap): the
- * executor's side-stream launches (v, the shared expert), so that they leave SMs to the step's
- * stream. Same results (the kernel loops over its items). */
-void gpu_gemv_set_block_cap(int n);
 
 /* The reason for the last -1 returned on this thread by a function above. */
 const char *gpu_gemv_error(void);
