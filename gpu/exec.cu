@@ -78,6 +78,14 @@ static int inter_on(void) {
     return v;
 }
 
+/* HOTMOE_TOPK_FUSE=0: the router's top-k as its own kernel (op_router) before the routed experts'
+ * gate/up launch, instead of inside it */
+static int route_fuse_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_TOPK_FUSE"); v = !(e && e[0] == '0'); }
+    return v;
+}
+
 /* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
  * as GGUF rows) of this shape is uploaded interleaved: HOTMOE_INTER unset or 2 (1: experts only) */
 static int inter_mat(int type, int64_t ne0, int64_t ne1) {
@@ -315,8 +323,13 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             mark(g, P_DENSE);
         }
         gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
-        op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
-                  c->n_group, c->topk_group, g->ids, g->ew, s);
+        /* resident experts, no recorded routing, no group limit: the routed gate/up launch runs the
+         * top-k itself (gpu_gemv_experts_swiglu_routed), one kernel and its round trip fewer */
+        const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
+                           gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
+        if (!routed)
+            op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
+                      c->n_group, c->topk_group, g->ids, g->ew, s);
         if (g->d_rec) {
             const int k = c->n_expert_used;
             route_replay(g->rlog, c->n_expert, k, c->router_fn, c->norm_topk, c->routed_scale, g->d_replay + (size_t)il * k,
@@ -348,7 +361,12 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                 mark(g, P_CACHE);
             }
         }
-        gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
+        if (routed)
+            gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
+                                           c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
+                                           c->n_ff_exp, s);
+        else
+            gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);

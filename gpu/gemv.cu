@@ -248,6 +248,26 @@ extern "C" int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
+extern "C" int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int k) {
+    return gemv_q8_mode() && gemv_q8_routed_ok(type, ncols, n_expert, k);
+}
+
+extern "C" int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
+                                              const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w,
+                                              int k, const float *x, const void *xq, float *act, int ncols, int nrows, void *stream) {
+    const gemv_type *t = NULL;
+    if (gemv_check("gpu_gemv_experts_swiglu_routed", type, x, ncols, nrows, k, &t)) return -1;
+    if (!gate_tab || !up_tab || !logits || !ids || !w) return gemv_fail("gpu_gemv_experts_swiglu_routed: NULL table, logits, ids or weights");
+    if ((uintptr_t)xq % 16) return gemv_fail("gpu_gemv_experts_swiglu_routed: records at %p are not 16-byte aligned", xq);
+    if (!gpu_gemv_experts_routed_ok(type, ncols, n_expert, k))
+        return gemv_fail("gpu_gemv_experts_swiglu_routed: %s x %d, %d of %d experts: not a shape the q8 path's routed launch takes",
+                         t->name, ncols, k, n_expert);
+    if (nrows == 0) return 0;
+    const int rc = gemv_q8_try_routed(type, gate_tab, up_tab, logits, bias, n_expert, fn, norm, scale, ids, w, k, x, xq, act, ncols,
+                                      nrows, stream);
+    return rc > 0 ? gemv_fail("gpu_gemv_experts_swiglu_routed: the q8 path refused %s x %d", t->name, ncols) : rc;
+}
+
 extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
                                        const int *ids, int k, const float *x, float *act, int ncols,
                                        int nrows, void *stream) {

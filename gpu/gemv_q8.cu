@@ -37,6 +37,7 @@
 #include "gpu_check.h"
 #include "gemv_q8.cuh"
 #include "launch.cuh"
+#include "router.cuh"
 extern "C" {
 #include "quant_blocks.h"
 }
@@ -53,9 +54,10 @@ static_assert(Q8W_Q2_K::CB == sizeof(hm_block_q2_K) && Q8W_Q3_K::CB == sizeof(hm
 static_assert(Q8W_Q4_K::CB == sizeof(hm_block_q4_K) && Q8W_Q5_K::CB == sizeof(hm_block_q5_K), "q4k q5k");
 static_assert(Q8W_Q6_K::CB == sizeof(hm_block_q6_K) && Q8W_IQ4_XS::CB == sizeof(hm_block_iq4_xs), "q6k iq4xs");
 static_assert(Q8_CHUNK == 8 * HM_QK && Q8_CHUNK == HM_QK_K, "chunk");
-static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) <= 48 * 1024, "shared memory");
+static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) + 4096 <= 48 * 1024, "shared memory (4096: a routed launch's top-k)");
 
 #define Q8_MAXK 64 /* expert slots whose matrix pointers a block keeps in shared memory */
+#define Q8_ROUTE_MAX 256 /* the most experts a routed launch chooses from (router_topk's shared arrays) */
 #define Q8_XB 8    /* float4 of x per thread loaded together by the quantizer */
 
 struct q8_params {
@@ -79,6 +81,14 @@ struct q8_params {
     int tok;                               /* expert slots per token (1: a plain matrix), for the lane choice */
     const uint8_t *xq;                     /* x's chunk records made beforehand (gpu_q8_records, a fused producer), or NULL */
     int trig;                              /* hm_pdl_trigger_mode(): when a block lets the next kernel launch */
+    /* rlog != NULL (SwiGLU over flat slots only): the router's top-k in every block before the
+     * tables: router_topk over rlog (rn experts, the selection bias rbias, its fn/norm/scale) picks
+     * the k slots' ids; block (0, 0) stores them and their weights to rids, rw (gpu_gemv_experts_routed) */
+    const float *rlog, *rbias;
+    int rn, rfn, rnorm;
+    float rscale;
+    int *rids;
+    float *rw;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -135,10 +145,12 @@ template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 /* The matrix of each slot this block reads (flat: every slot; else slot e) into wp: through the
  * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w. */
 template <int NMAT>
-__device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK]) {
+__device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK],
+                                               const int *ids = nullptr) {
+    if (!ids) ids = p.ids;
     if (p.tab0) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
-            const int id = p.ids[p.flat ? sl : e];
+            const int id = ids[p.flat ? sl : e];
             wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
             if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
         }
@@ -204,7 +216,23 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    q8_slot_tables<NMAT>(p, e, nslot, wp);
+    if constexpr (NMAT == 2 && NB == 1) {
+        if (p.rlog) {   /* the routed experts' launch chooses them itself (block-uniform) */
+            __shared__ int rids[Q8_MAXK];
+            __shared__ float rw[Q8_MAXK];
+            router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
+            __syncthreads();
+            if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
+                p.rids[threadIdx.x] = rids[threadIdx.x];
+                p.rw[threadIdx.x] = rw[threadIdx.x];
+            }
+            q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
+        } else {
+            q8_slot_tables<NMAT>(p, e, nslot, wp);
+        }
+    } else {
+        q8_slot_tables<NMAT>(p, e, nslot, wp);
+    }
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -566,7 +594,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     }
     const int pipe = q8_pipe_on();
     const bool big = p.ncols >= 8192 || p.nrows >= 65536;
-    if (ils < 0 && (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat)) || (pipe == Q8P_BIG && big && q8p_auto<T>(p, nmat)))) {
+    if (ils < 0 && !p.rlog && (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat)) || (pipe == Q8P_BIG && big && q8p_auto<T>(p, nmat)))) {
         const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
         int rc;
         if constexpr (T::A == 16) {
@@ -633,8 +661,34 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0 };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, k, nmat, (cudaStream_t)stream);
+}
+
+/* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */
+int gemv_q8_routed_ok(int type, int ncols, int rn, int k) {
+    const q8_type *t = NULL;
+    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
+        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    return t && ncols > 0 && ncols <= Q8_MAX_NCOLS && ncols % (t->b32 ? 32 : Q8_CHUNK) == 0 && rn >= 1 && rn <= Q8_ROUTE_MAX &&
+           k >= 1 && k <= Q8_MAXK && k <= rn;
+}
+
+/* the routed experts' SwiGLU launch choosing its k experts from the router's logits (q8_params'
+ * rlog): 0, -1 with the reason recorded, 1 when the q8 path does not take (type, ncols) */
+int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
+                       int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
+                       int ncols, int nrows, void *stream) {
+    const q8_type *t = NULL;
+    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
+        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
+    if (rn < 1 || rn > Q8_ROUTE_MAX || k < 1 || k > Q8_MAXK || k > rn)
+        return gemv_fail("gemv_q8 routed: %d experts, %d chosen: expected 1 <= k <= n <= %d and k <= %d", rn, k, Q8_ROUTE_MAX, Q8_MAXK);
+    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
+    q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
+                    (const uint8_t *)xq, 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
+    return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
 /* nb (2..Q8_NB) vectors times one matrix in one launch, each weight row read once; 1 when the
@@ -647,7 +701,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0 };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

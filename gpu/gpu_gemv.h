@@ -48,6 +48,17 @@ void gpu_q8_inter_unregister(const void *const *tab);
 /* the lane shift tab's matrices are interleaved for, or -1 (not interleaved) */
 int gpu_q8_inter_lshift(const void *tab);
 
+/* The routed experts' SwiGLU launch that also picks them: every block runs the router's top-k
+ * (router.cuh's router_topk: the op_router rule, groups not limited) over logits[n_expert] with
+ * the selection bias (NULL: none), fn 2 sigmoid else softmax, norm, scale; block 0 stores the k
+ * ids and weights to ids, w (for the down launch and the reduction); act as
+ * gpu_gemv_experts_swiglu_q8x with those ids. q8 path only: gpu_gemv_experts_routed_ok says
+ * whether it takes the shape (else -1). */
+int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int k);
+int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
+                                   const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w, int k,
+                                   const float *x, const void *xq, float *act, int ncols, int nrows, void *stream);
+
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each
  * weight row once, with every vector's result bitwise that of gpu_gemv on it; otherwise (mode 0,

@@ -17,6 +17,7 @@
 #include <strings.h>
 #include "gpu_gemv.h" /* by path: cpu/gemv.h (the CPU kernels) shares the name */
 #include "gpu_check.h"
+#include "ops.cuh"
 extern "C" {
 #include "quant.h"
 #include "quant_blocks.h"
@@ -1077,6 +1078,76 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     cudaFree(dq); cudaFree(dw); cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
 }
 
+/* The routed gate/up launch (gpu_gemv_experts_swiglu_routed: the router's top-k inside the GEMV's
+ * blocks): for random router logits (sigmoid with a selection bias and a scale, softmax normed and
+ * not, logits on a coarse grid so that ties occur), the ids and weights it stores are op_router's,
+ * each bitwise, and its activations bitwise gpu_gemv_experts_swiglu_q8x's with those ids (every
+ * output poisoned before); the refusals (k > 64, more than 256 experts). */
+static void test_routed(int type, int H, int I, int E, int k) {
+    char what[160];
+    snprintf(what, sizeof what, "routed gate/up %dx%d, top-%d of %d", I, H, k, E);
+    const size_t rg = hm_row_size(type, H) * I;
+    std::vector<void *> hg(E), hu(E);
+    std::vector<uint8_t> a(rg);
+    for (int e = 0; e < E; e++) {
+        fill_weights(type, a.data(), (int64_t)I * H); hg[e] = dev_upload(a.data(), rg);
+        fill_weights(type, a.data(), (int64_t)I * H); hu[e] = dev_upload(a.data(), rg);
+    }
+    const void **tg = (const void **)dev_upload(hg.data(), E * sizeof(void *)), **tu = (const void **)dev_upload(hu.data(), E * sizeof(void *));
+    std::vector<float> x(H), lg(E), bias(E);
+    for (auto &v : x) v = rndf();
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog, *dbias, *act[2], *w[2];
+    int *ids[2];
+    CK(cudaMalloc(&dlog, sizeof(float) * E)); CK(cudaMalloc(&dbias, sizeof(float) * E));
+    for (int v = 0; v < 2; v++) {
+        CK(cudaMalloc(&act[v], sizeof(float) * k * I)); CK(cudaMalloc(&w[v], sizeof(float) * k)); CK(cudaMalloc(&ids[v], sizeof(int) * k));
+    }
+    static const struct { int fn, norm, bias, ties; float scale; } cf[] = {
+        { 2, 1, 1, 0, 2.5f }, { 1, 1, 0, 0, 1.f }, { 1, 0, 0, 1, 1.f }, { 2, 0, 1, 1, 1.f },
+    };
+    int ok = 1;
+    char detail[200] = "";
+    for (const auto &c : cf) {
+        for (int i = 0; i < E; i++) {
+            lg[i] = c.ties ? (float)((int)(rndf() * 4.f)) * 0.25f : rndf() * 4.f;
+            bias[i] = rndf() * 0.5f;
+        }
+        CK(cudaMemcpy(dlog, lg.data(), sizeof(float) * E, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dbias, bias.data(), sizeof(float) * E, cudaMemcpyHostToDevice));
+        for (int v = 0; v < 2; v++) {
+            CK(cudaMemset(act[v], 0xFF, sizeof(float) * k * I)); CK(cudaMemset(w[v], 0xFF, sizeof(float) * k));
+            CK(cudaMemset(ids[v], 0xFF, sizeof(int) * k));
+        }
+        const float *b = c.bias ? dbias : NULL;
+        op_router(dlog, b, E, k, c.fn, c.norm, c.scale, 1, 1, ids[0], w[0], 0);
+        int rc = gpu_gemv_experts_swiglu_q8x(type, tg, tu, ids[0], k, dx, NULL, act[0], H, I, NULL);
+        rc |= gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, b, E, c.fn, c.norm, c.scale, ids[1], w[1], k, dx, NULL, act[1], H, I, NULL);
+        CK(cudaDeviceSynchronize());
+        std::vector<float> a0(k * I), a1(k * I), w0(k), w1(k);
+        std::vector<int> i0(k), i1(k);
+        CK(cudaMemcpy(a0.data(), act[0], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(a1.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(w0.data(), w[0], sizeof(float) * k, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(w1.data(), w[1], sizeof(float) * k, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(i0.data(), ids[0], sizeof(int) * k, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(i1.data(), ids[1], sizeof(int) * k, cudaMemcpyDeviceToHost));
+        int finite = 1;
+        for (float f : a0) finite &= isfinite(f) != 0;
+        const int same = !rc && finite && i0 == i1 && !memcmp(w0.data(), w1.data(), sizeof(float) * k) &&
+                         !memcmp(a0.data(), a1.data(), sizeof(float) * k * I);
+        if (!same && ok)
+            snprintf(detail, sizeof detail, "fn %d norm %d bias %d ties %d: %s (ids %d/%d %d/%d)", c.fn, c.norm, c.bias, c.ties,
+                     rc ? gpu_gemv_error() : "differ", i0[0], i1[0], i0[k - 1], i1[k - 1]);
+        ok &= same;
+    }
+    report(ok, what, hm_type_get(type)->name, ok ? "ids, weights and activations bitwise op_router + the GEMV's (4 settings)" : detail);
+    const int r1 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, E, 2, 1, 1.f, ids[1], w[1], 65, dx, NULL, act[1], H, I, NULL);
+    const int r2 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, 257, 2, 1, 1.f, ids[1], w[1], k, dx, NULL, act[1], H, I, NULL);
+    report(r1 && r2 && !gpu_gemv_experts_routed_ok(type, H, 257, k), what, hm_type_get(type)->name,
+           r1 && r2 ? "65 slots and 257 experts refused" : "not refused");
+    for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); }
+    cudaFree((void *)tg); cudaFree((void *)tu); cudaFree(dx); cudaFree(dlog); cudaFree(dbias);
+    for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(w[v]); cudaFree(ids[v]); }
+}
+
 int main(int argc, char **argv) {
     int ndev = 0;
     const cudaError_t err = cudaGetDeviceCount(&ndev);
@@ -1133,6 +1204,10 @@ int main(int argc, char **argv) {
     test_inter_mat(HM_TYPE_Q8_0, 4096, 1024);
     test_inter_mat(HM_TYPE_Q5_K, 4096, 2048);
     test_inter_mat(HM_TYPE_Q3_K, 4096, 2048);
+    test_routed(HM_TYPE_Q3_K, 4096, 1408, 128, 8);   /* air's routed experts */
+    test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
+    test_routed(HM_TYPE_Q8_0, 512, 96, 60, 4);
+    test_routed(HM_TYPE_Q4_0, 1408, 64, 256, 16);
     g_q8 = 0;
     gpu_gemv_set_mode(0);
     printf("%d passed, %d failed\n", g_pass, g_fail);
