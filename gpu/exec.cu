@@ -78,11 +78,12 @@ static int inter_on(void) {
     return v;
 }
 
-/* HOTMOE_TOPK_FUSE=0: the router's top-k as its own kernel (op_router) before the routed experts'
- * gate/up launch, instead of inside it */
+/* HOTMOE_TOPK_FUSE=1 (an experiment, off by default until measured in the model): the router's
+ * top-k inside the routed experts' gate/up launch (gpu_gemv_experts_swiglu_routed) instead of its
+ * own kernel (op_router) before it */
 static int route_fuse_on(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_TOPK_FUSE"); v = !(e && e[0] == '0'); }
+    if (v < 0) { const char *e = getenv("HOTMOE_TOPK_FUSE"); v = e && e[0] == '1'; }
     return v;
 }
 
@@ -323,8 +324,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             mark(g, P_DENSE);
         }
         gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
-        /* resident experts, no recorded routing, no group limit: the routed gate/up launch runs the
-         * top-k itself (gpu_gemv_experts_swiglu_routed), one kernel and its round trip fewer */
+        /* HOTMOE_TOPK_FUSE=1 with resident experts, no recorded routing, no group limit: the routed
+         * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
         const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
                            gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
         if (!routed)
