@@ -9,3 +9,15 @@ export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 export CPATH="$root/usr/include:${CPATH:-}"
 export LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu:${LIBRARY_PATH:-}"
 export PATH="$PATH:/usr/local/cuda/bin"
+
+# PREBUILT=1 with build-pre/bin.tgz carried (tools/device/prebuild.sh, run here): the binaries built
+# on this machine's twin toolchain go to build-dev/ (and build-kt/) instead of a build on the device.
+# Returns 1 (so the caller builds) when not asked for, or when a wanted target is missing.
+hm_prebuilt() {   # hm_prebuilt TARGET...
+  [ -n "${PREBUILT:-}" ] && [ -f build-pre/bin.tgz ] || return 1
+  tar xzf build-pre/bin.tgz || return 1
+  echo "== prebuilt binaries of $(head -1 PREBUILT_COMMIT 2>/dev/null) $(sed -n 2p PREBUILT_COMMIT 2>/dev/null)"
+  local t
+  for t in "$@"; do [ -x "build-dev/$t" ] || [ -x "build-dev/tests/$t" ] || { echo "== prebuilt: no $t, building"; return 1; }; done
+  return 0
+}

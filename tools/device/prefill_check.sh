@@ -14,8 +14,11 @@ M=${HOTMOE_MODELS:-/tmp/hotmoe-models}; mkdir -p "$M"
 t0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
-cmake -S . -B "$B" -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build "$B" -j"$(nproc)" ${TARGETS:+--target $TARGETS} >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+if [ -n "${TARGETS:-}" ] && type hm_prebuilt >/dev/null 2>&1 && hm_prebuilt $TARGETS; then B=build-dev   # PREBUILT=1 (env.sh)
+else
+  cmake -S . -B "$B" -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+  cmake --build "$B" -j"$(nproc)" ${TARGETS:+--target $TARGETS} >"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+fi
 echo "== built in $(( $(date +%s) - t0 )) s"
 
 G=$B/hotmoe-gen

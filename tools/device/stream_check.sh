@@ -6,6 +6,8 @@
 # under natural and replayed routing, beside the planner's prediction, in the same call.
 # TEST_ENV="K=V ...": the GPU tests run under those settings.
 #   run: [CONFIGS="resident stream ..."] bash tools/device/stream_check.sh [RUNS] [GEN] [MODELS]     (carry: .deps)
+# PREBUILT=1 (carry .deps and build-pre, made here by tools/device/prebuild.sh with the same targets):
+# no build on the device (~90 s of the call).
 set -uo pipefail
 RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
 OUT=${OUT:-/tmp/hotmoe-out}; mkdir -p "$OUT"
@@ -16,11 +18,14 @@ source tools/device/env.sh
 t0=$(date +%s)
 BUDGET=${BUDGET:-570}          # seconds this script may take (one run call: 600)
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
-cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 TARGETS=${TARGETS:-"hotmoe hotmoe-gen bench_decode bench_gemv test_gpu_stream"}   # TARGETS=all: everything (and ctest of the GPU tests)
 [ -n "${GPU_TESTS:-}" ] && TARGETS="$TARGETS $GPU_TESTS"   # e.g. GPU_TESTS="test_gpu_gemv test_gpu_model": built and run below
-if [ "$TARGETS" = all ]; then cmake --build build-dev -j"$(nproc)" >"$OUT/build.log" 2>&1
-else cmake --build build-dev -j"$(nproc)" --target $TARGETS >"$OUT/build.log" 2>&1; fi || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+if [ "$TARGETS" != all ] && hm_prebuilt $TARGETS; then :   # PREBUILT=1: tools/device/prebuild.sh's binaries (env.sh)
+else
+  cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+  if [ "$TARGETS" = all ]; then cmake --build build-dev -j"$(nproc)" >"$OUT/build.log" 2>&1
+  else cmake --build build-dev -j"$(nproc)" --target $TARGETS >"$OUT/build.log" 2>&1; fi || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+fi
 echo "== built in $(( $(date +%s) - t0 )) s"
 df -h /tmp | tail -1
 if [ "$TARGETS" = all ]; then

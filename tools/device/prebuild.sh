@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Run HERE (not on the device): builds the device's binaries on this machine (the same CUDA 13.0
+# and GCC 13 as the device; Release, sm_90) and packs them, stripped, into build-pre/bin.tgz, which
+# `run` carries to the device (carry: [".deps", "build-pre"]); there, PREBUILT=1 makes
+# stream_check.sh and prefill_check.sh unpack them into build-dev/ instead of building (~90 s of
+# every call's device time). The tests' paths are compiled relative to the repository root (the
+# device runs them from there). KTRACE=1 also builds the timeline build's bench_decode (build-kt).
+#   bash tools/device/prebuild.sh [TARGETS...]      (default: the targets the device scripts run)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$PATH:/usr/local/cuda/bin"
+T=${*:-"hotmoe hotmoe-gen bench_decode test_gpu_gemv test_gpu_model test_gpu_prefill test_gpu_stream test_gpu_ops"}
+J=${JOBS:-$(nproc)}
+cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+      -DHM_TESTS_DIR=tests -DHM_TEST_BUILD_DIR=build-dev >/dev/null
+cmake --build build-dev -j"$J" --target $T
+files=""
+for t in $T; do
+  f=build-dev/$t; [ -x "$f" ] || f=build-dev/tests/$t
+  [ -x "$f" ] || { echo "prebuild: no binary for $t" >&2; exit 1; }
+  files="$files $f"
+done
+if [ -n "${KTRACE:-}" ]; then
+  cmake -S . -B build-kt -DHOTMOE_CUDA=ON -DHOTMOE_KTRACE=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build-kt -j"$J" --target bench_decode
+  files="$files build-kt/bench_decode"
+fi
+rm -rf build-pre && mkdir -p build-pre/stage
+for f in $files; do mkdir -p "build-pre/stage/$(dirname "$f")"; cp "$f" "build-pre/stage/$f"; strip "build-pre/stage/$f"; done
+git rev-parse HEAD > build-pre/stage/PREBUILT_COMMIT
+git diff --quiet HEAD -- . ':!build-pre' || echo "dirty" >> build-pre/stage/PREBUILT_COMMIT
+(cd build-pre/stage && tar czf ../bin.tgz .)
+rm -rf build-pre/stage
+du -h build-pre/bin.tgz
+echo "carry: [\".deps\", \"build-pre\"] and set PREBUILT=1 (64 MiB in all: .deps is $(du -sh .deps 2>/dev/null | cut -f1))"
