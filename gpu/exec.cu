@@ -87,6 +87,20 @@ static int route_fuse_on(void) {
     return v;
 }
 
+/* HOTMOE_PF_OPROJ=1 (an experiment, off by default until measured): the q/k/v post kernel asks L2
+ * for the o-projection's weights after its wait, so that the attention and its merge (~12 us that
+ * leave HBM idle) bring them in before the o-projection reads them */
+static int pf_oproj_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_PF_OPROJ"); v = e && e[0] == '1'; }
+    return v;
+}
+
+/* bytes of a device matrix as uploaded */
+static size_t dmat_bytes(const dmat *m) {
+    return m->inter ? gpu_q8_inter_bytes(m->type, (int)m->ne0, (int)m->ne1, 1, 1) : hm_row_size(m->type, m->ne0) * (size_t)m->ne1;
+}
+
 /* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
  * as GGUF rows) of this shape is uploaded interleaved: HOTMOE_INTER unset or 2 (1: experts only) */
 static int inter_mat(int type, int64_t ne0, int64_t ne1) {
@@ -295,8 +309,10 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
-                    c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
+        /* HOTMOE_PF_OPROJ=1: the o-projection's weights asked into L2 beside the attention */
+        op_qkv_post_pf(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
+                       c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, pf_oproj_on() ? l->wo.d : NULL,
+                       dmat_bytes(&l->wo), s);
         mark(g, P_ROPE);
         op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
                           g->n_ctx, g->d_pos, s);
