@@ -163,7 +163,7 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB>
+template <class T, int NMAT, int A, int NB, bool ROUTE = false>
 __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -216,20 +216,16 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    if constexpr (NMAT == 2 && NB == 1) {
-        if (p.rlog) {   /* the routed experts' launch chooses them itself (block-uniform) */
-            __shared__ int rids[Q8_MAXK];
-            __shared__ float rw[Q8_MAXK];
-            router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
-            __syncthreads();
-            if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
-                p.rids[threadIdx.x] = rids[threadIdx.x];
-                p.rw[threadIdx.x] = rw[threadIdx.x];
-            }
-            q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
-        } else {
-            q8_slot_tables<NMAT>(p, e, nslot, wp);
+    if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
+        __shared__ int rids[Q8_MAXK];
+        __shared__ float rw[Q8_MAXK];
+        router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
+        __syncthreads();
+        if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
+            p.rids[threadIdx.x] = rids[threadIdx.x];
+            p.rw[threadIdx.x] = rw[threadIdx.x];
         }
+        q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
     } else {
         q8_slot_tables<NMAT>(p, e, nslot, wp);
     }
@@ -450,6 +446,9 @@ static int q8_sm_count(void) {
 
 template <class T, int NMAT, int A>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    if constexpr (NMAT == 2) {
+        if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
+    }
     hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, grid, Q8_THREADS, smem, s, p);
 }
 
