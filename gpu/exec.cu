@@ -117,16 +117,22 @@ static int inter_for(const hm_ffn_w *f, int tok) {
            gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
 }
 
-/* one matrix in the interleaved layout (NULL with err set on failure) */
-static const void *upload_inter(gpu_exec *g, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen) {
-    const size_t nb = gpu_q8_inter_bytes(t->type, (int)t->ne[0], (int)t->ne[1], nmat, tok);
+/* one matrix of ne1 GGUF rows of ne0 values (host bytes data) in the interleaved layout (NULL with err
+ * set on failure) */
+static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, int64_t ne1, const void *data, int nmat, int tok, char *err,
+                                size_t errlen) {
+    const size_t nb = gpu_q8_inter_bytes(type, (int)ne0, (int)ne1, nmat, tok);
     void *h = malloc(nb);
     if (!h) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
     const void *d = NULL;
-    if (gpu_q8_inter_pack(t->type, t->data, (int)t->ne[0], (int)t->ne[1], nmat, tok, h)) fail(err, errlen, "gpu: interleaving failed");
+    if (gpu_q8_inter_pack(type, data, (int)ne0, (int)ne1, nmat, tok, h)) fail(err, errlen, "gpu: interleaving failed");
     else d = upload(g, h, nb, err, errlen);
     free(h);
     return d;
+}
+
+static const void *upload_inter_t(gpu_exec *g, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen) {
+    return upload_inter(g, t->type, t->ne[0], t->ne[1], t->data, nmat, tok, err, errlen);
 }
 
 /* a plain matrix of nrows = ne1 GGUF rows (host bytes) into d: interleaved and registered when
@@ -138,10 +144,7 @@ static int upload_rows(gpu_exec *g, dmat *d, int type, int64_t ne0, int64_t ne1,
         d->d = upload(g, data, nbytes, err, errlen);
         return d->d ? 0 : -1;
     }
-    hm_tensor t;
-    memset(&t, 0, sizeof t);
-    t.type = type; t.ne[0] = ne0; t.ne[1] = ne1; t.data = (void *)data; t.nbytes = nbytes;
-    if (!(d->d = upload_inter(g, &t, 1, 1, err, errlen))) return -1;
+    if (!(d->d = upload_inter(g, type, ne0, ne1, data, 1, 1, err, errlen))) return -1;
     if (gpu_q8_inter_register((const void *const *)d->d, type, (int)ne0, (int)ne1, 1, 1))
         return fail(err, errlen, "gpu: too many interleaved matrices");
     d->inter = 1;
@@ -164,8 +167,8 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
             return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types (expert %d differs)", e);
         }
         if (inter) {
-            if (!(hg[e] = upload_inter(g, &w[e]->gate, 2, tok, err, errlen)) || !(hu[e] = upload_inter(g, &w[e]->up, 2, tok, err, errlen)) ||
-                !(hd[e] = upload_inter(g, &w[e]->down, 1, tok, err, errlen))) { free(hg); return -1; }
+            if (!(hg[e] = upload_inter_t(g, &w[e]->gate, 2, tok, err, errlen)) || !(hu[e] = upload_inter_t(g, &w[e]->up, 2, tok, err, errlen)) ||
+                !(hd[e] = upload_inter_t(g, &w[e]->down, 1, tok, err, errlen))) { free(hg); return -1; }
             continue;
         }
         if (!(hg[e] = upload(g, w[e]->gate.data, w[e]->gate.nbytes, err, errlen)) ||

@@ -646,12 +646,16 @@ static const q8_type k_q8_types[] = {
     { HM_TYPE_Q6_K, q8_launch<Q8W_Q6_K>, 0, 0 },   { HM_TYPE_IQ4_XS, q8_launch<Q8W_IQ4_XS>, 0, 0 },
 };
 
+static const q8_type *q8_find(int type) {
+    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
+        if (k_q8_types[i].type == type) return &k_q8_types[i];
+    return NULL;
+}
+
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg,
                 int yg, int64_t ygs, int tok, const void *xq) {
-    const q8_type *t = NULL;
-    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
-        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    const q8_type *t = q8_find(type);
     if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
     /* x rows must stay 16-byte aligned for the float4 loads: x is, and x_stride is 0 or ncols */
@@ -666,24 +670,18 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
 
 /* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */
 int gemv_q8_routed_ok(int type, int ncols, int rn, int k) {
-    const q8_type *t = NULL;
-    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
-        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    const q8_type *t = q8_find(type);
     return t && ncols > 0 && ncols <= Q8_MAX_NCOLS && ncols % (t->b32 ? 32 : Q8_CHUNK) == 0 && rn >= 1 && rn <= Q8_ROUTE_MAX &&
            k >= 1 && k <= Q8_MAXK && k <= rn;
 }
 
 /* the routed experts' SwiGLU launch choosing its k experts from the router's logits (q8_params'
- * rlog): 0, -1 with the reason recorded, 1 when the q8 path does not take (type, ncols) */
+ * rlog): 0, -1 with the reason recorded, 1 when gemv_q8_routed_ok does not take the shape */
 int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
                        int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
                        int ncols, int nrows, void *stream) {
-    const q8_type *t = NULL;
-    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
-        if (k_q8_types[i].type == type) t = &k_q8_types[i];
-    if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
-    if (rn < 1 || rn > Q8_ROUTE_MAX || k < 1 || k > Q8_MAXK || k > rn)
-        return gemv_fail("gemv_q8 routed: %d experts, %d chosen: expected 1 <= k <= n <= %d and k <= %d", rn, k, Q8_ROUTE_MAX, Q8_MAXK);
+    if (!gemv_q8_routed_ok(type, ncols, rn, k)) return 1;
+    const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
@@ -694,9 +692,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
  * q8 path does not take (type, ncols) or the records do not fit shared memory. */
 int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride, float *y, int64_t yb_stride, int nb,
                       int ncols, int nrows, void *stream) {
-    const q8_type *t = NULL;
-    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
-        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    const q8_type *t = q8_find(type);
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
@@ -711,9 +707,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
  * chunk zero-filled), chunk c = li + t L of row r at group + t RW L CBP + j RW L 16 + 16 ((r % RW) L
  * + li) for its word j. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and type). */
 static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int *cb, int *cbp, int *nch, int *ls, int *rw) {
-    const q8_type *t = NULL;
-    for (size_t i = 0; i < sizeof k_q8_types / sizeof k_q8_types[0]; i++)
-        if (k_q8_types[i].type == type) t = &k_q8_types[i];
+    const q8_type *t = q8_find(type);
     if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return -1;
     switch (type) {
     case HM_TYPE_Q3_K: *cb = Q8W_Q3_K::CB; break;

@@ -340,11 +340,7 @@ void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const
 __device__ __forceinline__ void qkv_prefetch(const uint8_t *pf, size_t pf_n) {
     const size_t share = (pf_n + gridDim.x - 1) / gridDim.x, b0 = blockIdx.x * share;
     for (size_t o = b0 + (size_t)threadIdx.x * QKV_PF_PIECE; o < b0 + share && o < pf_n; o += (size_t)blockDim.x * QKV_PF_PIECE) {
-        const size_t n = min(min((size_t)QKV_PF_PIECE, b0 + share - o), pf_n - o);
-        const uintptr_t a = (uintptr_t)(pf + o) & ~(uintptr_t)15, e = ((uintptr_t)(pf + o + n) + 15) & ~(uintptr_t)15;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
-#endif
+        q8_prefetch_l2(pf + o, min(min((size_t)QKV_PF_PIECE, b0 + share - o), pf_n - o));
     }
 }
 

@@ -170,12 +170,12 @@ static int deq_tab(int type, const void *const *tab, const int *ids, int nslots,
     return 0;
 }
 
-/* one matrix (nrows x ncols, nmat 2 for gate and up) of each of nslots experts of x's tables, or of
- * tab (staged tables: GGUF rows) when not NULL, to F16 rows */
-static int deq_x(const dexperts *x, int type, const void *const *tab, const void *const *own, const int *ids, int nslots,
-                 int ncols, int nrows, int nmat, __half *dst, int64_t dstride, cudaStream_t s, char *err, size_t errlen) {
-    if (!x->inter_tok || tab != own) return deq_tab(type, tab, ids, nslots, (int64_t)ncols * nrows, dst, dstride, s, err, errlen);
-    int rc = pf_deq_tab_inter(type, tab, ids, nslots, ncols, nrows, nmat, x->inter_tok, dst, dstride, s);
+/* one matrix (nrows x ncols, nmat 2 for gate and up) of each of nslots experts of tab to F16 rows:
+ * tab's matrices interleaved for inter_tok slots a token (dexperts.inter_tok), or GGUF rows (0) */
+static int deq_x(int inter_tok, int type, const void *const *tab, const int *ids, int nslots, int ncols, int nrows, int nmat,
+                 __half *dst, int64_t dstride, cudaStream_t s, char *err, size_t errlen) {
+    if (!inter_tok) return deq_tab(type, tab, ids, nslots, (int64_t)ncols * nrows, dst, dstride, s, err, errlen);
+    int rc = pf_deq_tab_inter(type, tab, ids, nslots, ncols, nrows, nmat, inter_tok, dst, dstride, s);
     if (rc == -1) return fail(err, errlen, "gpu prefill: no interleaved layout of %d x %d for ggml type %d", nrows, ncols, type);
     if (rc == -2) return fail(err, errlen, "gpu prefill: workspace %p, stride %lld: expected 16-byte steps", (void *)dst, (long long)dstride);
     PLAUNCH();
@@ -242,9 +242,9 @@ static int ffn_single(gpu_exec *g, const dexperts *x, int ff, int n, char *err, 
     const hm_config *c = &g->m->cfg;
     int D = c->n_embd;
     __half *wgu = (__half *)p->wbuf, *wd = wgu + (size_t)2 * ff * D;
-    if (deq_x(x, x->type_gu, x->gate, x->gate, g->zero_id, 1, D, ff, 2, wgu, 0, g->s, err, errlen) ||
-        deq_x(x, x->type_gu, x->up, x->up, g->zero_id, 1, D, ff, 2, wgu + (size_t)ff * D, 0, g->s, err, errlen) ||
-        deq_x(x, x->type_down, x->down, x->down, g->zero_id, 1, ff, D, 1, wd, 0, g->s, err, errlen) ||
+    if (deq_x(x->inter_tok, x->type_gu, x->gate, g->zero_id, 1, D, ff, 2, wgu, 0, g->s, err, errlen) ||
+        deq_x(x->inter_tok, x->type_gu, x->up, g->zero_id, 1, D, ff, 2, wgu + (size_t)ff * D, 0, g->s, err, errlen) ||
+        deq_x(x->inter_tok, x->type_down, x->down, g->zero_id, 1, ff, D, 1, wd, 0, g->s, err, errlen) ||
         gemm_h(p, wgu, p->xh, p->gu, 2 * ff, n, D, err, errlen))
         return -1;
     pf_swiglu(p->gu, p->act, n, ff, g->s);
@@ -324,6 +324,7 @@ static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, const vo
     const dexperts *x = &l->exps;
     /* tabs: the staged tables of this layer (gate, up, down), else the cache's own */
     const void *const *tg = tabs ? tabs[0] : x->gate, *const *tu = tabs ? tabs[1] : x->up, *const *td = tabs ? tabs[2] : x->down;
+    const int itok = tabs ? 0 : x->inter_tok;   /* staged tables hold GGUF rows */
     size_t per_gu = (size_t)2 * F * D, per_d = (size_t)D * F;
     __half *wgu = (__half *)p->wbuf, *wd = wgu + (size_t)p->grp * per_gu;
     /* grouped GEMM (default): row tiles of <= 128 rows of every used expert, all groups, one upload */
@@ -346,9 +347,9 @@ static int moe_routed(gpu_exec *g, const dlayer *l, int n, pf_prof *pr, const vo
     }
     for (int g0 = 0, gi = 0; g0 < nu; g0 += p->grp, gi++) {
         int gn = nu - g0 < p->grp ? nu - g0 : p->grp;
-        if (deq_x(x, x->type_gu, tg, x->gate, p->used + g0, gn, D, F, 2, wgu, per_gu, s, err, errlen) ||
-            deq_x(x, x->type_gu, tu, x->up, p->used + g0, gn, D, F, 2, wgu + (size_t)F * D, per_gu, s, err, errlen) ||
-            deq_x(x, x->type_down, td, x->down, p->used + g0, gn, F, D, 1, wd, per_d, s, err, errlen))
+        if (deq_x(itok, x->type_gu, tg, p->used + g0, gn, D, F, 2, wgu, per_gu, s, err, errlen) ||
+            deq_x(itok, x->type_gu, tu, p->used + g0, gn, D, F, 2, wgu + (size_t)F * D, per_gu, s, err, errlen) ||
+            deq_x(itok, x->type_down, td, p->used + g0, gn, F, D, 1, wd, per_d, s, err, errlen))
             return -1;
         qmark(pr, s, Q_EXP_DEQ);
         if (grouped) {

@@ -328,6 +328,23 @@ __global__ void k_pf_deq_tab_float(const void *const *tab, const int *ids, int64
     }
 }
 
+/* 16 values, runs j0..j0 + 3 of block b (the type's deq4 each), as F16 at dst (16-byte aligned): two
+ * 16-byte stores */
+template <class T>
+__device__ __forceinline__ void deq16(const uint8_t *b, int j0, __half *dst) {
+    __half2 h[8];
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        float v[4];
+        T::deq4(b, j0 + u, v);
+        h[2 * u] = __floats2half2_rn(v[0], v[1]);
+        h[2 * u + 1] = __floats2half2_rn(v[2], v[3]);
+    }
+    uint4 *o = (uint4 *)dst;
+    o[0] = *(const uint4 *)&h[0];
+    o[1] = *(const uint4 *)&h[4];
+}
+
 /* k_pf_deq_tab with 16 elements a thread (four runs of one block, the same deq4 each): the run's
  * index arithmetic once per 16, the output as two 16-byte stores. dst 16-byte aligned, dstride % 8
  * == 0 (pf_deq_tab checks). Bitwise the same values. */
@@ -340,19 +357,7 @@ __global__ void k_pf_deq_tab16(const void *const *tab, const int *ids, int64_t n
     const int64_t n16 = nper / 16;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r0 = 4 * i;
-        const uint8_t *b = src + (r0 / RPB) * T::BS;
-        const int j0 = (int)(r0 % RPB);
-        __half2 h[8];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            float v[4];
-            T::deq4(b, j0 + u, v);
-            h[2 * u] = __floats2half2_rn(v[0], v[1]);
-            h[2 * u + 1] = __floats2half2_rn(v[2], v[3]);
-        }
-        uint4 *o = (uint4 *)(d + 16 * i);
-        o[0] = *(const uint4 *)&h[0];
-        o[1] = *(const uint4 *)&h[4];
+        deq16<T>(src + (r0 / RPB) * T::BS, (int)(r0 % RPB), d + 16 * i);
     }
 }
 
@@ -430,19 +435,7 @@ __global__ void __launch_bounds__(256) k_pf_deq_inter(const void *const *tab, co
             const int q = i >> 4, u = i & 15;
             const int col = ((t << ls) + (q & (L - 1))) * 256 + 16 * u;
             if (col >= ncols) continue;
-            const uint8_t *b = sm + q * CBP + (16 * u / T::QK) * T::BS;
-            const int j0 = 16 * u % T::QK / 4;
-            __half2 h[8];
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                float v[4];
-                T::deq4(b, j0 + k, v);
-                h[2 * k] = __floats2half2_rn(v[0], v[1]);
-                h[2 * k + 1] = __floats2half2_rn(v[2], v[3]);
-            }
-            uint4 *o = (uint4 *)(d + (size_t)(gr * rw + q / L) * ncols + col);
-            o[0] = *(const uint4 *)&h[0];
-            o[1] = *(const uint4 *)&h[4];
+            deq16<T>(sm + q * CBP + (16 * u / T::QK) * T::BS, 16 * u % T::QK / 4, d + (size_t)(gr * rw + q / L) * ncols + col);
         }
         __syncthreads();
     }
