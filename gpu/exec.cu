@@ -78,27 +78,13 @@ static int inter_on(void) {
     return v;
 }
 
-/* HOTMOE_TOPK_FUSE=1 (an experiment, off by default until measured in the model): the router's
- * top-k inside the routed experts' gate/up launch (gpu_gemv_experts_swiglu_routed) instead of its
- * own kernel (op_router) before it */
+/* the router's top-k inside the routed experts' gate/up launch (gpu_gemv_experts_swiglu_routed)
+ * instead of its own kernel (op_router) before it: on by default (air 265.8 against 259.8 tok/s,
+ * bench/README seventeenth pass); HOTMOE_TOPK_FUSE=0: op_router's own kernel */
 static int route_fuse_on(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_TOPK_FUSE"); v = e && e[0] == '1'; }
+    if (v < 0) { const char *e = getenv("HOTMOE_TOPK_FUSE"); v = !(e && e[0] == '0'); }
     return v;
-}
-
-/* HOTMOE_PF_OPROJ=1 (an experiment, off by default until measured): the q/k/v post kernel asks L2
- * for the o-projection's weights after its wait, so that the attention and its merge (~12 us that
- * leave HBM idle) bring them in before the o-projection reads them */
-static int pf_oproj_on(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_PF_OPROJ"); v = e && e[0] == '1'; }
-    return v;
-}
-
-/* bytes of a device matrix as uploaded */
-static size_t dmat_bytes(const dmat *m) {
-    return m->inter ? gpu_q8_inter_bytes(m->type, (int)m->ne0, (int)m->ne1, 1, 1) : hm_row_size(m->type, m->ne0) * (size_t)m->ne1;
 }
 
 /* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
@@ -312,10 +298,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        /* HOTMOE_PF_OPROJ=1: the o-projection's weights asked into L2 beside the attention */
-        op_qkv_post_pf(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
-                       c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, pf_oproj_on() ? l->wo.d : NULL,
-                       dmat_bytes(&l->wo), s);
+        op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
+                    c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
         mark(g, P_ROPE);
         op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
                           g->n_ctx, g->d_pos, s);
@@ -343,7 +327,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             mark(g, P_DENSE);
         }
         gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
-        /* HOTMOE_TOPK_FUSE=1 with resident experts, no recorded routing, no group limit: the routed
+        /* resident experts, no recorded routing, no group limit: the routed
          * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
         const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
                            gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);

@@ -334,21 +334,11 @@ void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const
     residual_norm_launch(x, y, 0, wt, 0, k, shared, w, out, (uint8_t *)xq, n, 1, eps, s);
 }
 
-/* pf != NULL: the blocks ask L2 for [pf, pf + pf_n) (a matrix a later kernel reads: the o-projection,
- * HOTMOE_PF_OPROJ=1), 32 KB a thread over the block's share, fire and forget */
-#define QKV_PF_PIECE (32 * 1024)
-__device__ __forceinline__ void qkv_prefetch(const uint8_t *pf, size_t pf_n) {
-    const size_t share = (pf_n + gridDim.x - 1) / gridDim.x, b0 = blockIdx.x * share;
-    for (size_t o = b0 + (size_t)threadIdx.x * QKV_PF_PIECE; o < b0 + share && o < pf_n; o += (size_t)blockDim.x * QKV_PF_PIECE) {
-        q8_prefetch_l2(pf + o, min(min((size_t)QKV_PF_PIECE, b0 + share - o), pf_n - o));
-    }
-}
-
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                            float eps, const int *pos_p, float *kcache, float *vcache, const int *seq_p, long long seq_stride,
-                           long long qs, int f, const uint8_t *pf, size_t pf_n) {
+                           long long qs, int f) {
     const int r = blockIdx.y;   /* a batched step: row r's q|k|v, position and sequence (its cache) */
     q += r * qs; k += r * qs; v += r * qs; pos_p += r;
     /* weights, and the position (copied in before the step's first kernel), before the wait */
@@ -356,7 +346,6 @@ __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, 
     const int pos = *pos_p;
     const qkv_pre pr = qkv_post_prep(bq, bk, qn, kn, n_head, hd, n_rot, theta, blockIdx.x, pos);
     hm_pdl_wait_f(f);
-    if (pf && r == 0) qkv_prefetch(pf, pf_n);   /* after the wait: q|k and v have their HBM to themselves */
     const long long so = seq_p ? seq_p[r] * seq_stride : 0;
     qkv_post_head(q, k, v, bv, n_head, n_head_kv, hd, n_rot, eps, blockIdx.x, pos, kcache + so, vcache + so, pr);
 }
@@ -366,20 +355,13 @@ void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const 
                      float eps, const int *pos, float *kcache, float *vcache, const int *seq, long long seq_stride, int rows,
                      long long qs, cudaStream_t s) {
     hm_launch(k_qkv_post, dim3(n_head + n_head_kv, rows), (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv,
-              hd, n_rot, theta, eps, pos, kcache, vcache, seq, seq_stride, qs, hm_small_pdl(), (const uint8_t *)NULL, (size_t)0);
-}
-
-void op_qkv_post_pf(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
-                    const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
-                    float eps, const int *pos, float *kcache, float *vcache, const void *pf, size_t pf_bytes, cudaStream_t s) {
-    hm_launch(k_qkv_post, dim3(n_head + n_head_kv, 1), (hd + 31) / 32 * 32, 0, s, q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv,
-              hd, n_rot, theta, eps, pos, kcache, vcache, (const int *)NULL, 0LL, 0LL, hm_small_pdl(), (const uint8_t *)pf, pf_bytes);
+              hd, n_rot, theta, eps, pos, kcache, vcache, seq, seq_stride, qs, hm_small_pdl());
 }
 
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s) {
-    op_qkv_post_pf(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, NULL, 0, s);
+    op_qkv_post_seq(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, NULL, 0, 1, 0, s);
 }
 
 /* Decode attention, split-K over positions with GQA sharing: block (kv head, split, head slab)

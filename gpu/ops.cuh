@@ -10,11 +10,6 @@ void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cu
 void op_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                  const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
                  float eps, const int *pos, float *kcache, float *vcache, cudaStream_t s);
-/* the same, its blocks asking L2 for [pf, pf + pf_bytes) after their wait (a later kernel's
- * matrix: the decode step's o-projection under HOTMOE_PF_OPROJ=1); pf NULL: nothing */
-void op_qkv_post_pf(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
-                    const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,
-                    float eps, const int *pos, float *kcache, float *vcache, const void *pf, size_t pf_bytes, cudaStream_t s);
 /* Batched steps: rows tokens at once (row r: q|k|v at q + r * qs, position pos[r], the caches of
  * sequence seq[r], kcache + seq[r] * seq_stride); op_qkv_post is rows 1 without seq. */
 void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
