@@ -129,23 +129,37 @@ static void test_norms_q8(int n, int k) {
     free(x); free(y); free(wt); free(w); free(a); free(b);
 }
 
+/* op_attn_decode_q8 against op_attn_decode, bitwise, with its records: the merge in its own launch
+ * (cnt NULL) and in the attention's last blocks (counters; twice, the counters left zero) */
 static void test_attention_q8(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     const int qd = n_head * hd;
-    const size_t cn = (size_t)n_ctx * n_kv * hd;
+    const size_t cn = (size_t)n_ctx * n_kv * hd, nc = op_attn_cnt_count(n_head, n_kv);
     float *q = (float *)malloc(qd * 4), *kc = (float *)malloc(cn * 4), *vc = (float *)malloc(cn * 4), *a = (float *)malloc(qd * 4), *b = (float *)malloc(qd * 4);
     fill(q, qd, 1); fill(kc, cn, 1); fill(vc, cn, 1);
     float *dq = dup(q, qd), *dk = dup(kc, cn), *dv = dup(vc, cn), *d1 = poisoned(qd), *d2 = poisoned(qd);
     float *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
-    void *xq = poisoned_rec(qd);
+    unsigned *cnt; cudaMalloc(&cnt, nc * sizeof(unsigned)); cudaMemset(cnt, 0, nc * sizeof(unsigned));
     op_attn_decode(dq, dk, dv, d1, part, n_head, n_kv, hd, n_ctx, dpos, 0);
-    op_attn_decode_q8(dq, dk, dv, d2, xq, part, n_head, n_kv, hd, n_ctx, dpos, 0);
-    back(a, d1, qd); back(b, d2, qd);
-    char what[96];
-    snprintf(what, sizeof what, "attention_q8 heads %d/%d hd %d pos %d", n_head, n_kv, hd, pos);
-    check_same(what, a, b, qd);
-    check_records(what, xq, b, qd);
-    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(d1); cudaFree(d2); cudaFree(part); cudaFree(dpos); cudaFree(xq);
+    back(a, d1, qd);
+    for (int t = 0; t < 3; t++) {   /* the merge launched, then twice in the attention */
+        void *xq = poisoned_rec(qd);
+        cudaMemset(d2, 0xFF, (size_t)qd * 4);
+        op_attn_decode_q8(dq, dk, dv, d2, xq, part, t ? cnt : NULL, n_head, n_kv, hd, n_ctx, dpos, 0);
+        back(b, d2, qd);
+        char what[128];
+        snprintf(what, sizeof what, "attention_q8 heads %d/%d hd %d pos %d, merge %s", n_head, n_kv, hd, pos, t ? "in the attention" : "launched");
+        check_same(what, a, b, qd);
+        check_records(what, xq, b, qd);
+        cudaFree(xq);
+    }
+    unsigned *hc = (unsigned *)malloc(nc * sizeof(unsigned)), nz = 0;
+    cudaMemcpy(hc, cnt, nc * sizeof(unsigned), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < nc; i++) nz += hc[i] != 0;
+    printf("%s attention_q8 heads %d/%d pos %d: merge counters %u of %zu left non-zero\n", nz ? "FAIL" : "PASS", n_head, n_kv, pos, nz, nc);
+    nz ? n_fail++ : n_pass++;
+    free(hc);
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(d1); cudaFree(d2); cudaFree(part); cudaFree(dpos); cudaFree(cnt);
     free(q); free(kc); free(vc); free(a); free(b);
 }
 
@@ -295,6 +309,9 @@ int main(void) {
     test_attention_q8(6, 3, 48, 300, 211);
     test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
     test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
+    test_attention_q8(32, 4, 128, 700, 600);  /* a3b's heads, 19 splits */
+    test_attention_q8(64, 1, 256, 900, 700);  /* hd 256, 2 slabs of 32 q heads */
+    test_attention_q8(16, 16, 64, 400, 100);  /* one q head a kv head */
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
