@@ -299,11 +299,10 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
-                    c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
-        mark(g, P_ROPE);
-        op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, g->att_cnt, c->n_head, c->n_head_kv, c->head_dim,
-                          g->n_ctx, g->d_pos, s);
+        /* the post (bias, q/k norm, RoPE, the new K/V row), the attention and its merge: one launch */
+        op_qkv_attn_decode_q8(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_rot, c->rope_theta, c->rms_eps,
+                              g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, g->att_cnt, c->n_head, c->n_head_kv,
+                              c->head_dim, g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
         gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
