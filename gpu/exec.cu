@@ -232,7 +232,6 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
     n += sizeof(float) * ((size_t)c->n_embd * (6 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
                           c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
                           op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-    n += sizeof(unsigned) * op_attn_cnt_count(c->n_head, c->n_head_kv);
     n += gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + op_argmax_scratch_bytes(GPU_BATCH_MAX) + 768;
     if (n_seq > 1) n += batch_workspace(c);
     return n;
@@ -299,10 +298,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        /* the post (bias, q/k norm, RoPE, the new K/V row), the attention and its merge: one launch */
-        op_qkv_attn_decode_q8(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_rot, c->rope_theta, c->rms_eps,
-                              g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, g->att_cnt, c->n_head, c->n_head_kv,
-                              c->head_dim, g->n_ctx, g->d_pos, s);
+        op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
+                    c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
+        mark(g, P_ROPE);
+        op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
+                          g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
         gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
@@ -887,8 +887,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-        if (!(g->att_cnt = (unsigned *)dalloc(g, sizeof(unsigned) * op_attn_cnt_count(c->n_head, c->n_head_kv), err, errlen))) goto bad;
-        cudaMemset(g->att_cnt, 0, sizeof(unsigned) * op_attn_cnt_count(c->n_head, c->n_head_kv));
         {   /* the activations' q8 records (HOTMOE_XQ=0: every GEMV block quantizes its x itself) */
             const char *e = getenv("HOTMOE_XQ");
             const size_t bn = gpu_q8_records_bytes(D), ba = gpu_q8_records_bytes(c->q_dim);

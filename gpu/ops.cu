@@ -508,93 +508,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     }
 }
 
-#define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
-#define MH_PRE 16 /* the same in attn_merge_heads */
-/* k_attn_combine's merge of heads [hb, hb + ng) (ns of nsplit splits' partials, ns > 1) by the nw
- * warps of one block, a warp a head, lane d the dims d + 32r: the same operations in the same
- * order as k_attn_combine, so the same bits; the partials read past L1 (other blocks wrote them) */
-template <int HD>
-static __device__ __forceinline__ void attn_merge_heads(const float *part, float *__restrict__ out, int hb, int ng, int nsplit,
-                                                        int ns, uint8_t *__restrict__ xq, int nw) {
-    const int lane = threadIdx.x & 31, hw = HD + 2;
-    for (int h = hb + (threadIdx.x >> 5); h < hb + ng; h += nw) {
-        const float *p = part + (size_t)h * nsplit * hw;
-        const float m0 = lane < ns ? __ldcg(p + (size_t)lane * hw) : -INFINITY;
-        const float m1 = lane + 32 < ns ? __ldcg(p + (size_t)(lane + 32) * hw) : -INFINITY;
-        const float l0 = lane < ns ? __ldcg(p + (size_t)lane * hw + 1) : 0.f, l1 = lane + 32 < ns ? __ldcg(p + (size_t)(lane + 32) * hw + 1) : 0.f;
-        float M = fmaxf(m0, m1);
-        for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-        const float c0 = lane < ns ? expf(m0 - M) : 0.f, c1 = lane + 32 < ns ? expf(m1 - M) : 0.f;
-        const float L = warp_sum(fmaf(l0, c0, l1 * c1));
-        const float w0 = c0 / L, w1 = c1 / L;
-#pragma unroll
-        for (int r = 0; r < HD / 32; r++) {
-            const int d = lane + 32 * r;
-            float pv[MH_PRE];
-#pragma unroll
-            for (int s = 0; s < MH_PRE; s++) pv[s] = s < ns ? __ldcg(p + (size_t)s * hw + 2 + d) : 0.f;
-            float O = 0.f;
-#pragma unroll
-            for (int s = 0; s < MH_PRE; s++)
-                if (s < ns) O = fmaf(__shfl_sync(0xffffffffu, w0, s), pv[s], O);
-            for (int s = MH_PRE; s < ns; s++)
-                O = fmaf(__shfl_sync(0xffffffffu, s < 32 ? w0 : w1, s & 31), __ldcg(p + (size_t)s * hw + 2 + d), O);
-            out[(size_t)h * HD + d] = O;
-            if (xq) q8_quant_lane(O, h * HD + d, xq);
-        }
-    }
-}
-
-/* What the register attention kernel does besides the attention (one row): cnt set, the splits'
- * merge in the block of a kv head that finishes last (with the records at xq); k set, the q/k/v
- * post (k_qkv_post's bias, q/k norm and RoPE) of the raw q|k|v rows (q is then the raw q row): each
- * block post-processes its q heads in shared memory, and the blocks of the split that holds this
- * step's position make the new K/V row (slab 0 writes it to the caches). */
-struct attn_fuse {
-    unsigned *cnt;
-    uint8_t *xq;
-    const float *k, *v, *bq, *bk, *bv, *qn, *kn;
-    float *kw, *vw;   /* the caches (kc, vc), where the new row is written */
-    float theta, eps;
-    int n_rot;
-};
-
-/* qkv_post_head's bias, norm and RoPE of one head's HD values at p (shared memory) by one warp,
- * lane d the dims d + 32r: block_sum's sums (a warp's sum per 32 dims, then their sum) and the same
- * expressions, so the same bits; rc, rs: the rotation's cos and sin for j < n_rot / 2 */
-template <int HD>
-static __device__ __forceinline__ void attn_post_vec(float *p, const float *b, const float *nw, const float *rc, const float *rs,
-                                                     int n_rot, float eps) {
-    const int lane = threadIdx.x & 31;
-    float x[HD / 32];
-#pragma unroll
-    for (int r = 0; r < HD / 32; r++) {
-        x[r] = p[lane + 32 * r];
-        if (b) x[r] += b[lane + 32 * r];
-    }
-    if (nw) {
-        float sr = 0.f;
-#pragma unroll
-        for (int r = 0; r < HD / 32; r++) {
-            const float t = warp_sum(x[r] * x[r]);
-            if (lane == r) sr = t;
-        }
-        const float ss = warp_sum(sr);
-#pragma unroll
-        for (int r = 0; r < HD / 32; r++) x[r] = nw[lane + 32 * r] * (x[r] * (1.0f / sqrtf(ss / (float)HD + eps)));
-    }
-#pragma unroll
-    for (int r = 0; r < HD / 32; r++) p[lane + 32 * r] = x[r];
-    __syncwarp();
-    const int half = n_rot / 2;
-    for (int j = lane; j < half; j += 32) {
-        const float a = p[j], bb = p[j + half];
-        p[j] = a * rc[j] - bb * rs[j];
-        p[j + half] = bb * rc[j] + a * rs[j];
-    }
-    __syncwarp();
-}
-
 /* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
  * a q head, lane t scores position t of the tile against it (the K row read from shared memory,
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
@@ -605,7 +518,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int f, attn_fuse fz) {
+                                                            int f) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
@@ -624,47 +537,11 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
-    /* the post (fz.k): the new K/V row and the RoPE table after q ([HD] each, [n_rot / 2] twice) */
-    float *snk = sq + ng * HD, *snv = snk + HD, *rc = snv + HD, *rs = rc + HD / 2;
-    const bool own = fz.k && t1 == n;   /* the post: this split makes the new row */
-    if (fz.k)
-        for (int j = threadIdx.x; j < fz.n_rot / 2; j += NT) {   /* qkv_post_prep's rotation */
-            const float inv = 1.0f / powf(fz.theta, (float)(2 * j) / (float)fz.n_rot), ang = (float)(n - 1) * inv;
-            rc[j] = cosf(ang); rs[j] = sinf(ang);
-        }
     attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
-    if (npre < nt0 && !fz.k) attn_load_tile<NT>(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
+    if (npre < nt0) attn_load_tile<NT>(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
     const float scale = 1.0f / sqrtf((float)HD);
     attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
-    if (fz.k) {
-        __syncthreads();   /* q and the table are in */
-        for (int h = wid; h < ng + own; h += NW) {
-            if (h < ng) {
-                attn_post_vec<HD>(sq + h * HD, fz.bq ? fz.bq + (size_t)(kvh * grp + h0 + h) * HD : NULL, fz.qn, rc, rs, fz.n_rot, fz.eps);
-                continue;
-            }
-#pragma unroll
-            for (int r = 0; r < DPL; r++) {
-                const int d = lane + 32 * r;
-                snk[d] = fz.k[kvh * HD + d];
-                snv[d] = fz.bv ? fz.v[kvh * HD + d] + fz.bv[kvh * HD + d] : fz.v[kvh * HD + d];
-            }
-            __syncwarp();
-            attn_post_vec<HD>(snk, fz.bk ? fz.bk + kvh * HD : NULL, fz.kn, rc, rs, fz.n_rot, fz.eps);
-            if (slab == 0) {
-                const size_t g = (size_t)(n - 1) * kvd + (size_t)kvh * HD;
-#pragma unroll
-                for (int r = 0; r < DPL; r++) {
-                    const int d = lane + 32 * r;
-                    fz.kw[g + d] = snk[d]; fz.vw[g + d] = snv[d];
-                }
-            }
-        }
-        __syncthreads();   /* the new row is made */
-        if (npre < nt0)
-            for (int d = threadIdx.x; d < HD; d += NT) { sk[npre * KS + d] = snk[d]; sv[npre * HD + d] = snv[d]; }
-    }
     float m[HPW], l[HPW], o[HPW][DPL];
 #pragma unroll
     for (int j = 0; j < HPW; j++) {
@@ -676,10 +553,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            const int nl = own && tb + nt == n ? nt - 1 : nt;   /* the post: the new row from shared memory */
-            attn_load_tile<NT>(kc, vc, sk, sv, tb, nl, kvd, kvh, HD, KS);
-            if (nl < nt)
-                for (int d = threadIdx.x; d < HD; d += NT) { sk[nl * KS + d] = snk[d]; sv[nl * HD + d] = snv[d]; }
+            attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
@@ -737,31 +611,9 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
 #pragma unroll
         for (int d = 0; d < DPL; d++) dst[lane * DPL + d] = o[j][d] * f;
     }
-    unsigned *cnt = fz.cnt;
-    uint8_t *xq = fz.xq;
-    if (!cnt) return;   /* k_attn_combine merges */
-    /* the merge in this launch (one row): by the block of this kv head and slab that finishes last */
-    if (ns > 1) {
-        __shared__ unsigned last;
-        __threadfence();   /* this block's partials, before its count */
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned *c = cnt + kvh * nslab + slab;
-            last = atomicAdd(c, 1u) == (unsigned)ns - 1;
-            if (last) *c = 0;   /* every split has counted: ready for the next launch */
-        }
-        __syncthreads();
-        if (!last) return;
-        __threadfence();
-        attn_merge_heads<HD>(part, out, kvh * grp + h0, ng, nsplit, ns, xq, NW);
-    } else if (xq) {   /* one split wrote the output: its records */
-        __syncthreads();
-        for (int h = kvh * grp + h0 + wid; h < kvh * grp + h0 + ng; h += NW)
-#pragma unroll
-            for (int r = 0; r < DPL; r++) q8_quant_lane(out[(size_t)h * HD + lane + 32 * r], h * HD + lane + 32 * r, xq);
-    }
 }
 
+#define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
@@ -809,11 +661,11 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
 template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                      long long qs, long long os, long long ps, const attn_fuse &fz) {
+                      long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
     hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
     hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl(), fz);
+              qs, os, ps, hm_small_pdl());
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
@@ -823,12 +675,11 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
 template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                          long long qs, long long os, long long ps, const attn_fuse &fz) {
+                          long long qs, long long os, long long ps) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
     auto go = [&](auto nw) {
-        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os,
-                                            ps, fz);
+        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     };
     if constexpr (DPL == 2) {
         if (on && grp > 8) go(std::integral_constant<int, 16>());
@@ -839,46 +690,18 @@ static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q
     }
 }
 
-/* HOTMOE_ATT_MERGE=0: the splits' merge in its own launch (k_attn_combine) even where the
- * attention's last block could do it */
-static bool attn_merge_inline(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_ATT_MERGE", 0, 1, 1, c) == 1;
-}
-
-size_t op_attn_cnt_count(int n_head, int n_head_kv) {
-    return (size_t)n_head_kv * ((n_head / n_head_kv + ATT_MAXG - 1) / ATT_MAXG);
-}
-
-/* HOTMOE_ATT_POST=0: the q/k/v post in its own launch (k_qkv_post) even where the attention
- * kernel could do it */
-static bool attn_post_inline(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_ATT_POST", 0, 1, 1, c) == 1;
-}
-
-/* fz (attn_fuse): what the register kernel is asked to do besides the attention; the caller has
- * cleared fz.k unless attn_post_ok */
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, attn_fuse fz, cudaStream_t s) {
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
-    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
-                       (uintptr_t)xq % 16 == 0;
-    const bool reg = hd == 64 || hd == 128 || hd == 256;
-    /* the merge (and the records) by the attention's blocks: the register kernel, one row, counters given */
-    if (!(fz.cnt && reg && rows == 1 && (!xq || fused) && attn_merge_inline())) fz.cnt = NULL;
-    fz.xq = fz.cnt ? xq : NULL;
-    if (reg) {   /* the register kernel: tiles of 32 positions, q in shared memory (and the post's row and table) */
-        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd +
-                                             (fz.k ? 3 * (size_t)hd : 0));
-        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, fz);
-        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, fz);
-        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, fz);
+    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
+        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
+        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);
@@ -886,7 +709,9 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
         hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
                   nslab, qs, os, ps);
     }
-    if (fz.cnt) return;
+    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
+    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
+                       (uintptr_t)xq % 16 == 0;
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
@@ -894,33 +719,18 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, attn_fuse{}, s);
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, s);
 }
 
-void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, unsigned *cnt,
-                       int n_head, int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    attn_fuse fz{};
-    fz.cnt = cnt;
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, fz, s);
-}
-
-void op_qkv_attn_decode_q8(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv, const float *qn,
-                           const float *kn, int n_rot, float theta, float eps, float *kcache, float *vcache, float *out, void *xq,
-                           float *part, unsigned *cnt, int n_head, int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    const bool reg = hd == 64 || hd == 128 || hd == 256;
-    if (!(reg && n_rot % 2 == 0 && n_rot >= 0 && n_rot <= hd && attn_post_inline())) {   /* the post in its own launch */
-        op_qkv_post(q, k, v, bq, bk, bv, qn, kn, n_head, n_head_kv, hd, n_rot, theta, eps, pos, kcache, vcache, s);
-        op_attn_decode_q8(q, kcache, vcache, out, xq, part, cnt, n_head, n_head_kv, hd, n_ctx, pos, s);
-        return;
-    }
-    const attn_fuse fz = { cnt, NULL, k, v, bq, bk, bv, qn, kn, kcache, vcache, theta, eps, n_rot };
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, fz, s);
+void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s);
 }
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, attn_fuse{}, s);
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s);
 }
 
 /* NMAX: the most experts (ROUTER_SMALL: arrays of that size, the bias read into shared memory

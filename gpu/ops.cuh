@@ -47,19 +47,8 @@ void op_residual_norm(float *x, const float *y, const float *wt, int k, const fl
 void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
 void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                          void *xq, int n, float eps, cudaStream_t s);
-/* op_attn_decode_q8's cnt (NULL: the merge in a launch of its own): op_attn_cnt_count(n_head,
- * n_head_kv) counters, zero before the first use (cudaMemset) and left zero by each launch (the
- * block of a kv head that finishes last merges its heads' splits, then clears its counter); one
- * launch at a time uses them. */
-size_t op_attn_cnt_count(int n_head, int n_head_kv);
-void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, unsigned *cnt,
-                       int n_head, int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
-/* op_qkv_post (its arguments) then op_attn_decode_q8 on the raw q|k|v rows of one token: in one
- * launch where the attention kernel can do the post (hd 64, 128 or 256; the post's q stays in the
- * kernel's shared memory, q is left raw; HOTMOE_ATT_POST=0: two launches), the same bits either way */
-void op_qkv_attn_decode_q8(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv, const float *qn,
-                           const float *kn, int n_rot, float theta, float eps, float *kcache, float *vcache, float *out, void *xq,
-                           float *part, unsigned *cnt, int n_head, int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
+void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);
