@@ -87,22 +87,6 @@ static int route_fuse_on(void) {
     return v;
 }
 
-/* HOTMOE_V_SERIAL=1 (an experiment, off by default): v (on a type of its own) on the step's stream
- * before q|k, instead of on the second stream beside it */
-static int v_serial(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_V_SERIAL"); v = e && e[0] == '1'; }
-    return v;
-}
-
-/* HOTMOE_SH_SERIAL=1 (an experiment, off by default): the shared expert on the step's stream
- * before the router, instead of on the second stream beside the router and the routed experts */
-static int sh_serial(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_SH_SERIAL"); v = e && e[0] == '1'; }
-    return v;
-}
-
 /* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
  * as GGUF rows) of this shape is uploaded interleaved: HOTMOE_INTER unset or 2 (1: experts only) */
 static int inter_mat(int type, int64_t ne0, int64_t ne1) {
@@ -300,21 +284,19 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         /* the norm that follows this layer: the next layer's, or the output's (a stage without the
          * head hands on the raw residual stream: the next stage starts with its first layer's norm) */
         const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : with_logits && g->head ? g->out_norm : NULL;
-        const int v_side = l->n_fused != 3 && !v_serial();
-        if (v_side) { /* v on its own type: beside q|k on the second stream, joined below */
+        if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
             gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
             cudaEventRecord(g->ev_join, g->s2);
-        } else if (l->n_fused != 3)   /* HOTMOE_V_SERIAL=1: before q|k on the step's stream */
-            gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, s);
+        }
         if (l->n_fused) {
             gpu_gemv_q8x(l->wqkv.type, l->wqkv.d, g->xn, g->xq_n, g->q, D, (int)l->wqkv.ne1, s);
         } else {
             gpu_gemv_q8x(l->wq.type, l->wq.d, g->xn, g->xq_n, g->q, D, c->q_dim, s);
             gpu_gemv_q8x(l->wk.type, l->wk.d, g->xn, g->xq_n, g->k, D, c->kv_dim, s);
         }
-        if (v_side) cudaStreamWaitEvent(s, g->ev_join, 0);
+        if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
         op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                     c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
@@ -331,12 +313,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
             /* the shared expert runs beside the router and the routed experts (its own stream and
              * activation buffer), joined before the reduction that adds it */
-            const int side = l->is_moe && !sh_serial();
-            cudaStream_t ss = side ? g->s2 : s;
-            if (side) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
+            cudaStream_t ss = l->is_moe ? g->s2 : s;
+            if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
             gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
-            if (side) cudaEventRecord(g->ev_join, ss);
+            if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
                 op_residual_norm_q8(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
@@ -407,7 +388,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             kk++;
             mark(g, P_CPUWAIT);
         }
-        if (shared && !sh_serial()) cudaStreamWaitEvent(s, g->ev_join, 0);
+        if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
         op_residual_norm_q8(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
