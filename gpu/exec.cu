@@ -87,15 +87,6 @@ static int route_fuse_on(void) {
     return v;
 }
 
-/* the down launches' weights asked into L2 before their wait (gpu_gemv_experts_ready: the routed
- * experts' once the routed gate/up launch has stored their ids, the shared expert's always);
- * HOTMOE_IDS_PF=0: after it, as before */
-static int ids_pf_on(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_IDS_PF"); v = !(e && e[0] == '0'); }
-    return v;
-}
-
 /* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
  * as GGUF rows) of this shape is uploaded interleaved: HOTMOE_INTER unset or 2 (1: experts only) */
 static int inter_mat(int type, int64_t ne0, int64_t ne1) {
@@ -325,8 +316,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             cudaStream_t ss = l->is_moe ? g->s2 : s;
             if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
-            if (ids_pf_on()) gpu_gemv_experts_ready(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, g->ready + 1, 1, ss);
-            else gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+            gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
@@ -378,14 +368,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (routed)
             gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
                                            c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
-                                           c->n_ff_exp, ids_pf_on() ? g->ready : NULL, s);
+                                           c->n_ff_exp, s);
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        if (routed && ids_pf_on())   /* its blocks read the ids the launch before stored and prefetch before their wait */
-            gpu_gemv_experts_ready(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, g->ready, 0, s);
-        else
-            gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);
@@ -900,11 +887,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-        if (!(g->ready = (int *)dalloc(g, 2 * sizeof(int), err, errlen))) goto bad;
-        {
-            const int r0[2] = { 0, 2 };
-            cudaMemcpy(g->ready, r0, sizeof r0, cudaMemcpyHostToDevice);
-        }
         {   /* the activations' q8 records (HOTMOE_XQ=0: every GEMV block quantizes its x itself) */
             const char *e = getenv("HOTMOE_XQ");
             const size_t bn = gpu_q8_records_bytes(D), ba = gpu_q8_records_bytes(c->q_dim);

@@ -102,7 +102,6 @@ struct gpu_exec {
     float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
     void *k16, *vt16;                     /* the prefill's attention: one layer's K and V^T in F16, pf_kv16_bytes each */
     float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
-    int *ready;                           /* [0]: the routed ids' flag (gpu_gemv_experts_ready), [1]: 2 (fixed ids) */
     float *sh_act;                        /* (ff) the shared expert's activations (act is the routed ones') */
     void *xq_n, *xq_att;                  /* q8 records of xn and att, written by the ops that make them, read by the
                                              GEMVs instead of quantizing in every block; NULL: not used (HOTMOE_XQ=0) */

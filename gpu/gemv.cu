@@ -254,8 +254,7 @@ extern "C" int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int
 
 extern "C" int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
                                               const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w,
-                                              int k, const float *x, const void *xq, float *act, int ncols, int nrows, int *ready,
-                                              void *stream) {
+                                              int k, const float *x, const void *xq, float *act, int ncols, int nrows, void *stream) {
     const gemv_type *t = NULL;
     if (gemv_check("gpu_gemv_experts_swiglu_routed", type, x, ncols, nrows, k, &t)) return -1;
     if (!gate_tab || !up_tab || !logits || !ids || !w) return gemv_fail("gpu_gemv_experts_swiglu_routed: NULL table, logits, ids or weights");
@@ -265,7 +264,7 @@ extern "C" int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_
                          t->name, ncols, k, n_expert);
     if (nrows == 0) return 0;
     const int rc = gemv_q8_try_routed(type, gate_tab, up_tab, logits, bias, n_expert, fn, norm, scale, ids, w, k, x, xq, act, ncols,
-                                      nrows, stream, ready);
+                                      nrows, stream);
     return rc > 0 ? gemv_fail("gpu_gemv_experts_swiglu_routed: the q8 path refused %s x %d", t->name, ncols) : rc;
 }
 
@@ -309,20 +308,6 @@ extern "C" int gpu_gemv_experts_y(int type, const void *const *w_tab, const int 
     if (gpu_q8_inter_lshift(w_tab) >= 0) return gemv_fail("gpu_gemv_experts_y: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
     const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride };
     return t->run(p, k, 1, (cudaStream_t)stream);
-}
-
-extern "C" int gpu_gemv_experts_ready(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
-                                      int nrows, int *ready, int fixed, void *stream) {
-    const gemv_type *t;
-    if (gemv_check("gpu_gemv_experts_ready", type, x, ncols, nrows, k, &t)) return -1;
-    if (!w_tab || !ids || !ready) return gemv_fail("gpu_gemv_experts_ready: NULL table, ids or flag");
-    if (nrows == 0 || k == 0) return 0;
-    if (gemv_q8_mode()) {
-        const int rc = gemv_q8_try(type, NULL, w_tab, NULL, ids, k, x, ncols, y, nrows, ncols, nrows, 1, stream, 1, 1, 0, k, nullptr,
-                                   ready, !fixed);
-        if (rc <= 0) return rc;
-    }
-    return gpu_gemv_experts(type, w_tab, ids, k, x, y, ncols, nrows, stream);   /* the flag is a hint: the plain launch */
 }
 
 extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, const float *x,

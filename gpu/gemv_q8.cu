@@ -89,13 +89,6 @@ struct q8_params {
     float rscale;
     int *rids;
     float *rw;
-    /* ready (tables): ids before the wait. The blocks read *ready first (acquire): 1 (set by the
-     * launch that wrote ids, cleared here by block (0, 0) after the wait when ready_clear) or 2 (ids
-     * that never change): they build their slot tables from ids (read past L1) and ask L2 for their
-     * first round of rows before they wait; 0: after the wait, as without ready. With rlog: the
-     * routed launch sets *ready = 1 once its ids are stored. */
-    int *ready;
-    int ready_clear;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -166,15 +159,6 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
     }
 }
 
-__device__ __forceinline__ int q8_ld_acquire(const int *p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void q8_st_release(int *p, int v) {
-    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
 /* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
@@ -230,36 +214,16 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params 
     if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
         if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
-    } else if (!ROUTE && p.ready) {   /* tables: their ids before the wait when the flag says they are stored */
-        __shared__ int rdy;
-        if (threadIdx.x == 0) rdy = q8_ld_acquire(p.ready);
-        __syncthreads();
-        if (rdy) {
-            for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
-                const int id = __ldcg(p.ids + (p.flat ? sl : e));
-                wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
-                if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
-            }
-            __syncthreads();
-            prefetch_warp(base0, wslot, wrow);
-            __syncthreads();   /* the tables are made again below */
-        }
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    if (!ROUTE && p.ready && p.ready_clear && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *p.ready = 0;
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
         __shared__ int rids[Q8_MAXK];
         __shared__ float rw[Q8_MAXK];
         router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
         __syncthreads();
-        if (blockIdx.x == 0 && blockIdx.y == 0) {
-            if ((int)threadIdx.x < p.k) {
-                p.rids[threadIdx.x] = rids[threadIdx.x];
-                p.rw[threadIdx.x] = rw[threadIdx.x];
-                __threadfence();
-            }
-            __syncthreads();
-            if (threadIdx.x == 0 && p.ready) q8_st_release(p.ready, 1);   /* the down launch may read them before its wait */
+        if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
+            p.rids[threadIdx.x] = rids[threadIdx.x];
+            p.rw[threadIdx.x] = rw[threadIdx.x];
         }
         q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
     } else {
@@ -690,7 +654,7 @@ static const q8_type *q8_find(int type) {
 
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg,
-                int yg, int64_t ygs, int tok, const void *xq, int *ready, int ready_clear) {
+                int yg, int64_t ygs, int tok, const void *xq) {
     const q8_type *t = q8_find(type);
     if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
@@ -700,7 +664,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, tab0 ? ready : NULL, ready_clear };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -715,12 +679,12 @@ int gemv_q8_routed_ok(int type, int ncols, int rn, int k) {
  * rlog): 0, -1 with the reason recorded, 1 when gemv_q8_routed_ok does not take the shape */
 int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
                        int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
-                       int ncols, int nrows, void *stream, int *ready) {
+                       int ncols, int nrows, void *stream) {
     if (!gemv_q8_routed_ok(type, ncols, rn, k)) return 1;
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, ready, 0 };
+                    (const uint8_t *)xq, 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -732,7 +696,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, 0 };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -51,13 +51,13 @@ int gpu_q8_inter_lshift(const void *tab);
 /* The routed experts' SwiGLU launch that also picks them: every block runs the router's top-k
  * (router.cuh's router_topk: the op_router rule, groups not limited) over logits[n_expert] with
  * the selection bias (NULL: none), fn 2 sigmoid else softmax, norm, scale; block 0 stores the k
- * ids and weights to ids, w (for the down launch and the reduction), then sets *ready = 1 (ready
- * not NULL: gpu_gemv_experts_ready's flag); act as gpu_gemv_experts_swiglu_q8x with those ids. q8
- * path only: gpu_gemv_experts_routed_ok says whether it takes the shape (else -1). */
+ * ids and weights to ids, w (for the down launch and the reduction); act as
+ * gpu_gemv_experts_swiglu_q8x with those ids. q8 path only: gpu_gemv_experts_routed_ok says
+ * whether it takes the shape (else -1). */
 int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int k);
 int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
                                    const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w, int k,
-                                   const float *x, const void *xq, float *act, int ncols, int nrows, int *ready, void *stream);
+                                   const float *x, const void *xq, float *act, int ncols, int nrows, void *stream);
 
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each
@@ -89,15 +89,6 @@ int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, const void 
  * rows with the routing weights). w_tab: device table as above; x: [k][ncols]; y: [k][nrows]. */
 int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, const float *x,
                      float *y, int ncols, int nrows, void *stream);
-
-/* gpu_gemv_experts whose blocks read ids and ask L2 for their first rows before they wait on the
- * kernel before them (the weights stream in while it finishes), when the device flag *ready says
- * ids are stored: fixed 0, a flag gpu_gemv_experts_swiglu_routed (given the same pointer) sets
- * once it has stored them and this launch clears after its wait; fixed 1, ids that never change
- * (*ready holds 2, left as is). The flag only decides what is prefetched: results are
- * gpu_gemv_experts's, bit for bit. */
-int gpu_gemv_experts_ready(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
-                           int nrows, int *ready, int fixed, void *stream);
 
 /* gpu_gemv_experts with the slots' outputs in groups of ky: slot j writes y + (j / ky) *
  * y_group_stride + (j % ky) * nrows (several tokens' experts in one launch, each token's rows
