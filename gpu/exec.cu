@@ -305,15 +305,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                           g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
         gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
-        /* a MoE layer's norm and router GEMV in one launch (HOTMOE_RN_ROUTER=1): x + tmp is added
-         * into x by the reduction at the layer's end */
-        const float *pre = NULL;
-        if (l->is_moe && l->router.type == HM_TYPE_F32 &&
-            !op_residual_norm_router(g->x, g->tmp, l->ffn_norm, g->xn, g->xq_n, (const float *)l->router.d, g->rlog, D, c->n_expert,
-                                     c->rms_eps, s))
-            pre = g->tmp;
-        else
-            op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
+        op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_OPROJ);
         const float *shared = NULL;
         if (l->has_single) { /* dense FFN, or the shared expert */
@@ -334,7 +326,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
             mark(g, P_DENSE);
         }
-        if (!pre) gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
+        gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
         /* resident experts, no recorded routing, no group limit: the routed
          * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
         const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
@@ -397,7 +389,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             mark(g, P_CPUWAIT);
         }
         if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
-        op_residual_norm_pre_q8(g->x, pre, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
+        op_residual_norm_q8(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
     if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);

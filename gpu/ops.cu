@@ -147,19 +147,11 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
  * CPU's order of additions: the rows loaded RN_K at a time, all before their sum (one L2 round trip
  * a group, not one a row). !in: zeros, nothing read. Every thread of the block calls it (it
  * synchronizes). */
-static __device__ __forceinline__ float4 rn_pre_add(float4 xo, const float *__restrict__ pre, int i) {
-    if (!pre) return xo;   /* x + pre as op_residual_norm with k 1 adds it: (0 + 1 * pre) into x */
-    const float4 p = ((const float4 *)pre)[i];
-    float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
-    a.x += 1.0f * p.x; a.y += 1.0f * p.y; a.z += 1.0f * p.z; a.w += 1.0f * p.w;
-    return make_float4(xo.x + a.x, xo.y + a.y, xo.z + a.z, xo.w + a.w);
-}
-
 static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ x, const float *__restrict__ y,
                                                       const float *__restrict__ wt, int k, const float *__restrict__ shared,
-                                                      int n4, int i, bool in, const float *__restrict__ pre = nullptr) {
+                                                      int n4, int i, bool in) {
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    const float4 xo = in ? rn_pre_add(((const float4 *)x)[i], pre, i) : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
+    const float4 xo = in ? ((const float4 *)x)[i] : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
     float4 acc = z;
     __shared__ float cw[RN_K];
     for (int j0 = 0; j0 < k; j0 += RN_K) {
@@ -185,7 +177,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps, long long ys, int ws,
-                                                         uint8_t *__restrict__ xq, int f, const float *__restrict__ pre) {
+                                                         uint8_t *__restrict__ xq, int f) {
     const int n4 = n / 4, i = threadIdx.x;
     const bool in = i < n4;
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -195,7 +187,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
     hm_pdl_wait_f(f);
     RN_ROW();
     float4 v[RN_V];
-    v[0] = rn_residual1(x, y, wt, k, shared, n4, i, in, pre);
+    v[0] = rn_residual1(x, y, wt, k, shared, n4, i, in);
 #pragma unroll
     for (int r = 1; r < RN_V; r++) v[r] = z;
     if (in) ((float4 *)x)[i] = v[0];
@@ -213,7 +205,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
                                                            const float *__restrict__ wt, int k,
                                                            const float *__restrict__ shared, const float *__restrict__ w,
                                                            float *__restrict__ out, int n, float eps, long long ys, int ws,
-                                                           uint8_t *__restrict__ xq, int f, const float *__restrict__ pre) {
+                                                           uint8_t *__restrict__ xq, int f) {
 #if __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
@@ -223,7 +215,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const float4 wv = w ? __ldg((const float4 *)w + i) : z;
     hm_pdl_wait_f(f);
     RN_ROW();
-    const float4 v = rn_residual1(x, y, wt, k, shared, n / 4, i, true, pre);
+    const float4 v = rn_residual1(x, y, wt, k, shared, n / 4, i, true);
     ((float4 *)x)[i] = v;
     if (!w) return;   /* uniform over the cluster: no barrier below */
     const float ss = block_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
@@ -254,7 +246,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps, long long ys, int ws,
-                                                         uint8_t *__restrict__ xq, int f, const float *__restrict__ pre) {
+                                                         uint8_t *__restrict__ xq, int f) {
     float4 wv[RN_V];
     hm_pdl_pre(f);
     rn_load_w(w, n / 4, wv);
@@ -292,7 +284,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
             const float4 t = ((const float4 *)shared)[i];
             acc.x += t.x; acc.y += t.y; acc.z += t.z; acc.w += t.w;
         }
-        const float4 xo = rn_pre_add(((const float4 *)x)[i], pre, i);
+        const float4 xo = ((const float4 *)x)[i];
         v[r] = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
         ((float4 *)x)[i] = v[r];
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
@@ -307,16 +299,10 @@ static bool rn_wide(void) {
     return hm_env_digit("HOTMOE_RN_WIDE", 0, 1, 1, c) == 1;
 }
 
-/* pre (one row only): x + pre first, as op_residual_norm with k 1 would add it (op_residual_norm_router's deferred residual) */
 static void residual_norm_launch(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
-                                 const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s,
-                                 const float *pre = nullptr) {
+                                 const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s) {
     const dim3 grid(1, rows);
-    const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w | (uintptr_t)pre) % 16 == 0 && ys % 4 == 0;
-    if (pre && (!v4 || rows != 1)) {   /* the scalar kernel has no pre: the residual's own launch first */
-        residual_norm_launch(x, pre, 0, NULL, 0, 1, NULL, NULL, NULL, NULL, n, rows, eps, s);
-        pre = nullptr;
-    }
+    const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
     const int n4 = n / 4;
@@ -325,10 +311,10 @@ static void residual_norm_launch(float *x, const float *y, long long ys, const f
      * against 327.3) */
     if (v4 && n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster())
         hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, y, wt, k, shared, w, out, n,
-                     eps, ys, ws, kq, hm_small_pdl(), pre);
+                     eps, ys, ws, kq, hm_small_pdl());
     else if (v4 && n4 <= 1024 && rn_wide())   /* one float4 a thread */
-        hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl(), pre);
-    else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl(), pre);
+        hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
+    else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
     else hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
     if (xq && !kq) gpu_q8_records(out, n, xq, s);
 }
@@ -346,100 +332,6 @@ void op_residual_norm(float *x, const float *y, const float *wt, int k, const fl
 void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                          void *xq, int n, float eps, cudaStream_t s) {
     residual_norm_launch(x, y, 0, wt, 0, k, shared, w, out, (uint8_t *)xq, n, 1, eps, s);
-}
-
-void op_residual_norm_pre_q8(float *x, const float *pre, const float *y, const float *wt, int k, const float *shared, const float *w,
-                             float *out, void *xq, int n, float eps, cudaStream_t s) {
-    residual_norm_launch(x, y, 0, wt, 0, k, shared, w, out, (uint8_t *)xq, n, 1, eps, s, pre);
-}
-
-/* op_residual_norm_router: block r (of n_expert) makes v = x + pre and the norm itself, in the
- * order of the residual norm launch it replaces (rn: 1, k_residual_norm1's block sum over n/4
- * threads; 2, k_residual_norm_cl's RN_CL block sums added in rank order), then router row r's dot
- * as gemv_kernel<TF32V, 1, 1> makes it (a thread's 8-float parts by fmaf, warp sums, the warps'
- * sums in order), from the normed x in shared memory; block 0 writes xn and its records. x is
- * not written (op_residual_norm_pre_q8 adds pre to it later). blockDim: gemv_launch's threads. */
-__global__ void __launch_bounds__(256) k_rn_router(const float *__restrict__ x, const float *__restrict__ pre,
-                                                   const float *__restrict__ w, float *__restrict__ xn, uint8_t *__restrict__ xq,
-                                                   const float *__restrict__ rw, float *__restrict__ rlog, int n, float eps, int rn,
-                                                   int f) {
-    extern __shared__ float4 sx[];   /* [n / 4]: v, then the normed x */
-    __shared__ float red[256];       /* a sum of squares per 32 float4 (n / 4 <= 8192) */
-    __shared__ float dred[8];
-    const int n4 = n / 4, T = blockDim.x, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, r = blockIdx.x;
-    hm_pdl_pre(f);
-    hm_pdl_wait_f(f);
-    for (int i = threadIdx.x; i < n4; i += T) {   /* T % 32 == 0, n4 % 32 == 0: warps whole, lane == i % 32 */
-        const float4 v = rn_pre_add(((const float4 *)x)[i], pre, i);
-        sx[i] = v;
-        const float t = warp_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
-        if (lane == 0) red[i >> 5] = t;
-    }
-    __syncthreads();
-    float tot;
-    if (rn == 1) {   /* block_sum over n4 threads: the warps' sums, then warp 0's sum of them */
-        tot = warp_sum(lane < n4 / 32 ? red[lane] : 0.0f);
-    } else {         /* RN_CL blocks of n4 / RN_CL threads: each its block_sum, then the partials in rank order */
-        const int nw = n4 / RN_CL / 32;
-        tot = 0.f;
-        for (int b = 0; b < RN_CL; b++) tot += warp_sum(lane < nw ? red[b * nw + lane] : 0.0f);
-    }
-    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
-    for (int i = threadIdx.x; i < n4; i += T) {
-        const float4 v = sx[i], ww = __ldg((const float4 *)w + i);
-        const float4 o = make_float4(ww.x * (v.x * inv), ww.y * (v.y * inv), ww.z * (v.z * inv), ww.w * (v.w * inv));
-        sx[i] = o;
-        if (r == 0) {
-            ((float4 *)xn)[i] = o;
-            if (xq) q8_quant_f4(o, i, true, xq);
-        }
-    }
-    __syncthreads();
-    const float *row = rw + (size_t)r * n, *sxf = (const float *)sx;
-    float acc = 0.f;
-    for (int q = threadIdx.x; q < n / 8; q += T) {   /* TF32V::dot: 8 floats a part */
-        float xv[8], wv[8];
-        const float4 a0 = *(const float4 *)(sxf + 8 * q), a1 = *(const float4 *)(sxf + 8 * q + 4);
-        const float4 b0 = __ldg((const float4 *)(row + 8 * q)), b1 = __ldg((const float4 *)(row + 8 * q + 4));
-        xv[0] = a0.x; xv[1] = a0.y; xv[2] = a0.z; xv[3] = a0.w; xv[4] = a1.x; xv[5] = a1.y; xv[6] = a1.z; xv[7] = a1.w;
-        wv[0] = b0.x; wv[1] = b0.y; wv[2] = b0.z; wv[3] = b0.w; wv[4] = b1.x; wv[5] = b1.y; wv[6] = b1.z; wv[7] = b1.w;
-#pragma unroll
-        for (int i = 0; i < 8; i++) acc = fmaf(wv[i], xv[i], acc);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    if (lane == 0) dred[wid] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float a = 0.f;
-        for (int w2 = 0; w2 < T / 32; w2++) a += dred[w2];
-        rlog[r] = a;
-    }
-}
-
-/* HOTMOE_RN_ROUTER=1 (an experiment, off by default until measured): op_residual_norm_router */
-static bool rn_router_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_RN_ROUTER", 0, 1, 0, c) == 1;
-}
-
-int op_residual_norm_router(const float *x, const float *pre, const float *w, float *xn, void *xq, const float *router, float *rlog,
-                            int n, int n_expert, float eps, cudaStream_t s) {
-    if (!rn_router_on()) return 1;
-    const int n4 = n / 4;
-    /* the residual norm launch it stands for (residual_norm_launch's choice for one row with records) */
-    const bool al = ((uintptr_t)x | (uintptr_t)pre | (uintptr_t)w | (uintptr_t)xn | (uintptr_t)router | (uintptr_t)xq) % 16 == 0;
-    if (!al || !xq || n % Q8_CHUNK || n > Q8_MAX_NCOLS || n > 12288 || n_expert < 1 || (n_expert + 3) / 4 >= 256) return 1;
-    int rn;
-    if (n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster()) rn = 2;
-    else if (n4 <= 1024 && rn_wide()) rn = 1;
-    else return 1;
-    /* gemv_launch<TF32V>'s threads for one row a block (few rows) */
-    int threads = (n / 8 + 31) / 32 * 32;
-    threads = threads < 32 ? 32 : threads > 256 ? 256 : threads;
-    hm_launch(k_rn_router, dim3(n_expert), threads, sizeof(float) * (size_t)n, s, x, pre, w, xn, (uint8_t *)xq, router, rlog, n, eps, rn,
-              hm_small_pdl());
-    return 0;
 }
 
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */

@@ -47,18 +47,6 @@ void op_residual_norm(float *x, const float *y, const float *wt, int k, const fl
 void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
 void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                          void *xq, int n, float eps, cudaStream_t s);
-/* op_residual_norm_q8 with x + pre added first, as op_residual_norm_q8(x, pre, NULL, 1, ...) would
- * have (the residual op_residual_norm_router leaves to it), bitwise the two launches' x and out */
-void op_residual_norm_pre_q8(float *x, const float *pre, const float *y, const float *wt, int k, const float *shared, const float *w,
-                             float *out, void *xq, int n, float eps, cudaStream_t s);
-/* The norm after the o-projection and the router's GEMV in one launch (HOTMOE_RN_ROUTER=1): xn =
- * rmsnorm(x + pre) * w with its records at xq, rlog = router (F32, [n_expert][n]) times xn, each
- * bitwise what op_residual_norm_q8(x, pre, NULL, 1, NULL, w, xn, xq, ...) then gpu_gemv(F32,
- * router, xn, rlog, ...) make; x is left as it is (op_residual_norm_pre_q8 adds pre later). 0:
- * launched; 1: not taken (switch off, or a shape or alignment the fused kernel does not mirror):
- * make the two launches. */
-int op_residual_norm_router(const float *x, const float *pre, const float *w, float *xn, void *xq, const float *router, float *rlog,
-                            int n, int n_expert, float eps, cudaStream_t s);
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
                        int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */

@@ -149,53 +149,6 @@ static void test_attention_q8(int n_head, int n_kv, int hd, int n_ctx, int pos) 
     free(q); free(kc); free(vc); free(a); free(b);
 }
 
-/* op_residual_norm_router (HOTMOE_RN_ROUTER=1, set in main) against op_residual_norm_q8 then the
- * F32 router GEMV: xn, its records and the logits bitwise, x untouched; then the layer's reduction
- * with the deferred residual (op_residual_norm_pre_q8) against the two-step x: x and the next norm
- * bitwise. rn: which residual norm the shape takes (the cluster at n 4096, one block below). */
-static void test_rn_router(int n, int n_expert, int k) {
-    float *x = (float *)malloc(n * 4), *t = (float *)malloc(n * 4), *w = (float *)malloc(n * 4), *w2 = (float *)malloc(n * 4);
-    float *R = (float *)malloc((size_t)n * n_expert * 4), *ey = (float *)malloc((size_t)n * k * 4), *ew = (float *)malloc(k * 4);
-    fill(x, n, 2); fill(t, n, 1); fill(w, n, 1); fill(w2, n, 1); fill(R, (size_t)n * n_expert, 0.05f); fill(ey, (size_t)n * k, 1); fill(ew, k, 1);
-    float *dx[2] = { dup(x, n), dup(x, n) }, *dt = dup(t, n), *dw = dup(w, n), *dw2 = dup(w2, n), *dR = dup(R, (size_t)n * n_expert);
-    float *dey = dup(ey, (size_t)n * k), *dew = dup(ew, k), *dsh = dup(t, n);
-    float *dn[2] = { poisoned(n), poisoned(n) }, *dl[2] = { poisoned(n_expert), poisoned(n_expert) };
-    void *xq[2] = { poisoned_rec(n), poisoned_rec(n) };
-    char what[128];
-    snprintf(what, sizeof what, "residual norm + router n %d, %d experts", n, n_expert);
-    /* 0: the two launches; 1: one */
-    op_residual_norm_q8(dx[0], dt, NULL, 1, NULL, dw, dn[0], xq[0], n, 1e-5f, 0);
-    int rc = gpu_gemv(HM_TYPE_F32, dR, dn[0], dl[0], n, n_expert, 0);
-    rc |= op_residual_norm_router(dx[1], dt, dw, dn[1], xq[1], dR, dl[1], n, n_expert, 1e-5f, 0);
-    float *a = (float *)malloc(n * 4), *b = (float *)malloc(n * 4), *la = (float *)malloc(n_expert * 4), *lb = (float *)malloc(n_expert * 4);
-    back(a, dn[0], n); back(b, dn[1], n);
-    printf("%s %s: launched (%s)\n", rc ? "FAIL" : "PASS", what, rc ? "refused" : "fused kernel");
-    rc ? n_fail++ : n_pass++;
-    check_same(what, a, b, n);
-    check_records(what, xq[1], a, n);
-    back(la, dl[0], n_expert); back(lb, dl[1], n_expert);
-    int same = !memcmp(la, lb, n_expert * 4);
-    printf("%s %s: router logits bitwise the F32 GEMV's\n", same ? "PASS" : "FAIL", what);
-    same ? n_pass++ : n_fail++;
-    back(b, dx[1], n);
-    same = !memcmp(b, x, n * 4);
-    printf("%s %s: x left as it was\n", same ? "PASS" : "FAIL", what);
-    same ? n_pass++ : n_fail++;
-    /* the reduction: x (already + t) += experts + shared, against x + t deferred */
-    op_residual_norm_q8(dx[0], dey, dew, k, dsh, dw2, dn[0], xq[0], n, 1e-5f, 0);
-    op_residual_norm_pre_q8(dx[1], dt, dey, dew, k, dsh, dw2, dn[1], xq[1], n, 1e-5f, 0);
-    back(a, dx[0], n); back(b, dx[1], n);
-    same = !memcmp(a, b, n * 4);
-    back(a, dn[0], n); back(b, dn[1], n);
-    same &= !memcmp(a, b, n * 4);
-    printf("%s %s: the reduction with the deferred residual: x and the next norm bitwise the two-step's\n", same ? "PASS" : "FAIL", what);
-    same ? n_pass++ : n_fail++;
-    check_records(what, xq[1], a, n);
-    for (int i = 0; i < 2; i++) { cudaFree(dx[i]); cudaFree(dn[i]); cudaFree(dl[i]); cudaFree(xq[i]); }
-    cudaFree(dt); cudaFree(dw); cudaFree(dw2); cudaFree(dR); cudaFree(dey); cudaFree(dew); cudaFree(dsh);
-    free(x); free(t); free(w); free(w2); free(R); free(ey); free(ew); free(a); free(b); free(la); free(lb);
-}
-
 /* bias, per-head RMSNorm, partial NeoX RoPE at pos, then k/v written to the caches */
 static void test_qkv_post(int n_head, int n_kv, int hd, int n_rot, int bias, int qk_norm, int pos) {
     int qd = n_head * hd, kvd = n_kv * hd, n_ctx = pos + 3;
@@ -342,11 +295,6 @@ int main(void) {
     test_attention_q8(6, 3, 48, 300, 211);
     test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
     test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
-    setenv("HOTMOE_RN_ROUTER", "1", 1);
-    test_rn_router(4096, 128, 8);   /* air: the cluster's order */
-    test_rn_router(2048, 128, 8);   /* a3b: one block */
-    test_rn_router(256, 8, 2);      /* the tiny fixtures' width */
-    test_rn_router(1024, 60, 4);
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
