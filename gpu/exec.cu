@@ -87,6 +87,30 @@ static int route_fuse_on(void) {
     return v;
 }
 
+/* HOTMOE_DIAG_SKIP=name[/name...] (a diagnostic: the OUTPUT IS WRONG): the decode step leaves out
+ * those launches of every layer, so that the step's time without them measures what each costs on
+ * the step's critical path (what ktrace's stamps, which include waits, cannot): v, qk (q|k or
+ * q|k|v), post (k_qkv_post), attn (attention and merge), oproj, norm1 (the norm after the
+ * o-projection), router (its GEMV), topk (op_router, when not inside the routed launch), gateup
+ * (the routed gate/up), down (the routed down), shared (the shared expert or dense FFN), reduce */
+enum { D_V, D_QK, D_POST, D_ATTN, D_OPROJ, D_NORM1, D_ROUTER, D_TOPK, D_GATEUP, D_DOWN, D_SHARED, D_REDUCE, D_COUNT };
+static int diag_skip(int what) {
+    static int mask = -1;
+    if (mask < 0) {
+        static const char *names[D_COUNT] = { "v", "qk", "post", "attn", "oproj", "norm1", "router", "topk", "gateup", "down", "shared", "reduce" };
+        mask = 0;
+        const char *e = getenv("HOTMOE_DIAG_SKIP");
+        for (const char *p = e; p && *p;) {
+            const size_t n = strcspn(p, "/,");
+            for (int i = 0; i < D_COUNT; i++)
+                if (strlen(names[i]) == n && !strncmp(p, names[i], n)) mask |= 1 << i;
+            p += n + (p[n] != 0);
+        }
+        if (mask) fprintf(stderr, "hotmoe: HOTMOE_DIAG_SKIP=%s: launches left out of every layer, the output is wrong (timing only)\n", e);
+    }
+    return mask >> what & 1;
+}
+
 /* whether a plain matrix (q|k|v, the o-projection, the head; not the router, which the prefill reads
  * as GGUF rows) of this shape is uploaded interleaved: HOTMOE_INTER unset or 2 (1: experts only) */
 static int inter_mat(int type, int64_t ne0, int64_t ne1) {
@@ -287,10 +311,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
-            gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
+            if (!diag_skip(D_V)) gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
             cudaEventRecord(g->ev_join, g->s2);
         }
-        if (l->n_fused) {
+        if (diag_skip(D_QK)) {
+        } else if (l->n_fused) {
             gpu_gemv_q8x(l->wqkv.type, l->wqkv.d, g->xn, g->xq_n, g->q, D, (int)l->wqkv.ne1, s);
         } else {
             gpu_gemv_q8x(l->wq.type, l->wq.d, g->xn, g->xq_n, g->q, D, c->q_dim, s);
@@ -298,14 +323,16 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
-                    c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
+        if (!diag_skip(D_POST))
+            op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
+                        c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
         mark(g, P_ROPE);
-        op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
-                          g->n_ctx, g->d_pos, s);
+        if (!diag_skip(D_ATTN))
+            op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
+                              g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
-        gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
-        op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
+        if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
+        if (!diag_skip(D_NORM1)) op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_OPROJ);
         const float *shared = NULL;
         if (l->has_single) { /* dense FFN, or the shared expert */
@@ -315,8 +342,10 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
              * activation buffer), joined before the reduction that adds it */
             cudaStream_t ss = l->is_moe ? g->s2 : s;
             if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
-            gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
-            gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+            if (!diag_skip(D_SHARED)) {
+                gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
+                gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+            }
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
@@ -326,12 +355,12 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
             mark(g, P_DENSE);
         }
-        gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
+        if (!diag_skip(D_ROUTER)) gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
         /* resident experts, no recorded routing, no group limit: the routed
          * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
         const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
                            gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
-        if (!routed)
+        if (!routed && !diag_skip(D_TOPK))
             op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
                       c->n_group, c->topk_group, g->ids, g->ew, s);
         if (g->d_rec) {
@@ -365,14 +394,15 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                 mark(g, P_CACHE);
             }
         }
-        if (routed)
+        if (diag_skip(D_GATEUP)) {
+        } else if (routed)
             gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
                                            c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
                                            c->n_ff_exp, s);
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        if (!diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);
@@ -389,7 +419,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             mark(g, P_CPUWAIT);
         }
         if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
-        op_residual_norm_q8(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
+        if (!diag_skip(D_REDUCE)) op_residual_norm_q8(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }
     if (g->d_rec) cudaMemcpyAsync(g->h_rec, g->d_rec, sizeof(int) * nk, cudaMemcpyDeviceToHost, s);
@@ -900,6 +930,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(GPU_BATCH_MAX), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
+        CK(cudaMemset(g->ids, 0, sizeof(int) * 64));   /* valid ids before any router ran (HOTMOE_DIAG_SKIP=gateup) */
         CK(cudaMemset(g->am_scratch, 0, op_argmax_scratch_bytes(GPU_BATCH_MAX)));
         if (g->n_seq > 1) {   /* batched decode: GPU_BATCH_MAX rows of each buffer (in the estimate: batch_workspace) */
             const batch_sizes b = batch_rows(c);
