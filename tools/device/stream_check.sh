@@ -73,7 +73,8 @@ print('plan %s: decode %.1f tok/s (%s), VRAM %.3f GiB, pinned %.2f GiB, per laye
 PY
     done; done
   }
-  run() { local tag=$1; shift; local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
+  run() { local tag=${1//\//-}; shift;   # (a / in a setting, e.g. HOTMOE_DIAG_SKIP=attn/post, not in file names)
+          local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
           timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without|^greedy steps|^tokens of" "$OUT/decode-$shape-$tag.log"; }
   for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
