@@ -163,8 +163,8 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false>
-__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_kernel(const q8_params p) {
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
+__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
@@ -444,12 +444,12 @@ static int q8_sm_count(void) {
     return n;
 }
 
-template <class T, int NMAT, int A>
+template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     if constexpr (NMAT == 2) {
-        if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
+        if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
     }
-    hm_launch(gemv_q8_kernel<T, NMAT, A, 1>, grid, Q8_THREADS, smem, s, p);
+    hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS>, grid, Q8_THREADS, smem, s, p);
 }
 
 /* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
@@ -543,9 +543,25 @@ static int q8_inter_lshift(const void *tab) {
     return -1;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
-/* the register kernel's lane shift for a launch of this shape (q8_launch's choice) */
-static int q8_lshift_of(int nchunks, int nrows, int nmat, int tok) {
-    int ls = q8_lanes_shift_for(nchunks, (long)nrows * nmat * tok, q8_lane_cap());
+/* HOTMOE_Q8_BPS3=1 (an experiment, off by default until measured): Q3_K's interleaved register
+ * kernel at three blocks a SM (launch bounds for 3: 75-80 registers, no spills, against 106 at
+ * 2), its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes,
+ * 352 blocks, ~21 warps a SM against 2 lanes, 176 blocks, ~11); the layout is uploaded for those
+ * lanes. Q3_K's gate/up runs at 57.6% of the bandwidth alone at two. */
+static int q8_bps3_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_Q8_BPS3", 0, 1, 0, c);
+}
+template <class T> struct q8_is_q3k { static constexpr bool v = false; };
+template <bool P> struct q8_is_q3k<Q8W_Q3_KT<P>> { static constexpr bool v = true; };
+/* blocks a SM of the interleaved register kernel for a type (and the lanes of its launches) */
+static int q8_inter_bps(int type) { return type == HM_TYPE_Q3_K && q8_bps3_on() ? 3 : 2; }
+
+/* the register kernel's lane shift for a launch of this shape (q8_launch's choice) on a grid of
+ * bps blocks a SM */
+static int q8_lshift_of(int nchunks, int nrows, int nmat, int tok, int bps = 2) {
+    const long cap = q8_lane_cap();
+    int ls = q8_lanes_shift_for(nchunks, (long)nrows * nmat * tok, bps == 2 ? cap : cap / 2 * bps);
     if (nmat == 2 && ls > 4) ls = 4;
     return ls;
 }
@@ -559,10 +575,14 @@ template <class T> struct q8_inter_ok {
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
-    p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok);   /* the interleaved layout's lanes come from here too */
-    p.trig = hm_pdl_trigger_mode();
     /* interleaved matrices (gpu_q8_inter_pack): the register kernel on their layout (A = 0) */
     const int ils = q8_inter_lshift(p.tab0 ? (const void *)p.tab0 : (const void *)p.w);
+    /* Q3_K under HOTMOE_Q8_BPS3: lanes for three blocks a SM in every layout (the sums depend on the
+     * lanes only, so GGUF rows, interleaved and batched stay bitwise alike); the grid and launch
+     * bounds for three only in the interleaved kernel */
+    const int bps = q8_is_q3k<T>::v ? q8_inter_bps(HM_TYPE_Q3_K) : 2;
+    p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
+    p.trig = hm_pdl_trigger_mode();
     if (ils >= 0) {
         if (nmat == 2 && q8_inter_lshift(p.tab1) != ils)
             return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << q8_inter_lshift(p.tab1));
@@ -604,10 +624,18 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, 2);
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {
+        if constexpr (std::is_same<T, Q8W_Q3_K>::value) {
+            if (bps == 3) {   /* interleaved Q3_K (Q8W_Q3_K: the only Q3_K kernel built for the layout) */
+                if (nmat == 2) q8_go<T, 2, 0, 3>(p, grid, smem, s);
+                else q8_go<T, 1, 0, 3>(p, grid, smem, s);
+                const cudaError_t err = cudaGetLastError();
+                return err == cudaSuccess ? 0 : gemv_fail("gemv_q8: launch of %dx%d blocks failed: %s", gx, nslices, cudaGetErrorString(err));
+            }
+        }
         if constexpr (q8_inter_ok<T>::v) {
             if (nmat == 2) q8_go<T, 2, 0>(p, grid, smem, s);
             else q8_go<T, 1, 0>(p, grid, smem, s);
@@ -720,7 +748,7 @@ static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int 
     }
     *cbp = (*cb + 15) & ~15;
     *nch = (ncols + Q8_CHUNK - 1) / Q8_CHUNK;
-    *ls = q8_lshift_of(*nch, nrows, nmat, tok < 1 ? 1 : tok);
+    *ls = q8_lshift_of(*nch, nrows, nmat, tok < 1 ? 1 : tok, q8_inter_bps(type));
     *rw = (32 >> *ls) / nmat;
     if (*rw < 1 || nrows % *rw) return -1;
     *nch = (*nch + (1 << *ls) - 1) >> *ls << *ls;   /* chunk slots a row: whole steps of L */
