@@ -543,19 +543,35 @@ static int q8_inter_lshift(const void *tab) {
     return -1;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
-/* HOTMOE_Q8_BPS3=1 (an experiment, off by default until measured): Q3_K's interleaved register
- * kernel at three blocks a SM (launch bounds for 3: 75-80 registers, no spills, against 106 at
- * 2), its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes,
- * 352 blocks, ~21 warps a SM against 2 lanes, 176 blocks, ~11); the layout is uploaded for those
- * lanes. Q3_K's gate/up runs at 57.6% of the bandwidth alone at two. */
-static int q8_bps3_on(void) {
+/* HOTMOE_Q8_BPS3 (an experiment, off by default until measured): 1, Q3_K's interleaved register
+ * kernel at three blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
+ * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
+ * blocks, ~21 warps a SM against 2 lanes, 176 blocks, ~11); 2, Q4_K and Q5_K too (a3b's routed
+ * gate/up: 8 lanes, 384 blocks against 4, 192; air's Q4_K launches keep their lanes and grids).
+ * The layout is uploaded for those lanes, and every launch of the type takes them (GGUF rows,
+ * batched, pipelined), so the layouts stay bitwise alike. Q3_K's gate/up runs at 57.6% of the
+ * bandwidth alone at two. */
+static int q8_bps3_mode(void) {
     static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_Q8_BPS3", 0, 1, 0, c);
+    return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 0, c);
 }
 template <class T> struct q8_is_q3k { static constexpr bool v = false; };
 template <bool P> struct q8_is_q3k<Q8W_Q3_KT<P>> { static constexpr bool v = true; };
 /* blocks a SM of the interleaved register kernel for a type (and the lanes of its launches) */
-static int q8_inter_bps(int type) { return type == HM_TYPE_Q3_K && q8_bps3_on() ? 3 : 2; }
+static int q8_inter_bps(int type) {
+    const int m = q8_bps3_mode();
+    return (m >= 1 && type == HM_TYPE_Q3_K) || (m == 2 && (type == HM_TYPE_Q4_K || type == HM_TYPE_Q5_K)) ? 3 : 2;
+}
+template <class T> static int q8_bps_of(void) {
+    if constexpr (q8_is_q3k<T>::v) return q8_inter_bps(HM_TYPE_Q3_K);
+    else if constexpr (std::is_same<T, Q8W_Q4_K>::value) return q8_inter_bps(HM_TYPE_Q4_K);
+    else if constexpr (std::is_same<T, Q8W_Q5_K>::value) return q8_inter_bps(HM_TYPE_Q5_K);
+    else return 2;
+}
+/* the types built for three blocks a SM */
+template <class T> struct q8_bps3_built {
+    static constexpr bool v = std::is_same<T, Q8W_Q3_K>::value || std::is_same<T, Q8W_Q4_K>::value || std::is_same<T, Q8W_Q5_K>::value;
+};
 
 /* the register kernel's lane shift for a launch of this shape (q8_launch's choice) on a grid of
  * bps blocks a SM */
@@ -577,10 +593,10 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved matrices (gpu_q8_inter_pack): the register kernel on their layout (A = 0) */
     const int ils = q8_inter_lshift(p.tab0 ? (const void *)p.tab0 : (const void *)p.w);
-    /* Q3_K under HOTMOE_Q8_BPS3: lanes for three blocks a SM in every layout (the sums depend on the
+    /* HOTMOE_Q8_BPS3's types: lanes for three blocks a SM in every layout (the sums depend on the
      * lanes only, so GGUF rows, interleaved and batched stay bitwise alike); the grid and launch
      * bounds for three only in the interleaved kernel */
-    const int bps = q8_is_q3k<T>::v ? q8_inter_bps(HM_TYPE_Q3_K) : 2;
+    const int bps = q8_bps_of<T>();
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
     if (ils >= 0) {
@@ -628,8 +644,8 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {
-        if constexpr (std::is_same<T, Q8W_Q3_K>::value) {
-            if (bps == 3) {   /* interleaved Q3_K (Q8W_Q3_K: the only Q3_K kernel built for the layout) */
+        if constexpr (q8_bps3_built<T>::v) {
+            if (bps == 3) {
                 if (nmat == 2) q8_go<T, 2, 0, 3>(p, grid, smem, s);
                 else q8_go<T, 1, 0, 3>(p, grid, smem, s);
                 const cudaError_t err = cudaGetLastError();
