@@ -547,7 +547,7 @@ extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshi
  * kernel at three blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
  * blocks, ~21 warps a SM against 2 lanes, 176 blocks, ~11); 2, Q4_K and Q5_K too (a3b's routed
- * gate/up: 8 lanes, 384 blocks against 4, 192; air's Q4_K launches keep their lanes and grids).
+ * gate/up: 8 lanes, 384 blocks against 4, 192; air's attention and shared expert keep theirs).
  * The layout is uploaded for those lanes, and every launch of the type takes them (GGUF rows,
  * batched, pipelined), so the layouts stay bitwise alike. Q3_K's gate/up runs at 57.6% of the
  * bandwidth alone at two. */
