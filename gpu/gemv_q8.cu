@@ -555,23 +555,16 @@ static int q8_bps3_mode(void) {
     static std::atomic<int> c(-1);
     return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 0, c);
 }
-template <class T> struct q8_is_q3k { static constexpr bool v = false; };
-template <bool P> struct q8_is_q3k<Q8W_Q3_KT<P>> { static constexpr bool v = true; };
 /* blocks a SM of the interleaved register kernel for a type (and the lanes of its launches) */
 static int q8_inter_bps(int type) {
     const int m = q8_bps3_mode();
     return (m >= 1 && type == HM_TYPE_Q3_K) || (m == 2 && (type == HM_TYPE_Q4_K || type == HM_TYPE_Q5_K)) ? 3 : 2;
 }
-template <class T> static int q8_bps_of(void) {
-    if constexpr (q8_is_q3k<T>::v) return q8_inter_bps(HM_TYPE_Q3_K);
-    else if constexpr (std::is_same<T, Q8W_Q4_K>::value) return q8_inter_bps(HM_TYPE_Q4_K);
-    else if constexpr (std::is_same<T, Q8W_Q5_K>::value) return q8_inter_bps(HM_TYPE_Q5_K);
-    else return 2;
-}
-/* the types built for three blocks a SM */
-template <class T> struct q8_bps3_built {
-    static constexpr bool v = std::is_same<T, Q8W_Q3_K>::value || std::is_same<T, Q8W_Q4_K>::value || std::is_same<T, Q8W_Q5_K>::value;
-};
+/* the ggml type of a decoder HOTMOE_Q8_BPS3 may take (-1: none); those are built for three too */
+template <class T> struct q8_bps3_type { static constexpr int v = -1; };
+template <bool P> struct q8_bps3_type<Q8W_Q3_KT<P>> { static constexpr int v = HM_TYPE_Q3_K; };
+template <> struct q8_bps3_type<Q8W_Q4_K> { static constexpr int v = HM_TYPE_Q4_K; };
+template <> struct q8_bps3_type<Q8W_Q5_K> { static constexpr int v = HM_TYPE_Q5_K; };
 
 /* the register kernel's lane shift for a launch of this shape (q8_launch's choice) on a grid of
  * bps blocks a SM */
@@ -596,7 +589,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     /* HOTMOE_Q8_BPS3's types: lanes for three blocks a SM in every layout (the sums depend on the
      * lanes only, so GGUF rows, interleaved and batched stay bitwise alike); the grid and launch
      * bounds for three only in the interleaved kernel */
-    const int bps = q8_bps_of<T>();
+    const int bps = q8_bps3_type<T>::v >= 0 ? q8_inter_bps(q8_bps3_type<T>::v) : 2;
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
     if (ils >= 0) {
@@ -644,16 +637,12 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {
-        if constexpr (q8_bps3_built<T>::v) {
-            if (bps == 3) {
-                if (nmat == 2) q8_go<T, 2, 0, 3>(p, grid, smem, s);
-                else q8_go<T, 1, 0, 3>(p, grid, smem, s);
-                const cudaError_t err = cudaGetLastError();
-                return err == cudaSuccess ? 0 : gemv_fail("gemv_q8: launch of %dx%d blocks failed: %s", gx, nslices, cudaGetErrorString(err));
-            }
-        }
         if constexpr (q8_inter_ok<T>::v) {
-            if (nmat == 2) q8_go<T, 2, 0>(p, grid, smem, s);
+            constexpr int B3 = q8_bps3_type<T>::v >= 0 ? 3 : 2;   /* bps is 3 only for those types */
+            if (bps == 3) {
+                if (nmat == 2) q8_go<T, 2, 0, B3>(p, grid, smem, s);
+                else q8_go<T, 1, 0, B3>(p, grid, smem, s);
+            } else if (nmat == 2) q8_go<T, 2, 0>(p, grid, smem, s);
             else q8_go<T, 1, 0>(p, grid, smem, s);
         }
     } else if (nmat == 2) {
