@@ -543,17 +543,18 @@ static int q8_inter_lshift(const void *tab) {
     return -1;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
-/* HOTMOE_Q8_BPS3 (an experiment, off by default until measured): 1, Q3_K's interleaved register
- * kernel at three blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
+/* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
+ * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
  * blocks, ~21 warps a SM against 2 lanes, 176 blocks, ~11); 2, Q4_K and Q5_K too (a3b's routed
  * gate/up: 8 lanes, 384 blocks against 4, 192; air's attention and shared expert keep theirs).
  * The layout is uploaded for those lanes, and every launch of the type takes them (GGUF rows,
- * batched, pipelined), so the layouts stay bitwise alike. Q3_K's gate/up runs at 57.6% of the
- * bandwidth alone at two. */
+ * batched, pipelined), so the layouts stay bitwise alike. Measured (session 20, air resident):
+ * 268.5, 267.2 and 268.3 tok/s against 264.5, 263.3 and 264.8 at two (three calls); =2 loses on
+ * a3b (466.8 against 479.6). */
 static int q8_bps3_mode(void) {
     static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 0, c);
+    return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 1, c);
 }
 /* blocks a SM of the interleaved register kernel for a type (and the lanes of its launches) */
 static int q8_inter_bps(int type) {
