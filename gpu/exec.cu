@@ -87,6 +87,19 @@ static int route_fuse_on(void) {
     return v;
 }
 
+/* HOTMOE_ROUTER_EARLY (an experiment, off by default until measured alone): the router GEMV of a
+ * layer whose routed gate/up launch runs the top-k lets that launch start right after its PDL
+ * wait, and the launch copies x's records before its own wait (they come from the norm before the
+ * router). 1: in layers without a shared expert; 2: in every such layer; 0 (default): never.
+ * Session 20 measured it only together with another change: a3b 492.3 against 475.8 tok/s, air
+ * 247.5 against 268.3 (with a shared expert the early blocks hold the SM slots the shared
+ * expert's launches on the second stream need; air with this alone, everywhere: 249.9). */
+static int router_early(const dlayer *l) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_EARLY"); v = e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 0; }
+    return v == 2 || (v == 1 && !l->has_single);
+}
+
 /* HOTMOE_DIAG_SKIP=name[/name...] (a diagnostic: the OUTPUT IS WRONG): the decode step leaves out
  * those launches of every layer, so that the step's time without them measures what each costs on
  * the step's critical path (what ktrace's stamps, which include waits, cannot): v, qk (q|k or
@@ -355,11 +368,13 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
             mark(g, P_DENSE);
         }
-        if (!diag_skip(D_ROUTER)) gpu_gemv_q8x(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, s);
         /* resident experts, no recorded routing, no group limit: the routed
          * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
         const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
                            gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
+        /* the routed launch then follows the router GEMV directly (router_early) */
+        const int early = routed && !diag_skip(D_ROUTER) && !diag_skip(D_GATEUP) && router_early(l);
+        if (!diag_skip(D_ROUTER)) gpu_gemv_router(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, early, s);
         if (!routed && !diag_skip(D_TOPK))
             op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
                       c->n_group, c->topk_group, g->ids, g->ew, s);
@@ -398,7 +413,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         } else if (routed)
             gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
                                            c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
-                                           c->n_ff_exp, s);
+                                           c->n_ff_exp, early, s);
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);

@@ -60,6 +60,7 @@ struct gemv_params {
     int xg;                                /* slot e reads x + (e / xg) * x_stride (0 or 1: e) */
     int yg;                                /* > 1: slot e writes y + (e / yg) * ygs + (e % yg) * y_stride */
     int64_t ygs;
+    int trig;                              /* let the next kernel launch right after the wait (gpu_gemv_router's early) */
 };
 
 /* NMAT = 1: y = W x over NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over NR/2 rows
@@ -68,6 +69,7 @@ template <class T, int NMAT, int NR>
 __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_params p) {
     constexpr int ROWS = NR / NMAT;
     hm_pdl_wait();
+    if (p.trig) hm_pdl_trigger();
     const int e = blockIdx.y;
     const uint8_t *w0 = p.w, *w1 = nullptr;
     if (p.tab0) {
@@ -190,7 +192,7 @@ static int gemv_check(const char *fn, int type, const float *x, int ncols, int n
     return 0;
 }
 
-extern "C" int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, void *stream) {
+static int gemv_q8x(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, int early, void *stream) {
     const gemv_type *t;
     if (gemv_check("gpu_gemv", type, x, ncols, nrows, 1, &t)) return -1;
     if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv: W at %p is not 16-byte aligned", W);
@@ -201,8 +203,17 @@ extern "C" int gpu_gemv_q8x(int type, const void *W, const float *x, const void 
         if (rc <= 0) return rc;
     }
     if (gpu_q8_inter_lshift(W) >= 0) return gemv_fail("gpu_gemv: an interleaved matrix needs the q8 path (made in mode 0, an executor keeps GGUF rows)");
-    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0 };
+    const gemv_params p = { (const uint8_t *)W, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 1, 0, early ? 1 : 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, void *stream) {
+    return gemv_q8x(type, W, x, xq, y, ncols, nrows, 0, stream);
+}
+
+extern "C" int gpu_gemv_router(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, int early,
+                               void *stream) {
+    return gemv_q8x(type, W, x, xq, y, ncols, nrows, early, stream);
 }
 
 extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int nrows, void *stream) {
@@ -244,7 +255,7 @@ extern "C" int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab
         if (rc <= 0) return rc;
     }
     if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
-    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows, 1, 1, 0 };
+    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, 0, act, nrows, ncols, nrows, 1, 1, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -254,7 +265,8 @@ extern "C" int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int
 
 extern "C" int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
                                               const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w,
-                                              int k, const float *x, const void *xq, float *act, int ncols, int nrows, void *stream) {
+                                              int k, const float *x, const void *xq, float *act, int ncols, int nrows, int xq_ready,
+                                              void *stream) {
     const gemv_type *t = NULL;
     if (gemv_check("gpu_gemv_experts_swiglu_routed", type, x, ncols, nrows, k, &t)) return -1;
     if (!gate_tab || !up_tab || !logits || !ids || !w) return gemv_fail("gpu_gemv_experts_swiglu_routed: NULL table, logits, ids or weights");
@@ -264,7 +276,7 @@ extern "C" int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_
                          t->name, ncols, k, n_expert);
     if (nrows == 0) return 0;
     const int rc = gemv_q8_try_routed(type, gate_tab, up_tab, logits, bias, n_expert, fn, norm, scale, ids, w, k, x, xq, act, ncols,
-                                      nrows, stream);
+                                      nrows, xq_ready, stream);
     return rc > 0 ? gemv_fail("gpu_gemv_experts_swiglu_routed: the q8 path refused %s x %d", t->name, ncols) : rc;
 }
 
@@ -288,7 +300,7 @@ extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, 
         if (rc <= 0) return rc;
     }
     if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu_x: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
-    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0 };
+    const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -306,7 +318,7 @@ extern "C" int gpu_gemv_experts_y(int type, const void *const *w_tab, const int 
         if (rc <= 0) return rc;
     }
     if (gpu_q8_inter_lshift(w_tab) >= 0) return gemv_fail("gpu_gemv_experts_y: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
-    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride };
+    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, ky, y_group_stride, 0 };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }
 
@@ -321,6 +333,6 @@ extern "C" int gpu_gemv_experts(int type, const void *const *w_tab, const int *i
         if (rc <= 0) return rc;
     }
     if (gpu_q8_inter_lshift(w_tab) >= 0) return gemv_fail("gpu_gemv_experts: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
-    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, 1, 0 };
+    const gemv_params p = { NULL, w_tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, 1, 1, 0, 0 };
     return t->run(p, k, 1, (cudaStream_t)stream);
 }

@@ -81,6 +81,7 @@ struct q8_params {
     int tok;                               /* expert slots per token (1: a plain matrix), for the lane choice */
     const uint8_t *xq;                     /* x's chunk records made beforehand (gpu_q8_records, a fused producer), or NULL */
     int trig;                              /* hm_pdl_trigger_mode(): when a block lets the next kernel launch */
+    int xpre;                              /* routed launch: x's records complete before the previous kernel began (gpu_gemv_experts_swiglu_routed's xq_ready) */
     /* rlog != NULL (SwiGLU over flat slots only): the router's top-k in every block before the
      * tables: router_topk over rlog (rn experts, the selection bias rbias, its fn/norm/scale) picks
      * the k slots' ids; block (0, 0) stores them and their weights to rids, rw (gpu_gemv_experts_routed) */
@@ -215,6 +216,10 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
     }
+    /* p.xpre (routed): x's records were written before the router GEMV ran, whose blocks passed
+     * their wait before they let this launch start, so they are complete here already */
+    const bool xpre = ROUTE && p.xpre && p.xq;
+    if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
         __shared__ int rids[Q8_MAXK];
@@ -232,8 +237,9 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
-    if (NB == 1) q8_stage_x(p, e, nchunks, xs);
-    else
+    if (NB == 1) {
+        if (!xpre) q8_stage_x(p, e, nchunks, xs);
+    } else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
@@ -698,7 +704,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -713,12 +719,12 @@ int gemv_q8_routed_ok(int type, int ncols, int rn, int k) {
  * rlog): 0, -1 with the reason recorded, 1 when gemv_q8_routed_ok does not take the shape */
 int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
                        int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
-                       int ncols, int nrows, void *stream) {
+                       int ncols, int nrows, int xq_ready, void *stream) {
     if (!gemv_q8_routed_ok(type, ncols, rn, k)) return 1;
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
+                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -730,7 +736,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -598,7 +598,7 @@ struct Q8W_Q6_K {
 int gemv_q8_routed_ok(int type, int ncols, int rn, int k);
 int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
                        int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
-                       int ncols, int nrows, void *stream);
+                       int ncols, int nrows, int xq_ready, void *stream);
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg = 1, int yg = 1, int64_t ygs = 0,
                 int tok = 1, const void *xq = nullptr);

@@ -29,6 +29,11 @@ int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int n
  * quantizing x in every thread block; the results are bitwise gpu_gemv's. xq: 16-byte aligned,
  * gpu_q8_records_bytes(ncols) bytes, made from this x. */
 int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, void *stream);
+/* gpu_gemv_q8x for the router: early 1 lets the next kernel on the stream launch as soon as every
+ * block of the F32 path has passed its PDL wait (the q8 path's blocks let it at their last round
+ * either way), so that a routed launch after it (xq_ready) copies x's records while it runs */
+int gpu_gemv_router(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, int early,
+                    void *stream);
 
 /* Bytes of x's q8 records (ncols a positive multiple of 32, at most 32768; else 0: the q8 path
  * does not take such rows), and one launch writing them (q8_quant32's values, gemv_q8.cuh). */
@@ -53,11 +58,13 @@ int gpu_q8_inter_lshift(const void *tab);
  * the selection bias (NULL: none), fn 2 sigmoid else softmax, norm, scale; block 0 stores the k
  * ids and weights to ids, w (for the down launch and the reduction); act as
  * gpu_gemv_experts_swiglu_q8x with those ids. q8 path only: gpu_gemv_experts_routed_ok says
- * whether it takes the shape (else -1). */
+ * whether it takes the shape (else -1). xq_ready 1 (with xq): the records were complete before
+ * the previous kernel on the stream passed its PDL wait (they come from a kernel before the
+ * router GEMV that precedes this launch), so every block copies them before its own wait. */
 int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int k);
 int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
                                    const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w, int k,
-                                   const float *x, const void *xq, float *act, int ncols, int nrows, void *stream);
+                                   const float *x, const void *xq, float *act, int ncols, int nrows, int xq_ready, void *stream);
 
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each

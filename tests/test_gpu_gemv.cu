@@ -1099,6 +1099,8 @@ static void test_routed(int type, int H, int I, int E, int k) {
     float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog, *dbias, *act[2], *w[2];
     int *ids[2];
     CK(cudaMalloc(&dlog, sizeof(float) * E)); CK(cudaMalloc(&dbias, sizeof(float) * E));
+    void *xq;
+    CK(cudaMalloc(&xq, gpu_q8_records_bytes(H)));
     for (int v = 0; v < 2; v++) {
         CK(cudaMalloc(&act[v], sizeof(float) * k * I)); CK(cudaMalloc(&w[v], sizeof(float) * k)); CK(cudaMalloc(&ids[v], sizeof(int) * k));
     }
@@ -1121,7 +1123,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
         const float *b = c.bias ? dbias : NULL;
         op_router(dlog, b, E, k, c.fn, c.norm, c.scale, 1, 1, ids[0], w[0], 0);
         int rc = gpu_gemv_experts_swiglu_q8x(type, tg, tu, ids[0], k, dx, NULL, act[0], H, I, NULL);
-        rc |= gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, b, E, c.fn, c.norm, c.scale, ids[1], w[1], k, dx, NULL, act[1], H, I, NULL);
+        rc |= gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, b, E, c.fn, c.norm, c.scale, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
         CK(cudaDeviceSynchronize());
         std::vector<float> a0(k * I), a1(k * I), w0(k), w1(k);
         std::vector<int> i0(k), i1(k);
@@ -1129,22 +1131,32 @@ static void test_routed(int type, int H, int I, int E, int k) {
         CK(cudaMemcpy(a1.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(w0.data(), w[0], sizeof(float) * k, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(w1.data(), w[1], sizeof(float) * k, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(i0.data(), ids[0], sizeof(int) * k, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(i1.data(), ids[1], sizeof(int) * k, cudaMemcpyDeviceToHost));
+        /* x's records given and copied before the launch's wait (xq_ready, as the executor
+         * passes them after the router GEMV): the same activations */
+        std::vector<float> a2(k * I);
+        CK(cudaMemset(act[1], 0xFF, sizeof(float) * k * I));
+        rc |= gpu_q8_records(dx, H, xq, NULL);
+        CK(cudaDeviceSynchronize());   /* the contract: complete before the previous kernel's wait */
+        rc |= gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, b, E, c.fn, c.norm, c.scale, ids[1], w[1], k, dx, xq, act[1], H, I, 1, NULL);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(a2.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
         int finite = 1;
         for (float f : a0) finite &= isfinite(f) != 0;
         const int same = !rc && finite && i0 == i1 && !memcmp(w0.data(), w1.data(), sizeof(float) * k) &&
-                         !memcmp(a0.data(), a1.data(), sizeof(float) * k * I);
+                         !memcmp(a0.data(), a1.data(), sizeof(float) * k * I) && !memcmp(a0.data(), a2.data(), sizeof(float) * k * I);
         if (!same && ok)
             snprintf(detail, sizeof detail, "fn %d norm %d bias %d ties %d: %s (ids %d/%d %d/%d)", c.fn, c.norm, c.bias, c.ties,
                      rc ? gpu_gemv_error() : "differ", i0[0], i1[0], i0[k - 1], i1[k - 1]);
         ok &= same;
     }
-    report(ok, what, hm_type_get(type)->name, ok ? "ids, weights and activations bitwise op_router + the GEMV's (4 settings)" : detail);
-    const int r1 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, E, 2, 1, 1.f, ids[1], w[1], 65, dx, NULL, act[1], H, I, NULL);
-    const int r2 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, 257, 2, 1, 1.f, ids[1], w[1], k, dx, NULL, act[1], H, I, NULL);
+    report(ok, what, hm_type_get(type)->name,
+           ok ? "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given before the wait too)" : detail);
+    const int r1 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, E, 2, 1, 1.f, ids[1], w[1], 65, dx, NULL, act[1], H, I, 0, NULL);
+    const int r2 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, 257, 2, 1, 1.f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
     report(r1 && r2 && !gpu_gemv_experts_routed_ok(type, H, 257, k), what, hm_type_get(type)->name,
            r1 && r2 ? "65 slots and 257 experts refused" : "not refused");
     for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); }
-    cudaFree((void *)tg); cudaFree((void *)tu); cudaFree(dx); cudaFree(dlog); cudaFree(dbias);
+    cudaFree((void *)tg); cudaFree((void *)tu); cudaFree(dx); cudaFree(dlog); cudaFree(dbias); cudaFree(xq);
     for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(w[v]); cudaFree(ids[v]); }
 }
 
