@@ -458,6 +458,16 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS>, grid, Q8_THREADS, smem, s, p);
 }
 
+/* the interleaved kernel for nmat matrices at bps (2, or B3 when that is 3) blocks a SM */
+template <class T, int B3>
+static void q8_go_inter(const q8_params &p, int nmat, int bps, dim3 grid, size_t smem, cudaStream_t s) {
+    if (bps == 3) {
+        if (nmat == 2) q8_go<T, 2, 0, B3>(p, grid, smem, s);
+        else q8_go<T, 1, 0, B3>(p, grid, smem, s);
+    } else if (nmat == 2) q8_go<T, 2, 0>(p, grid, smem, s);
+    else q8_go<T, 1, 0>(p, grid, smem, s);
+}
+
 /* Blocks along x for nitems items (1 << lshift lanes each) in each of nslices slices, at most
  * per_sm blocks per SM, the rounds balanced. */
 static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
@@ -562,6 +572,16 @@ static int q8_bps3_mode(void) {
     static std::atomic<int> c(-1);
     return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 1, c);
 }
+/* HOTMOE_Q3R=1 (an experiment, off by default until measured): interleaved Q3_K matrices are
+ * uploaded with their chunks in the q3r arrangement (gemv_q8.cuh: q3r_pack_chunk) and read by
+ * Q8W_Q3_KR, fewer instructions a chunk for the same integers (bitwise Q8W_Q3_K's results); the
+ * prefill's dequantizer reads them with TQ3R. Read once: the upload and the launches agree. */
+static int q8_q3r_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_Q3R", 0, 1, 0, c);
+}
+extern "C" int gpu_q8_q3r(void) { return q8_q3r_on(); }
+
 /* blocks a SM of the interleaved register kernel for a type (and the lanes of its launches) */
 static int q8_inter_bps(int type) {
     const int m = q8_bps3_mode();
@@ -619,7 +639,9 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
         int rc = 1;
         if (ils >= 0) {
-            if constexpr (q8_inter_ok<T>::v) rc = q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
+            if constexpr (std::is_same<T, Q8W_Q3_K>::value) {   /* q3r chunks (HOTMOE_Q3R) */
+                rc = q8_q3r_on() ? q8b_go<Q8W_Q3_KR, 0>(p, dim3((unsigned)gx, 1), smem, s) : q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
+            } else if constexpr (q8_inter_ok<T>::v) rc = q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
         } else if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
         else if constexpr (q8_b32<T>::v) rc = q8b_go<T, 1>(p, dim3((unsigned)gx, 1), smem, s);
         if (rc) return rc;
@@ -646,11 +668,12 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     if (ils >= 0) {
         if constexpr (q8_inter_ok<T>::v) {
             constexpr int B3 = q8_bps3_type<T>::v >= 0 ? 3 : 2;   /* bps is 3 only for those types */
-            if (bps == 3) {
-                if (nmat == 2) q8_go<T, 2, 0, B3>(p, grid, smem, s);
-                else q8_go<T, 1, 0, B3>(p, grid, smem, s);
-            } else if (nmat == 2) q8_go<T, 2, 0>(p, grid, smem, s);
-            else q8_go<T, 1, 0>(p, grid, smem, s);
+            if constexpr (std::is_same<T, Q8W_Q3_K>::value) {
+                if (q8_q3r_on()) q8_go_inter<Q8W_Q3_KR, B3>(p, nmat, bps, grid, smem, s);   /* q3r chunks (HOTMOE_Q3R) */
+                else q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
+            } else {
+                q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
+            }
         }
     } else if (nmat == 2) {
         if (aligned) q8_go<T, 2, T::A>(p, grid, smem, s);
@@ -786,6 +809,8 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
     const size_t row_src = b32 ? (size_t)(ncols / 32) * (cb / 8) : (size_t)(ncols / Q8_CHUNK) * cb;   /* GGUF row bytes */
     const uint8_t *s = (const uint8_t *)src;
     uint8_t *d = (uint8_t *)dst;
+    const bool q3r = type == HM_TYPE_Q3_K && q8_q3r_on();   /* whole chunks only: Q3_K rows are multiples of 256 */
+    uint8_t tmp[128];
     memset(d, 0, (size_t)nrows * nch * cbp);
     for (int r = 0; r < nrows; r++)
         for (int c = 0; c < nch; c++) {
@@ -793,6 +818,7 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
             if (off >= row_src) break;   /* the empty slots of the last step */
             const int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
             const uint8_t *from = s + (size_t)r * row_src + off;
+            if (q3r) { q3r_pack_chunk(from, tmp); from = tmp; }
             const int li = c % L, t = c / L;
             uint8_t *g = d + (size_t)(r / rw) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
             for (int j = 0; j * 16 < nb; j++) {

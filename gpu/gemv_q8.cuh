@@ -515,6 +515,64 @@ struct Q8W_Q3_KT {
 };
 typedef Q8W_Q3_KT<true> Q8W_Q3_K;
 
+/* Q3_K in the interleaved layout with HOTMOE_Q3R=1 ("q3r", q3r_pack_chunk): the same 110 bytes, the
+ * first 96 (hmask and qs) rearranged so that each 3-bit value v = 2 low bits + 4 * high bit sits in
+ * one place. 32-group g (elements 32g..32g+31) owns bytes 12g..12g+11, words W0, W1, W2; the
+ * element 32g + 4i + b (dp4a operand i, its byte b) is, in byte b of:
+ *   i = 0, 1: W0 bits 3i..3i+2;  i = 2, 3: W1 bits 3(i-2)..;  i = 4, 5: W2 bits 3(i-4)..;
+ *   i = 6: low 2 bits in W0 bits 6-7, high bit in W2 bit 6;  i = 7: W1 bits 6-7, W2 bit 7.
+ * An operand then costs 1-2 instructions (4 for i = 6, 7) instead of ~4.3: 17 a group of 8 against
+ * ~34. Scales and d stay at bytes 96 and 108; the integers are Q8W_Q3_K's, so are the results. */
+struct Q8W_Q3_KR {
+    static constexpr int CB = 110, A = 16;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+        uint32_t sc[4];
+        Q8W_Q3_K::scales(w, sc);
+        constexpr uint32_t M7 = 0x07070707u, M3 = 0x03030303u, M4 = 0x04040404u;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const q8_act x = q8_load_act(xs, g);
+            const uint32_t W0 = w[3 * g], W1 = w[3 * g + 1], W2 = w[3 * g + 2];
+            int lo = q8_dp4a(W0 & M7, x.a[0], 0);
+            lo = q8_dp4a((W0 >> 3) & M7, x.a[1], lo);
+            lo = q8_dp4a(W1 & M7, x.a[2], lo);
+            lo = q8_dp4a((W1 >> 3) & M7, x.a[3], lo);
+            int hi = q8_dp4a(W2 & M7, x.a[4], 0);
+            hi = q8_dp4a((W2 >> 3) & M7, x.a[5], hi);
+            hi = q8_dp4a(((W0 >> 6) & M3) | ((W2 >> 4) & M4), x.a[6], hi);
+            hi = q8_dp4a(((W1 >> 6) & M3) | ((W2 >> 5) & M4), x.a[7], hi);
+            const int j0 = 2 * g;   /* 8h + 2j */
+            const int s = Q8W_Q3_K::sc_at(sc, j0) * (lo - 4 * x.s0) + Q8W_Q3_K::sc_at(sc, j0 + 1) * (hi - 4 * x.s1);
+            acc = fmaf(x.d, (float)s, acc);
+        }
+        return wf16(w, 108) * acc;
+    }
+};
+
+/* element e's 3-bit value (2 low bits + 4 * high bit) of a GGUF Q3_K chunk, and of a q3r one */
+static inline int q3k_v(const uint8_t *b, int e) {
+    const int g = e >> 5, l = e & 31;
+    return ((b[32 + 32 * (g >> 2) + l] >> (2 * (g & 3))) & 3) | ((b[l] >> g) & 1) << 2;
+}
+static inline int q3r_v(const uint8_t *b, int e) {
+    const int g = e >> 5, i = (e >> 2) & 7, k = e & 3;
+    const uint8_t *q = b + 12 * g + k;
+    if (i < 6) return (q[4 * (i >> 1)] >> (3 * (i & 1))) & 7;
+    return ((q[4 * (i - 6)] >> 6) & 3) | ((q[8] >> i) & 1) << 2;
+}
+/* GGUF Q3_K chunk (110 bytes) -> q3r (110 bytes; dst may not alias src) */
+static inline void q3r_pack_chunk(const uint8_t *src, uint8_t *dst) {
+    for (int i = 0; i < 96; i++) dst[i] = 0;
+    for (int e = 0; e < 256; e++) {
+        const int v = q3k_v(src, e), g = e >> 5, i = (e >> 2) & 7, k = e & 3;
+        uint8_t *q = dst + 12 * g + k;
+        if (i < 6) q[4 * (i >> 1)] |= (uint8_t)(v << (3 * (i & 1)));
+        else { q[4 * (i - 6)] |= (uint8_t)((v & 3) << 6); q[8] |= (uint8_t)((v >> 2) << i); }
+    }
+    for (int i = 96; i < 110; i++) dst[i] = src[i];
+}
+
 /* Q4_K {d, dmin; scales[12]; qs[128]}, Q5_K {.. ; qh[32]; qs[128]}: group g (32 elements) is
  * nibble g%2 of qs[32(g/2) + l] (+16 from bit g of qh[l]); x = d*sc_g*q - dmin*m_g */
 template <bool HIGH>

@@ -108,6 +108,22 @@ struct TQ3_K {
     }
 };
 
+/* Q3_K chunks in the q3r arrangement (gemv_q8.cuh: Q8W_Q3_KR, HOTMOE_Q3R=1): TQ3_K's deq4 on them,
+ * bitwise (the prefill's dequantizer of interleaved experts) */
+struct TQ3R {
+    static constexpr int QK = 256, BS = 110;
+    __device__ static void deq4(const uint8_t *b, int r, float *o) {
+        const float d = gen_f16(b + 108);
+        for (int i = 0; i < 4; i++) {
+            const int e = 4 * r + i, g = e >> 5, op = (e >> 2) & 7, k = e & 3;
+            const uint8_t *q = b + 12 * g + k;
+            const int v = op < 6 ? (q[4 * (op >> 1)] >> (3 * (op & 1))) & 7 : ((q[4 * (op - 6)] >> 6) & 3) | ((q[8] >> op) & 1) << 2;
+            const float dl = __fmul_rn(d, (float)TQ3_K::scale(b + 96, e / 16));
+            o[i] = __fmul_rn(dl, (float)(v - 4));
+        }
+    }
+};
+
 /* Q4_K/Q5_K: the 6-bit scales and mins of groups 2p and 2p+1 (bytes 2(p&1), +1 of the words)
  * from the 12 packed bytes s0..s2 at offset 4 (cpu/quant_k.c: get_scale_min_k4) */
 __device__ __forceinline__ void k4_scales(const uint8_t *b, int p, uint32_t *sc, uint32_t *mn) {

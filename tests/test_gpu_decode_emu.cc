@@ -204,6 +204,47 @@ static void check_q8(int t, const char *name, const int *f16_at) {
     free(w); free(x); free(f); free(rec); free(g);
 }
 
+/* HOTMOE_Q3R's arrangement of Q3_K chunks (gemv_q8.cuh: q3r_pack_chunk, Q8W_Q3_KR; qdev_k.cuh:
+ * TQ3R): on random chunks, every element's 3-bit value where the kernels read it, TQ3R's deq4
+ * bitwise TQ3_K's on the GGUF chunk, and Q8W_Q3_KR's dot bitwise Q8W_Q3_K's (random records). */
+static void check_q3r(void) {
+    static const int q3k[] = { 108, -1 };
+    uint8_t src[110], dst[110];
+    uint32_t ws[28], wd[28];
+    float x[256];
+    uint8_t *rec = (uint8_t *)aligned_alloc(64, (Q8_REC + 63) / 64 * 64);
+    int bad = 0;
+    char msg[200] = "";
+    for (int rep = 0; rep < 2000 && !bad; rep++) {
+        fill(HM_TYPE_Q3_K, src, 1, q3k);
+        q3r_pack_chunk(src, dst);
+        for (int e = 0; e < 256 && !bad; e++)
+            if (q3r_v(dst, e) != q3k_v(src, e)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d element %d: %d, GGUF %d", rep, e, q3r_v(dst, e), q3k_v(src, e)); }
+        for (int r = 0; r < 64 && !bad; r++) {
+            float o0[4], o1[4];
+            TQ3_K::deq4(src, r, o0);
+            TQ3R::deq4(dst, r, o1);
+            if (memcmp(o0, o1, sizeof o0)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: deq4 part %d differs (%g vs %g)", rep, r, o1[0], o0[0]); }
+        }
+        fill_x(x, 256);
+        for (int b = 0; b < 8; b++) {
+            int8_t q[32];
+            float d;
+            uint32_t s01;
+            q8_quant32(x + 32 * b, q, &d, &s01);
+            memcpy(rec + 32 * b, q, 32);
+            memcpy(rec + 256 + 8 * b, &d, 4);
+            memcpy(rec + 260 + 8 * b, &s01, 4);
+        }
+        memset(ws, 0, sizeof ws); memset(wd, 0, sizeof wd);
+        memcpy(ws, src, 110); memcpy(wd, dst, 110);
+        const float a = Q8W_Q3_K::dot(ws, rec), b = Q8W_Q3_KR::dot(wd, rec);
+        if (!bad && memcmp(&a, &b, sizeof a)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: dot %.9g, GGUF %.9g", rep, b, a); }
+    }
+    result(bad, "q3r chunks", "Q3_K", msg);
+    free(rec);
+}
+
 /* The lane choice of the q8 launcher (q8_lanes_shift_for): the air layer's launches against the
  * lanes measured best per launch (bench/README.md, eighth pass), and its properties: never more
  * than q8_lanes_shift's choice, rows of one round fill at most a round (unless one lane a row
@@ -233,6 +274,7 @@ static void check_lanes(void) {
 
 int main(void) {
     check_lanes();
+    check_q3r();
     static const int none[] = { -1 }, d0[] = { 0, -1 }, dm0[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 }, q3k[] = { 108, -1 }, q6k[] = { 208, -1 };
     for (int rep = 0; rep < 20; rep++) {
         check<TF32V, false>(HM_TYPE_F32, "F32 (vector)", none);
