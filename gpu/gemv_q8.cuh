@@ -74,6 +74,16 @@ __device__ __forceinline__ int q8_dp4a(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
+/* c + the two signed 16-bit halves of a times the signed bytes 2 HI, 2 HI + 1 of b */
+template <int HI>
+__device__ __forceinline__ int q8_dp2a(uint32_t a, uint32_t b, int c) {
+#ifdef __CUDACC__
+    return HI ? __dp2a_hi((int)a, (int)b, c) : __dp2a_lo((int)a, (int)b, c);
+#else
+    return c + (int)(int16_t)(a & 0xFFFFu) * (int)(int8_t)(b >> (16 * HI)) + (int)(int16_t)(a >> 16) * (int)(int8_t)(b >> (16 * HI + 8));
+#endif
+}
+
 /* the low 32 bits of (hi:lo) >> sh, sh in 0..31 */
 __device__ __forceinline__ uint32_t q8_funnel(uint32_t lo, uint32_t hi, int sh) {
 #ifdef __CUDACC__
@@ -522,13 +532,19 @@ typedef Q8W_Q3_KT<true> Q8W_Q3_K;
  *   i = 0, 1: W0 bits 3i..3i+2;  i = 2, 3: W1 bits 3(i-2)..;  i = 4, 5: W2 bits 3(i-4)..;
  *   i = 6: low 2 bits in W0 bits 6-7, high bit in W2 bit 6;  i = 7: W1 bits 6-7, W2 bit 7.
  * An operand then costs 1-2 instructions (4 for i = 6, 7) instead of ~4.3: 17 a group of 8 against
- * ~34. Scales and d stay at bytes 96 and 108; the integers are Q8W_Q3_K's, so are the results. */
+ * ~34; a group's two scales are applied by one dp2a. Scales and d stay at bytes 96 and 108; the
+ * integers are Q8W_Q3_K's, so are the results. SASS of the interleaved gate/up loop: 359
+ * instructions a chunk against 487. */
 struct Q8W_Q3_KR {
     static constexpr int CB = 110, A = 16;
     __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
         float acc = 0.f;
         uint32_t sc[4];
         Q8W_Q3_K::scales(w, sc);
+        /* each byte 4 (scale - 32) as an int8 (the 6-bit field's sign lands on bit 7; bits 6-7
+         * of every byte are zero, so nothing crosses bytes), for one dp2a a group below */
+#pragma unroll
+        for (int q = 0; q < 4; q++) sc[q] <<= 2;
         constexpr uint32_t M7 = 0x07070707u, M3 = 0x03030303u, M4 = 0x04040404u;
 #pragma unroll
         for (int g = 0; g < 8; g++) {
@@ -542,8 +558,11 @@ struct Q8W_Q3_KR {
             hi = q8_dp4a((W2 >> 3) & M7, x.a[5], hi);
             hi = q8_dp4a(((W0 >> 6) & M3) | ((W2 >> 4) & M4), x.a[6], hi);
             hi = q8_dp4a(((W1 >> 6) & M3) | ((W2 >> 5) & M4), x.a[7], hi);
-            const int j0 = 2 * g;   /* 8h + 2j */
-            const int s = Q8W_Q3_K::sc_at(sc, j0) * (lo - 4 * x.s0) + Q8W_Q3_K::sc_at(sc, j0 + 1) * (hi - 4 * x.s1);
+            /* the group's scales 2g, 2g + 1 are bytes 2 (g & 1), + 1 of sc[g >> 1]: one dp2a of
+             * (lo - 4 s0, hi - 4 s1) as int16 (|.| <= 16 * 7 * 127 + 4 * 16 * 127 < 2^15) gives
+             * 4 (sc0 (lo - 4 s0) + sc1 (hi - 4 s1)), exactly Q8W_Q3_K's s times 4 */
+            const uint32_t t = ((uint32_t)(lo - 4 * x.s0) & 0xFFFFu) | (uint32_t)(hi - 4 * x.s1) << 16;
+            const int s = ((g & 1) ? q8_dp2a<1>(t, sc[g >> 1], 0) : q8_dp2a<0>(t, sc[g >> 1], 0)) >> 2;
             acc = fmaf(x.d, (float)s, acc);
         }
         return wf16(w, 108) * acc;
