@@ -581,6 +581,13 @@ static int q8_q3r_on(void) {
     return hm_env_digit("HOTMOE_Q3R", 0, 1, 0, c);
 }
 extern "C" int gpu_q8_q3r(void) { return q8_q3r_on(); }
+/* HOTMOE_Q4R=1 (an experiment, off by default until measured): the same for Q4_0 (gemv_q8.cuh:
+ * q4r_pack_chunk, Q8W_Q4R; the prefill's TQ4R): each chunk's 8 d first, every block's words aligned */
+static int q8_q4r_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_Q4R", 0, 1, 0, c);
+}
+extern "C" int gpu_q8_q4r(void) { return q8_q4r_on(); }
 
 /* blocks a SM of the interleaved register kernel for a type (and the lanes of its launches) */
 static int q8_inter_bps(int type) {
@@ -641,6 +648,8 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (ils >= 0) {
             if constexpr (std::is_same<T, Q8W_Q3_K>::value) {   /* q3r chunks (HOTMOE_Q3R) */
                 rc = q8_q3r_on() ? q8b_go<Q8W_Q3_KR, 0>(p, dim3((unsigned)gx, 1), smem, s) : q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
+            } else if constexpr (std::is_same<T, Q8W_Q4_0>::value) {   /* q4r chunks (HOTMOE_Q4R) */
+                rc = q8_q4r_on() ? q8b_go<Q8W_Q4R, 0>(p, dim3((unsigned)gx, 1), smem, s) : q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
             } else if constexpr (q8_inter_ok<T>::v) rc = q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
         } else if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
         else if constexpr (q8_b32<T>::v) rc = q8b_go<T, 1>(p, dim3((unsigned)gx, 1), smem, s);
@@ -670,6 +679,9 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
             constexpr int B3 = q8_bps3_type<T>::v >= 0 ? 3 : 2;   /* bps is 3 only for those types */
             if constexpr (std::is_same<T, Q8W_Q3_K>::value) {
                 if (q8_q3r_on()) q8_go_inter<Q8W_Q3_KR, B3>(p, nmat, bps, grid, smem, s);   /* q3r chunks (HOTMOE_Q3R) */
+                else q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
+            } else if constexpr (std::is_same<T, Q8W_Q4_0>::value) {
+                if (q8_q4r_on()) q8_go_inter<Q8W_Q4R, B3>(p, nmat, bps, grid, smem, s);   /* q4r chunks (HOTMOE_Q4R) */
                 else q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
             } else {
                 q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
@@ -810,15 +822,17 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
     const uint8_t *s = (const uint8_t *)src;
     uint8_t *d = (uint8_t *)dst;
     const bool q3r = type == HM_TYPE_Q3_K && q8_q3r_on();   /* whole chunks only: Q3_K rows are multiples of 256 */
-    uint8_t tmp[128];
+    const bool q4r = type == HM_TYPE_Q4_0 && q8_q4r_on();   /* a partial last chunk: its blocks, the rest zero */
+    uint8_t tmp[160];
     memset(d, 0, (size_t)nrows * nch * cbp);
     for (int r = 0; r < nrows; r++)
         for (int c = 0; c < nch; c++) {
             const size_t off = (size_t)c * cb;
             if (off >= row_src) break;   /* the empty slots of the last step */
-            const int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
+            int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
             const uint8_t *from = s + (size_t)r * row_src + off;
             if (q3r) { q3r_pack_chunk(from, tmp); from = tmp; }
+            if (q4r) { q4r_pack_chunk(from, nb, tmp); from = tmp; nb = cb; }
             const int li = c % L, t = c / L;
             uint8_t *g = d + (size_t)(r / rw) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
             for (int j = 0; j * 16 < nb; j++) {

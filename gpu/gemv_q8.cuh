@@ -375,6 +375,40 @@ struct Q8W_Q4 {
 typedef Q8W_Q4<false> Q8W_Q4_0;
 typedef Q8W_Q4<true> Q8W_Q4_1;
 
+/* Q4_0 chunks in the interleaved layout with HOTMOE_Q4R=1 ("q4r", q4r_pack_chunk): the 8 blocks'
+ * d first (bytes 2g), then block g's qs at 16 + 16g, so that every word of a block is aligned (the
+ * 18-byte blocks of GGUF put half of them across words: a funnel shift each). The same integers
+ * and float operations as Q8W_Q4_0, so its results. */
+struct Q8W_Q4R {
+    static constexpr int CB = 144, A = 16;
+    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
+        float acc = 0.f;
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const q8_act x = q8_load_act(xs, g);
+            int s = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const uint32_t q = w[4 + 4 * g + i];
+                s = q8_dp4a(q & Q8_M4, x.a[i], s);
+                s = q8_dp4a((q >> 4) & Q8_M4, x.a[4 + i], s);
+            }
+            s -= 8 * (x.s0 + x.s1);
+            acc = fmaf(wf16(w, 2 * g) * x.d, (float)s, acc);
+        }
+        return acc;
+    }
+};
+/* GGUF Q4_0 blocks (n bytes: whole 18-byte blocks, up to 8) -> a q4r chunk (144 bytes; the missing
+ * blocks' bytes zero) */
+static inline void q4r_pack_chunk(const uint8_t *src, int n, uint8_t *dst) {
+    for (int i = 0; i < 144; i++) dst[i] = 0;
+    for (int g = 0; g < 8 && 18 * g + 18 <= n; g++) {
+        dst[2 * g] = src[18 * g]; dst[2 * g + 1] = src[18 * g + 1];
+        for (int i = 0; i < 16; i++) dst[16 + 16 * g + i] = src[18 * g + 2 + i];
+    }
+}
+
 /* 8 blocks: Q5_0 {d; qh[4]; qs[16]} (x = d*(q-16)), Q5_1 {d, m; qh[4]; qs[16]} (x = d*q + m);
  * element j's fifth bit is bit j of qh */
 template <bool MIN>

@@ -52,6 +52,8 @@ int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved Q3_K matrices hold q3r chunks (HOTMOE_Q3R=1, read once; gemv_q8.cuh) */
 int gpu_q8_q3r(void);
+/* 1 when interleaved Q4_0 matrices hold q4r chunks (HOTMOE_Q4R=1, read once; gemv_q8.cuh) */
+int gpu_q8_q4r(void);
 /* the lane shift tab's matrices are interleaved for, or -1 (not interleaved) */
 int gpu_q8_inter_lshift(const void *tab);
 

@@ -207,6 +207,17 @@ struct TQ4_0 {
     }
 };
 
+/* Q4_0 chunks in the q4r arrangement (gemv_q8.cuh: Q8W_Q4R, HOTMOE_Q4R=1): TQ4_0's deq4 on them,
+ * bitwise, over a 256-element chunk (the prefill's dequantizer of interleaved experts) */
+struct TQ4R {
+    static constexpr int QK = 256, BS = 144;
+    __device__ static void deq4(const uint8_t *b, int r, float *o) {
+        const int g = r >> 3;   /* 8 parts of 4 a block */
+        const float d = gen_f16(b + 2 * g);
+        for (int i = 0; i < 4; i++) o[i] = __fmul_rn((float)(nib32(b + 16 + 16 * g, 4 * (r & 7) + i) - 8), d);
+    }
+};
+
 /* d, m at 0, 2; qs at 4; x = d*q + m */
 struct TQ4_1 {
     static constexpr int QK = 32, BS = 20, NT = 4;

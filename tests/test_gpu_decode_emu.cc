@@ -245,6 +245,47 @@ static void check_q3r(void) {
     free(rec);
 }
 
+/* HOTMOE_Q4R's arrangement of Q4_0 chunks (q4r_pack_chunk, Q8W_Q4R, TQ4R), whole and partial (4 of
+ * 8 blocks: air's rows of 1408): TQ4R's deq4 bitwise TQ4_0's block by block, Q8W_Q4R's dot bitwise
+ * Q8W_Q4_0's on the GGUF chunk (zero-filled past a partial chunk's blocks), random records. */
+static void check_q4r(void) {
+    static const int d0[] = { 0, -1 };
+    uint8_t src[144], dst[144];
+    uint32_t ws[36], wd[36];
+    float x[256];
+    uint8_t *rec = (uint8_t *)aligned_alloc(64, (Q8_REC + 63) / 64 * 64);
+    int bad = 0;
+    char msg[200] = "";
+    for (int rep = 0; rep < 2000 && !bad; rep++) {
+        const int nblk = rep & 1 ? 4 : 8;
+        memset(src, 0, sizeof src);
+        fill(HM_TYPE_Q4_0, src, nblk, d0);
+        q4r_pack_chunk(src, 18 * nblk, dst);
+        for (int r = 0; r < 8 * nblk && !bad; r++) {
+            float o0[4], o1[4];
+            TQ4_0::deq4(src + 18 * (r >> 3), r & 7, o0);
+            TQ4R::deq4(dst, r, o1);
+            if (memcmp(o0, o1, sizeof o0)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: deq4 part %d differs (%g vs %g)", rep, r, o1[0], o0[0]); }
+        }
+        fill_x(x, 256);
+        for (int b = 0; b < 8; b++) {
+            int8_t q[32];
+            float d;
+            uint32_t s01;
+            q8_quant32(x + 32 * b, q, &d, &s01);
+            memcpy(rec + 32 * b, q, 32);
+            memcpy(rec + 256 + 8 * b, &d, 4);
+            memcpy(rec + 260 + 8 * b, &s01, 4);
+        }
+        memset(ws, 0, sizeof ws); memset(wd, 0, sizeof wd);
+        memcpy(ws, src, 144); memcpy(wd, dst, 144);
+        const float a = Q8W_Q4_0::dot(ws, rec), b = Q8W_Q4R::dot(wd, rec);
+        if (!bad && memcmp(&a, &b, sizeof a)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d (%d blocks): dot %.9g, GGUF %.9g", rep, nblk, b, a); }
+    }
+    result(bad, "q4r chunks", "Q4_0", msg);
+    free(rec);
+}
+
 /* The lane choice of the q8 launcher (q8_lanes_shift_for): the air layer's launches against the
  * lanes measured best per launch (bench/README.md, eighth pass), and its properties: never more
  * than q8_lanes_shift's choice, rows of one round fill at most a round (unless one lane a row
@@ -275,6 +316,7 @@ static void check_lanes(void) {
 int main(void) {
     check_lanes();
     check_q3r();
+    check_q4r();
     static const int none[] = { -1 }, d0[] = { 0, -1 }, dm0[] = { 0, 2, -1 }, q2k[] = { 80, 82, -1 }, q3k[] = { 108, -1 }, q6k[] = { 208, -1 };
     for (int rep = 0; rep < 20; rep++) {
         check<TF32V, false>(HM_TYPE_F32, "F32 (vector)", none);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <vector>
 #include "gpu_gemv.h"
-#include "gemv_q8.cuh"   /* q3r_pack_chunk */
+#include "gemv_q8.cuh"   /* q3r_pack_chunk, q4r_pack_chunk */
 extern "C" {
 #include "quant.h"
 }
@@ -44,13 +44,15 @@ static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
     }
     size_t bad = 0;
     const bool q3r = type == HM_TYPE_Q3_K && gpu_q8_q3r();   /* HOTMOE_Q3R=1: the chunks rearranged */
-    uint8_t qc[110];
+    const bool q4r = type == HM_TYPE_Q4_0 && gpu_q8_q4r();   /* HOTMOE_Q4R=1: likewise, a whole slot each */
+    uint8_t qc[144];
     for (int r = 0; r < nrows; r++)
         for (int c = 0; c < nch; c++) {
             const size_t off = (size_t)c * cb;
-            const int n = (int)(off + cb <= row ? cb : row - off);   /* a partial last chunk */
+            int n = (int)(off + cb <= row ? cb : row - off);   /* a partial last chunk */
             const uint8_t *want = src.data() + (size_t)r * row + off;
             if (q3r) { q3r_pack_chunk(want, qc); want = qc; }
+            if (q4r) { q4r_pack_chunk(want, n, qc); want = qc; n = cb; }
             for (int b = 0; b < n; b++) {
                 const size_t a = kernel_addr(r, c, b, ls, nmat, nch, cbp);
                 if (a >= nb || dst[a] != want[b] || seen[a]) bad++;
@@ -59,7 +61,7 @@ static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
         }
     for (size_t i = 0; i < nb; i++)
         if (!seen[i] && dst[i]) bad++;
-    printf("%s %s%s: %d lanes a row, %zu bytes (GGUF %zu)%s\n", bad ? "FAIL" : "PASS", what, q3r ? " (q3r chunks)" : "", L, nb, row * nrows,
+    printf("%s %s%s: %d lanes a row, %zu bytes (GGUF %zu)%s\n", bad ? "FAIL" : "PASS", what, q3r ? " (q3r chunks)" : q4r ? " (q4r chunks)" : "", L, nb, row * nrows,
            bad ? ": bytes misplaced or padding not zero" : ": every byte where the kernel reads it, padding zero");
     bad ? n_fail++ : n_pass++;
 }
