@@ -572,22 +572,22 @@ static int q8_bps3_mode(void) {
     static std::atomic<int> c(-1);
     return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 1, c);
 }
-/* HOTMOE_Q3R=1 (an experiment, off by default until measured): interleaved Q3_K matrices are
- * uploaded with their chunks in the q3r arrangement (gemv_q8.cuh: q3r_pack_chunk) and read by
- * Q8W_Q3_KR, fewer instructions a chunk for the same integers (bitwise Q8W_Q3_K's results); the
- * prefill's dequantizer reads them with TQ3R. Read once: the upload and the launches agree. */
-static int q8_q3r_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_Q3R", 0, 1, 0, c);
+/* Rearranged chunks (experiments, off by default until measured; each read once, so that the
+ * upload and the launches agree): HOTMOE_Q3R=1, interleaved Q3_K matrices hold q3r chunks
+ * (gemv_q8.cuh: q3r_pack_chunk, read by Q8W_Q3_KR: fewer instructions a chunk for the same
+ * integers); HOTMOE_Q4R=1, interleaved Q4_0 ones q4r chunks (q4r_pack_chunk, Q8W_Q4R). The
+ * prefill's dequantizer reads them with TQ3R and TQ4R. */
+static int q8_rearr_on(int type) {
+    static std::atomic<int> c3(-1), c4(-1);
+    if (type == HM_TYPE_Q3_K) return hm_env_digit("HOTMOE_Q3R", 0, 1, 0, c3);
+    if (type == HM_TYPE_Q4_0) return hm_env_digit("HOTMOE_Q4R", 0, 1, 0, c4);
+    return 0;
 }
-extern "C" int gpu_q8_q3r(void) { return q8_q3r_on(); }
-/* HOTMOE_Q4R=1 (an experiment, off by default until measured): the same for Q4_0 (gemv_q8.cuh:
- * q4r_pack_chunk, Q8W_Q4R; the prefill's TQ4R): each chunk's 8 d first, every block's words aligned */
-static int q8_q4r_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_Q4R", 0, 1, 0, c);
-}
-extern "C" int gpu_q8_q4r(void) { return q8_q4r_on(); }
+extern "C" int gpu_q8_rearranged(int type) { return q8_rearr_on(type); }
+/* the decoder of a type's rearranged chunks (T itself for the others) */
+template <class T> struct q8_rearr { using type = T; static constexpr int ggml = -1; };
+template <> struct q8_rearr<Q8W_Q3_K> { using type = Q8W_Q3_KR; static constexpr int ggml = HM_TYPE_Q3_K; };
+template <> struct q8_rearr<Q8W_Q4_0> { using type = Q8W_Q4R; static constexpr int ggml = HM_TYPE_Q4_0; };
 
 /* blocks a SM of the interleaved register kernel for a type (and the lanes of its launches) */
 static int q8_inter_bps(int type) {
@@ -646,11 +646,9 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
         int rc = 1;
         if (ils >= 0) {
-            if constexpr (std::is_same<T, Q8W_Q3_K>::value) {   /* q3r chunks (HOTMOE_Q3R) */
-                rc = q8_q3r_on() ? q8b_go<Q8W_Q3_KR, 0>(p, dim3((unsigned)gx, 1), smem, s) : q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
-            } else if constexpr (std::is_same<T, Q8W_Q4_0>::value) {   /* q4r chunks (HOTMOE_Q4R) */
-                rc = q8_q4r_on() ? q8b_go<Q8W_Q4R, 0>(p, dim3((unsigned)gx, 1), smem, s) : q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
-            } else if constexpr (q8_inter_ok<T>::v) rc = q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
+            if constexpr (q8_inter_ok<T>::v)
+                rc = q8_rearr_on(q8_rearr<T>::ggml) ? q8b_go<typename q8_rearr<T>::type, 0>(p, dim3((unsigned)gx, 1), smem, s)
+                                                    : q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
         } else if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
         else if constexpr (q8_b32<T>::v) rc = q8b_go<T, 1>(p, dim3((unsigned)gx, 1), smem, s);
         if (rc) return rc;
@@ -677,15 +675,8 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     if (ils >= 0) {
         if constexpr (q8_inter_ok<T>::v) {
             constexpr int B3 = q8_bps3_type<T>::v >= 0 ? 3 : 2;   /* bps is 3 only for those types */
-            if constexpr (std::is_same<T, Q8W_Q3_K>::value) {
-                if (q8_q3r_on()) q8_go_inter<Q8W_Q3_KR, B3>(p, nmat, bps, grid, smem, s);   /* q3r chunks (HOTMOE_Q3R) */
-                else q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
-            } else if constexpr (std::is_same<T, Q8W_Q4_0>::value) {
-                if (q8_q4r_on()) q8_go_inter<Q8W_Q4R, B3>(p, nmat, bps, grid, smem, s);   /* q4r chunks (HOTMOE_Q4R) */
-                else q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
-            } else {
-                q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
-            }
+            if (q8_rearr_on(q8_rearr<T>::ggml)) q8_go_inter<typename q8_rearr<T>::type, B3>(p, nmat, bps, grid, smem, s);
+            else q8_go_inter<T, B3>(p, nmat, bps, grid, smem, s);
         }
     } else if (nmat == 2) {
         if (aligned) q8_go<T, 2, T::A>(p, grid, smem, s);
@@ -821,8 +812,7 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
     const size_t row_src = b32 ? (size_t)(ncols / 32) * (cb / 8) : (size_t)(ncols / Q8_CHUNK) * cb;   /* GGUF row bytes */
     const uint8_t *s = (const uint8_t *)src;
     uint8_t *d = (uint8_t *)dst;
-    const bool q3r = type == HM_TYPE_Q3_K && q8_q3r_on();   /* whole chunks only: Q3_K rows are multiples of 256 */
-    const bool q4r = type == HM_TYPE_Q4_0 && q8_q4r_on();   /* a partial last chunk: its blocks, the rest zero */
+    const bool rearr = q8_rearr_on(type);   /* q3r (whole chunks: Q3_K rows are multiples of 256) or q4r */
     uint8_t tmp[160];
     memset(d, 0, (size_t)nrows * nch * cbp);
     for (int r = 0; r < nrows; r++)
@@ -831,8 +821,11 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
             if (off >= row_src) break;   /* the empty slots of the last step */
             int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
             const uint8_t *from = s + (size_t)r * row_src + off;
-            if (q3r) { q3r_pack_chunk(from, tmp); from = tmp; }
-            if (q4r) { q4r_pack_chunk(from, nb, tmp); from = tmp; nb = cb; }
+            if (rearr) {   /* a q4r chunk fills its slot (a partial one: its blocks, the rest zero) */
+                if (type == HM_TYPE_Q3_K) q3r_pack_chunk(from, tmp);
+                else { q4r_pack_chunk(from, nb, tmp); nb = cb; }
+                from = tmp;
+            }
             const int li = c % L, t = c / L;
             uint8_t *g = d + (size_t)(r / rw) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
             for (int j = 0; j * 16 < nb; j++) {

@@ -27,6 +27,7 @@
 #define HM_GEMV_Q8_CUH
 #include <stdint.h>
 #include "qdev.cuh"
+#include "qdev_k.cuh"   /* q3k_v, q3r_v */
 
 #define Q8_CHUNK 256 /* elements per chunk */
 #define Q8_REC 336   /* shared-memory bytes per chunk of activations */
@@ -349,9 +350,13 @@ struct Q8W_Q8_0 {
 };
 
 /* 8 blocks: Q4_0 {d; qs[16]} (x = d*(q-8)), Q4_1 {d, m; qs[16]} (x = d*q + m);
- * qs byte j: element j (low nibble), j + 16 (high) */
-template <bool MIN>
+ * qs byte j: element j (low nibble), j + 16 (high). R (Q4_0 only): the chunk in the interleaved
+ * layout with HOTMOE_Q4R=1 ("q4r", q4r_pack_chunk): the 8 blocks' d first (bytes 2g), then block
+ * g's qs at 16 + 16g, so that every word of a block is aligned (GGUF's 18-byte blocks put half of
+ * them across words: a funnel shift each); the same integers and float operations. */
+template <bool MIN, bool R = false>
 struct Q8W_Q4 {
+    static_assert(!(MIN && R), "q4r: Q4_0 only");
     static constexpr int BS = MIN ? 20 : 18, QS = MIN ? 4 : 2, CB = 8 * BS, A = 16;
     __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
         float acc = 0.f;
@@ -361,13 +366,13 @@ struct Q8W_Q4 {
             int s = 0;
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const uint32_t q = wat(w, BS * g + QS + 4 * i);
+                const uint32_t q = wat(w, (R ? 16 + 16 * g : BS * g + QS) + 4 * i);
                 s = q8_dp4a(q & Q8_M4, x.a[i], s);
                 s = q8_dp4a((q >> 4) & Q8_M4, x.a[4 + i], s);
             }
             if (MIN) acc = fmaf(wf16(w, BS * g + 2) * x.d, (float)(x.s0 + x.s1), acc);
             else s -= 8 * (x.s0 + x.s1);
-            acc = fmaf(wf16(w, BS * g) * x.d, (float)s, acc);
+            acc = fmaf(wf16(w, R ? 2 * g : BS * g) * x.d, (float)s, acc);
         }
         return acc;
     }
@@ -375,30 +380,7 @@ struct Q8W_Q4 {
 typedef Q8W_Q4<false> Q8W_Q4_0;
 typedef Q8W_Q4<true> Q8W_Q4_1;
 
-/* Q4_0 chunks in the interleaved layout with HOTMOE_Q4R=1 ("q4r", q4r_pack_chunk): the 8 blocks'
- * d first (bytes 2g), then block g's qs at 16 + 16g, so that every word of a block is aligned (the
- * 18-byte blocks of GGUF put half of them across words: a funnel shift each). The same integers
- * and float operations as Q8W_Q4_0, so its results. */
-struct Q8W_Q4R {
-    static constexpr int CB = 144, A = 16;
-    __device__ static float dot(const uint32_t *w, const uint8_t *xs) {
-        float acc = 0.f;
-#pragma unroll
-        for (int g = 0; g < 8; g++) {
-            const q8_act x = q8_load_act(xs, g);
-            int s = 0;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const uint32_t q = w[4 + 4 * g + i];
-                s = q8_dp4a(q & Q8_M4, x.a[i], s);
-                s = q8_dp4a((q >> 4) & Q8_M4, x.a[4 + i], s);
-            }
-            s -= 8 * (x.s0 + x.s1);
-            acc = fmaf(wf16(w, 2 * g) * x.d, (float)s, acc);
-        }
-        return acc;
-    }
-};
+typedef Q8W_Q4<false, true> Q8W_Q4R;
 /* GGUF Q4_0 blocks (n bytes: whole 18-byte blocks, up to 8) -> a q4r chunk (144 bytes; the missing
  * blocks' bytes zero) */
 static inline void q4r_pack_chunk(const uint8_t *src, int n, uint8_t *dst) {
@@ -603,17 +585,6 @@ struct Q8W_Q3_KR {
     }
 };
 
-/* element e's 3-bit value (2 low bits + 4 * high bit) of a GGUF Q3_K chunk, and of a q3r one */
-static inline int q3k_v(const uint8_t *b, int e) {
-    const int g = e >> 5, l = e & 31;
-    return ((b[32 + 32 * (g >> 2) + l] >> (2 * (g & 3))) & 3) | ((b[l] >> g) & 1) << 2;
-}
-static inline int q3r_v(const uint8_t *b, int e) {
-    const int g = e >> 5, i = (e >> 2) & 7, k = e & 3;
-    const uint8_t *q = b + 12 * g + k;
-    if (i < 6) return (q[4 * (i >> 1)] >> (3 * (i & 1))) & 7;
-    return ((q[4 * (i - 6)] >> 6) & 3) | ((q[8] >> i) & 1) << 2;
-}
 /* GGUF Q3_K chunk (110 bytes) -> q3r (110 bytes; dst may not alias src) */
 static inline void q3r_pack_chunk(const uint8_t *src, uint8_t *dst) {
     for (int i = 0; i < 96; i++) dst[i] = 0;

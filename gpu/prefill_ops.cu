@@ -460,11 +460,11 @@ static int deq_inter(int type, const void *const *tab, const int *ids, const voi
     const int L = 1 << ls, rw = (32 >> ls) / nmat, steps = ((ncols + 255) / 256 + L - 1) / L;
     switch (type) {
     case HM_TYPE_Q3_K:   /* q3r chunks under HOTMOE_Q3R (gpu_q8_inter_pack) */
-        if (gpu_q8_q3r()) deq_inter_launch<TQ3R>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
+        if (gpu_q8_rearranged(type)) deq_inter_launch<TQ3R>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         else deq_inter_launch<TQ3_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         return 0;
     case HM_TYPE_Q4_0:   /* q4r chunks under HOTMOE_Q4R (gpu_q8_inter_pack) */
-        if (gpu_q8_q4r()) deq_inter_launch<TQ4R>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
+        if (gpu_q8_rearranged(type)) deq_inter_launch<TQ4R>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         else deq_inter_launch<TQ4_0>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         return 0;
     case HM_TYPE_Q4_K: deq_inter_launch<TQ4_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s); return 0;

@@ -108,6 +108,17 @@ struct TQ3_K {
     }
 };
 
+/* element e's 3-bit value (2 low bits + 4 * high bit) of a GGUF Q3_K chunk, and of a q3r one */
+__host__ __device__ __forceinline__ int q3k_v(const uint8_t *b, int e) {
+    const int g = e >> 5, l = e & 31;
+    return ((b[32 + 32 * (g >> 2) + l] >> (2 * (g & 3))) & 3) | ((b[l] >> g) & 1) << 2;
+}
+__host__ __device__ __forceinline__ int q3r_v(const uint8_t *b, int e) {
+    const int g = e >> 5, i = (e >> 2) & 7, k = e & 3;
+    const uint8_t *q = b + 12 * g + k;
+    if (i < 6) return (q[4 * (i >> 1)] >> (3 * (i & 1))) & 7;
+    return ((q[4 * (i - 6)] >> 6) & 3) | ((q[8] >> i) & 1) << 2;
+}
 /* Q3_K chunks in the q3r arrangement (gemv_q8.cuh: Q8W_Q3_KR, HOTMOE_Q3R=1): TQ3_K's deq4 on them,
  * bitwise (the prefill's dequantizer of interleaved experts) */
 struct TQ3R {
@@ -115,9 +126,7 @@ struct TQ3R {
     __device__ static void deq4(const uint8_t *b, int r, float *o) {
         const float d = gen_f16(b + 108);
         for (int i = 0; i < 4; i++) {
-            const int e = 4 * r + i, g = e >> 5, op = (e >> 2) & 7, k = e & 3;
-            const uint8_t *q = b + 12 * g + k;
-            const int v = op < 6 ? (q[4 * (op >> 1)] >> (3 * (op & 1))) & 7 : ((q[4 * (op - 6)] >> 6) & 3) | ((q[8] >> op) & 1) << 2;
+            const int e = 4 * r + i, v = q3r_v(b, e);
             const float dl = __fmul_rn(d, (float)TQ3_K::scale(b + 96, e / 16));
             o[i] = __fmul_rn(dl, (float)(v - 4));
         }

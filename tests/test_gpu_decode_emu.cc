@@ -204,6 +204,21 @@ static void check_q8(int t, const char *name, const int *f16_at) {
     free(w); free(x); free(f); free(rec); free(g);
 }
 
+/* one chunk's activation record (Q8_REC bytes) as the kernel builds it, from random x */
+static void random_record(uint8_t *rec) {
+    float x[256];
+    fill_x(x, 256);
+    for (int b = 0; b < 8; b++) {
+        int8_t q[32];
+        float d;
+        uint32_t s01;
+        q8_quant32(x + 32 * b, q, &d, &s01);
+        memcpy(rec + 32 * b, q, 32);
+        memcpy(rec + 256 + 8 * b, &d, 4);
+        memcpy(rec + 260 + 8 * b, &s01, 4);
+    }
+}
+
 /* HOTMOE_Q3R's arrangement of Q3_K chunks (gemv_q8.cuh: q3r_pack_chunk, Q8W_Q3_KR; qdev_k.cuh:
  * TQ3R): on random chunks, every element's 3-bit value where the kernels read it, TQ3R's deq4
  * bitwise TQ3_K's on the GGUF chunk, and Q8W_Q3_KR's dot bitwise Q8W_Q3_K's (random records). */
@@ -211,7 +226,6 @@ static void check_q3r(void) {
     static const int q3k[] = { 108, -1 };
     uint8_t src[110], dst[110];
     uint32_t ws[28], wd[28];
-    float x[256];
     uint8_t *rec = (uint8_t *)aligned_alloc(64, (Q8_REC + 63) / 64 * 64);
     int bad = 0;
     char msg[200] = "";
@@ -226,16 +240,7 @@ static void check_q3r(void) {
             TQ3R::deq4(dst, r, o1);
             if (memcmp(o0, o1, sizeof o0)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: deq4 part %d differs (%g vs %g)", rep, r, o1[0], o0[0]); }
         }
-        fill_x(x, 256);
-        for (int b = 0; b < 8; b++) {
-            int8_t q[32];
-            float d;
-            uint32_t s01;
-            q8_quant32(x + 32 * b, q, &d, &s01);
-            memcpy(rec + 32 * b, q, 32);
-            memcpy(rec + 256 + 8 * b, &d, 4);
-            memcpy(rec + 260 + 8 * b, &s01, 4);
-        }
+        random_record(rec);
         memset(ws, 0, sizeof ws); memset(wd, 0, sizeof wd);
         memcpy(ws, src, 110); memcpy(wd, dst, 110);
         const float a = Q8W_Q3_K::dot(ws, rec), b = Q8W_Q3_KR::dot(wd, rec);
@@ -252,7 +257,6 @@ static void check_q4r(void) {
     static const int d0[] = { 0, -1 };
     uint8_t src[144], dst[144];
     uint32_t ws[36], wd[36];
-    float x[256];
     uint8_t *rec = (uint8_t *)aligned_alloc(64, (Q8_REC + 63) / 64 * 64);
     int bad = 0;
     char msg[200] = "";
@@ -267,16 +271,7 @@ static void check_q4r(void) {
             TQ4R::deq4(dst, r, o1);
             if (memcmp(o0, o1, sizeof o0)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: deq4 part %d differs (%g vs %g)", rep, r, o1[0], o0[0]); }
         }
-        fill_x(x, 256);
-        for (int b = 0; b < 8; b++) {
-            int8_t q[32];
-            float d;
-            uint32_t s01;
-            q8_quant32(x + 32 * b, q, &d, &s01);
-            memcpy(rec + 32 * b, q, 32);
-            memcpy(rec + 256 + 8 * b, &d, 4);
-            memcpy(rec + 260 + 8 * b, &s01, 4);
-        }
+        random_record(rec);
         memset(ws, 0, sizeof ws); memset(wd, 0, sizeof wd);
         memcpy(ws, src, 144); memcpy(wd, dst, 144);
         const float a = Q8W_Q4_0::dot(ws, rec), b = Q8W_Q4R::dot(wd, rec);

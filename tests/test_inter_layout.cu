@@ -43,8 +43,8 @@ static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
         return;
     }
     size_t bad = 0;
-    const bool q3r = type == HM_TYPE_Q3_K && gpu_q8_q3r();   /* HOTMOE_Q3R=1: the chunks rearranged */
-    const bool q4r = type == HM_TYPE_Q4_0 && gpu_q8_q4r();   /* HOTMOE_Q4R=1: likewise, a whole slot each */
+    const bool rearr = gpu_q8_rearranged(type);   /* HOTMOE_Q3R=1, HOTMOE_Q4R=1: the chunks rearranged */
+    const bool q3r = rearr && type == HM_TYPE_Q3_K, q4r = rearr && type == HM_TYPE_Q4_0;   /* a q4r chunk fills its slot */
     uint8_t qc[144];
     for (int r = 0; r < nrows; r++)
         for (int c = 0; c < nch; c++) {
