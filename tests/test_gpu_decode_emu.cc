@@ -219,13 +219,22 @@ static void random_record(uint8_t *rec) {
     }
 }
 
+/* TA's dot of chunk a and TB's of chunk b (cb <= 144 bytes each, in zero-padded words) with the
+ * record rec, into *fa, *fb: whether they differ in any bit */
+template <class TA, class TB>
+static bool dots_differ(const uint8_t *a, const uint8_t *b, int cb, const uint8_t *rec, float *fa, float *fb) {
+    uint32_t wa[40] = { 0 }, wb[40] = { 0 };
+    memcpy(wa, a, cb); memcpy(wb, b, cb);
+    *fa = TA::dot(wa, rec); *fb = TB::dot(wb, rec);
+    return memcmp(fa, fb, sizeof *fa) != 0;
+}
+
 /* HOTMOE_Q3R's arrangement of Q3_K chunks (gemv_q8.cuh: q3r_pack_chunk, Q8W_Q3_KR; qdev_k.cuh:
  * TQ3R): on random chunks, every element's 3-bit value where the kernels read it, TQ3R's deq4
  * bitwise TQ3_K's on the GGUF chunk, and Q8W_Q3_KR's dot bitwise Q8W_Q3_K's (random records). */
 static void check_q3r(void) {
     static const int q3k[] = { 108, -1 };
     uint8_t src[110], dst[110];
-    uint32_t ws[28], wd[28];
     uint8_t *rec = (uint8_t *)aligned_alloc(64, (Q8_REC + 63) / 64 * 64);
     int bad = 0;
     char msg[200] = "";
@@ -241,10 +250,8 @@ static void check_q3r(void) {
             if (memcmp(o0, o1, sizeof o0)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: deq4 part %d differs (%g vs %g)", rep, r, o1[0], o0[0]); }
         }
         random_record(rec);
-        memset(ws, 0, sizeof ws); memset(wd, 0, sizeof wd);
-        memcpy(ws, src, 110); memcpy(wd, dst, 110);
-        const float a = Q8W_Q3_K::dot(ws, rec), b = Q8W_Q3_KR::dot(wd, rec);
-        if (!bad && memcmp(&a, &b, sizeof a)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: dot %.9g, GGUF %.9g", rep, b, a); }
+        float a, b;
+        if (!bad && dots_differ<Q8W_Q3_K, Q8W_Q3_KR>(src, dst, 110, rec, &a, &b)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: dot %.9g, GGUF %.9g", rep, b, a); }
     }
     result(bad, "q3r chunks", "Q3_K", msg);
     free(rec);
@@ -256,7 +263,6 @@ static void check_q3r(void) {
 static void check_q4r(void) {
     static const int d0[] = { 0, -1 };
     uint8_t src[144], dst[144];
-    uint32_t ws[36], wd[36];
     uint8_t *rec = (uint8_t *)aligned_alloc(64, (Q8_REC + 63) / 64 * 64);
     int bad = 0;
     char msg[200] = "";
@@ -272,10 +278,9 @@ static void check_q4r(void) {
             if (memcmp(o0, o1, sizeof o0)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d: deq4 part %d differs (%g vs %g)", rep, r, o1[0], o0[0]); }
         }
         random_record(rec);
-        memset(ws, 0, sizeof ws); memset(wd, 0, sizeof wd);
-        memcpy(ws, src, 144); memcpy(wd, dst, 144);
-        const float a = Q8W_Q4_0::dot(ws, rec), b = Q8W_Q4R::dot(wd, rec);
-        if (!bad && memcmp(&a, &b, sizeof a)) { bad = 1; snprintf(msg, sizeof msg, "chunk %d (%d blocks): dot %.9g, GGUF %.9g", rep, nblk, b, a); }
+        float a, b;
+        if (!bad && dots_differ<Q8W_Q4_0, Q8W_Q4R>(src, dst, 144, rec, &a, &b))
+            { bad = 1; snprintf(msg, sizeof msg, "chunk %d (%d blocks): dot %.9g, GGUF %.9g", rep, nblk, b, a); }
     }
     result(bad, "q4r chunks", "Q4_0", msg);
     free(rec);
