@@ -29,7 +29,9 @@
  * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
  * vector's records, each vector's sums in the single-vector order (bitwise its results). */
 #include <atomic>
+#include <thread>
 #include <type_traits>
+#include <vector>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -572,14 +574,14 @@ static int q8_bps3_mode(void) {
     static std::atomic<int> c(-1);
     return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 1, c);
 }
-/* Rearranged chunks (experiments, off by default until measured; each read once, so that the
- * upload and the launches agree): HOTMOE_Q3R=1, interleaved Q3_K matrices hold q3r chunks
- * (gemv_q8.cuh: q3r_pack_chunk, read by Q8W_Q3_KR: fewer instructions a chunk for the same
- * integers); HOTMOE_Q4R=1, interleaved Q4_0 ones q4r chunks (q4r_pack_chunk, Q8W_Q4R). The
- * prefill's dequantizer reads them with TQ3R and TQ4R. */
+/* Rearranged chunks (each switch read once, so that the upload and the launches agree):
+ * interleaved Q3_K matrices hold q3r chunks by default (gemv_q8.cuh: q3r_pack_chunk, read by
+ * Q8W_Q3_KR: fewer instructions a chunk for the same integers; air 271.5 tok/s against 267.9;
+ * HOTMOE_Q3R=0: GGUF chunks); HOTMOE_Q4R=1 (an experiment, off by default), interleaved Q4_0 ones
+ * q4r chunks (q4r_pack_chunk, Q8W_Q4R). The prefill's dequantizer reads them with TQ3R and TQ4R. */
 static int q8_rearr_on(int type) {
     static std::atomic<int> c3(-1), c4(-1);
-    if (type == HM_TYPE_Q3_K) return hm_env_digit("HOTMOE_Q3R", 0, 1, 0, c3);
+    if (type == HM_TYPE_Q3_K) return hm_env_digit("HOTMOE_Q3R", 0, 1, 1, c3);
     if (type == HM_TYPE_Q4_0) return hm_env_digit("HOTMOE_Q4R", 0, 1, 0, c4);
     return 0;
 }
@@ -813,26 +815,41 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
     const uint8_t *s = (const uint8_t *)src;
     uint8_t *d = (uint8_t *)dst;
     const bool rearr = q8_rearr_on(type);   /* q3r (whole chunks: Q3_K rows are multiples of 256) or q4r */
-    uint8_t tmp[160];
-    memset(d, 0, (size_t)nrows * nch * cbp);
-    for (int r = 0; r < nrows; r++)
-        for (int c = 0; c < nch; c++) {
-            const size_t off = (size_t)c * cb;
-            if (off >= row_src) break;   /* the empty slots of the last step */
-            int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
-            const uint8_t *from = s + (size_t)r * row_src + off;
-            if (rearr) {   /* a q4r chunk fills its slot (a partial one: its blocks, the rest zero) */
-                if (type == HM_TYPE_Q3_K) q3r_pack_chunk(from, tmp);
-                else { q4r_pack_chunk(from, nb, tmp); nb = cb; }
-                from = tmp;
+    /* whole groups of rw rows (each a contiguous span of the output) a thread; threads for big
+     * matrices (the q3r rearrangement costs ~0.1 us a chunk: ~30 s of air's load in one thread) */
+    auto pack = [&](int g0, int g1) {
+        uint8_t tmp[160];
+        memset(d + (size_t)g0 * rw * nch * cbp, 0, (size_t)(g1 - g0) * rw * nch * cbp);
+        for (int r = g0 * rw; r < g1 * rw; r++)
+            for (int c = 0; c < nch; c++) {
+                const size_t off = (size_t)c * cb;
+                if (off >= row_src) break;   /* the empty slots of the last step */
+                int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
+                const uint8_t *from = s + (size_t)r * row_src + off;
+                if (rearr) {   /* a q4r chunk fills its slot (a partial one: its blocks, the rest zero) */
+                    if (type == HM_TYPE_Q3_K) q3r_pack_chunk(from, tmp);
+                    else { q4r_pack_chunk(from, nb, tmp); nb = cb; }
+                    from = tmp;
+                }
+                const int li = c % L, t = c / L;
+                uint8_t *g = d + (size_t)(r / rw) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
+                for (int j = 0; j * 16 < nb; j++) {
+                    const int n = nb - 16 * j < 16 ? nb - 16 * j : 16;
+                    memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);
+                }
             }
-            const int li = c % L, t = c / L;
-            uint8_t *g = d + (size_t)(r / rw) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
-            for (int j = 0; j * 16 < nb; j++) {
-                const int n = nb - 16 * j < 16 ? nb - 16 * j : 16;
-                memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);
-            }
-        }
+    };
+    const int ng = nrows / rw;
+    unsigned nt = std::thread::hardware_concurrency();
+    nt = nt < 1 ? 1 : nt > 16 ? 16 : nt;
+    if ((size_t)nrows * nch < 16384 || (unsigned)ng < nt) nt = 1;
+    std::vector<std::thread> th;
+    auto part = [&](unsigned w) { pack((int)((int64_t)ng * w / nt), (int)((int64_t)ng * (w + 1) / nt)); };
+    for (unsigned w = 1; w < nt; w++) {
+        try { th.emplace_back(part, w); } catch (...) { part(w); }   /* no thread: this one packs it */
+    }
+    part(0);
+    for (auto &t : th) t.join();
     return 0;
 }
 

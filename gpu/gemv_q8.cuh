@@ -26,6 +26,7 @@
 #ifndef HM_GEMV_Q8_CUH
 #define HM_GEMV_Q8_CUH
 #include <stdint.h>
+#include <string.h>
 #include "qdev.cuh"
 #include "qdev_k.cuh"   /* q3k_v, q3r_v */
 
@@ -541,7 +542,7 @@ struct Q8W_Q3_KT {
 };
 typedef Q8W_Q3_KT<true> Q8W_Q3_K;
 
-/* Q3_K in the interleaved layout with HOTMOE_Q3R=1 ("q3r", q3r_pack_chunk): the same 110 bytes, the
+/* Q3_K in the interleaved layout (by default; HOTMOE_Q3R=0: GGUF chunks) ("q3r", q3r_pack_chunk): the same 110 bytes, the
  * first 96 (hmask and qs) rearranged so that each 3-bit value v = 2 low bits + 4 * high bit sits in
  * one place. 32-group g (elements 32g..32g+31) owns bytes 12g..12g+11, words W0, W1, W2; the
  * element 32g + 4i + b (dp4a operand i, its byte b) is, in byte b of:
@@ -585,16 +586,23 @@ struct Q8W_Q3_KR {
     }
 };
 
-/* GGUF Q3_K chunk (110 bytes) -> q3r (110 bytes; dst may not alias src) */
+/* GGUF Q3_K chunk (110 bytes) -> q3r (110 bytes; dst may not alias src). A word at a time (the
+ * upload packs every resident expert's chunks: ~265 M of them on air): operand i of group g is byte
+ * k = 0..3 of word i of its 32 qs bytes (2 bits at 2 (g % 4)) and of word i of hmask (bit g). */
 static inline void q3r_pack_chunk(const uint8_t *src, uint8_t *dst) {
-    for (int i = 0; i < 96; i++) dst[i] = 0;
-    for (int e = 0; e < 256; e++) {
-        const int v = q3k_v(src, e), g = e >> 5, i = (e >> 2) & 7, k = e & 3;
-        uint8_t *q = dst + 12 * g + k;
-        if (i < 6) q[4 * (i >> 1)] |= (uint8_t)(v << (3 * (i & 1)));
-        else { q[4 * (i - 6)] |= (uint8_t)((v & 3) << 6); q[8] |= (uint8_t)((v >> 2) << i); }
+    uint32_t hm[8], qs[16];
+    memcpy(hm, src, 32);
+    memcpy(qs, src + 32, 64);
+    for (int g = 0; g < 8; g++) {
+        uint32_t v[8];
+        const uint32_t *q = qs + 8 * (g >> 2);
+        for (int i = 0; i < 8; i++)
+            v[i] = (q[i] >> (2 * (g & 3)) & 0x03030303u) | (hm[i] >> g & 0x01010101u) << 2;
+        const uint32_t w[3] = { v[0] | v[1] << 3 | (v[6] & 0x03030303u) << 6, v[2] | v[3] << 3 | (v[7] & 0x03030303u) << 6,
+                                v[4] | v[5] << 3 | (v[6] >> 2 & 0x01010101u) << 6 | (v[7] >> 2 & 0x01010101u) << 7 };
+        memcpy(dst + 12 * g, w, 12);
     }
-    for (int i = 96; i < 110; i++) dst[i] = src[i];
+    memcpy(dst + 96, src + 96, 14);
 }
 
 /* Q4_K {d, dmin; scales[12]; qs[128]}, Q5_K {.. ; qh[32]; qs[128]}: group g (32 elements) is

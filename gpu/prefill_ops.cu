@@ -459,7 +459,7 @@ static int deq_inter(int type, const void *const *tab, const int *ids, const voi
     if ((uintptr_t)dst % 16 || dstride % 8) return -2;
     const int L = 1 << ls, rw = (32 >> ls) / nmat, steps = ((ncols + 255) / 256 + L - 1) / L;
     switch (type) {
-    case HM_TYPE_Q3_K:   /* q3r chunks under HOTMOE_Q3R (gpu_q8_inter_pack) */
+    case HM_TYPE_Q3_K:   /* q3r chunks unless HOTMOE_Q3R=0 (gpu_q8_inter_pack) */
         if (gpu_q8_rearranged(type)) deq_inter_launch<TQ3R>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         else deq_inter_launch<TQ3_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         return 0;

@@ -119,7 +119,7 @@ __host__ __device__ __forceinline__ int q3r_v(const uint8_t *b, int e) {
     if (i < 6) return (q[4 * (i >> 1)] >> (3 * (i & 1))) & 7;
     return ((q[4 * (i - 6)] >> 6) & 3) | ((q[8] >> i) & 1) << 2;
 }
-/* Q3_K chunks in the q3r arrangement (gemv_q8.cuh: Q8W_Q3_KR, HOTMOE_Q3R=1): TQ3_K's deq4 on them,
+/* Q3_K chunks in the q3r arrangement (gemv_q8.cuh: Q8W_Q3_KR, the default for interleaved Q3_K): TQ3_K's deq4 on them,
  * bitwise (the prefill's dequantizer of interleaved experts) */
 struct TQ3R {
     static constexpr int QK = 256, BS = 110;

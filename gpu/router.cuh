@@ -30,7 +30,7 @@ static inline int router_threads4(int n) { return n <= 256 ? router_threads(4 * 
 
 /* isel[r], wsel[r] = the expert of rank r < k in choice's order (larger first, ties to the lower
  * index) and its score. P threads of a warp count one expert's rank, each over a P-th of the
- * choices (P = 4 when the block has 4 threads an expert, router_threads4); rounds block-uniform:
+ * choices (P = 4 when the block has 4 threads an expert, router_threads4, 2 when 2); rounds block-uniform:
  * the shuffles need whole warps. P a constant: no divisions in the loop. */
 template <int P>
 static __device__ void router_rank(const float *choice, const float *score, int n, int k, int *isel, float *wsel) {
@@ -45,10 +45,8 @@ static __device__ void router_rank(const float *choice, const float *score, int 
                 r += cj > c || (cj == c && j < i);
             }
         }
-        if (P > 1) {
-            r += __shfl_xor_sync(0xffffffffu, r, 1);
-            r += __shfl_xor_sync(0xffffffffu, r, 2);
-        }
+        if (P > 1) r += __shfl_xor_sync(0xffffffffu, r, 1);
+        if (P > 2) r += __shfl_xor_sync(0xffffffffu, r, 2);
         if (i < n && q == 0 && r < k) { isel[r] = i; wsel[r] = score[i]; }
     }
 }
@@ -116,6 +114,7 @@ static __device__ void router_topk(const float *logits, const float *bias, int n
     __shared__ int isel[64];
     if (!grouped && !has_nan) {   /* block-uniform */
         if (nt >= 4 * n) router_rank<4>(choice, score, n, k, isel, wsel);
+        else if (nt >= 2 * n) router_rank<2>(choice, score, n, k, isel, wsel);   /* 128 experts in a GEMV block of 256 */
         else router_rank<1>(choice, score, n, k, isel, wsel);
     } else if (tid < 32) {
         for (int j = 0; j < k; j++) {
