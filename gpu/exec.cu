@@ -87,16 +87,15 @@ static int route_fuse_on(void) {
     return v;
 }
 
-/* HOTMOE_ROUTER_EARLY (an experiment, off by default until measured alone): the router GEMV of a
- * layer whose routed gate/up launch runs the top-k lets that launch start right after its PDL
- * wait, and the launch copies x's records before its own wait (they come from the norm before the
- * router). 1: in layers without a shared expert; 2: in every such layer; 0 (default): never.
- * Session 20 measured it only together with another change: a3b 492.3 against 475.8 tok/s, air
- * 247.5 against 268.3 (with a shared expert the early blocks hold the SM slots the shared
- * expert's launches on the second stream need; air with this alone, everywhere: 249.9). */
+/* HOTMOE_ROUTER_EARLY: the router GEMV of a layer whose routed gate/up launch runs the top-k lets
+ * that launch start right after its PDL wait, and the launch copies x's records before its own
+ * wait (they come from the norm before the router). 1 (default): in layers without a shared
+ * expert (a3b 493.4 tok/s against 485.9 with 0, session 21); 2: in every such layer (air 249.9
+ * against 268.3: with a shared expert the early blocks likely hold the SM slots the shared
+ * expert's launches on the second stream need); 0: never. */
 static int router_early(const dlayer *l) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_EARLY"); v = e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 0; }
+    if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_EARLY"); v = e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 1; }
     return v == 2 || (v == 1 && !l->has_single);
 }
 

@@ -574,15 +574,15 @@ static int q8_bps3_mode(void) {
     static std::atomic<int> c(-1);
     return hm_env_digit("HOTMOE_Q8_BPS3", 0, 2, 1, c);
 }
-/* Rearranged chunks (each switch read once, so that the upload and the launches agree):
- * interleaved Q3_K matrices hold q3r chunks by default (gemv_q8.cuh: q3r_pack_chunk, read by
- * Q8W_Q3_KR: fewer instructions a chunk for the same integers; air 271.5 tok/s against 267.9;
- * HOTMOE_Q3R=0: GGUF chunks); HOTMOE_Q4R=1 (an experiment, off by default), interleaved Q4_0 ones
- * q4r chunks (q4r_pack_chunk, Q8W_Q4R). The prefill's dequantizer reads them with TQ3R and TQ4R. */
+/* Rearranged chunks in interleaved matrices, by default (each switch read once, so that the
+ * upload and the launches agree; the same integers, so bitwise the GGUF chunks' results): Q3_K's
+ * q3r chunks (gemv_q8.cuh: q3r_pack_chunk, read by Q8W_Q3_KR; air 273.7 tok/s against 270.7 with
+ * HOTMOE_Q3R=0, session 21) and Q4_0's q4r chunks (q4r_pack_chunk, Q8W_Q4R; air 274.6 against
+ * 273.7 with HOTMOE_Q4R=0). The prefill's dequantizer reads them with TQ3R and TQ4R. */
 static int q8_rearr_on(int type) {
     static std::atomic<int> c3(-1), c4(-1);
     if (type == HM_TYPE_Q3_K) return hm_env_digit("HOTMOE_Q3R", 0, 1, 1, c3);
-    if (type == HM_TYPE_Q4_0) return hm_env_digit("HOTMOE_Q4R", 0, 1, 0, c4);
+    if (type == HM_TYPE_Q4_0) return hm_env_digit("HOTMOE_Q4R", 0, 1, 1, c4);
     return 0;
 }
 extern "C" int gpu_q8_rearranged(int type) { return q8_rearr_on(type); }

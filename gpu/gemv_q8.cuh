@@ -352,7 +352,7 @@ struct Q8W_Q8_0 {
 
 /* 8 blocks: Q4_0 {d; qs[16]} (x = d*(q-8)), Q4_1 {d, m; qs[16]} (x = d*q + m);
  * qs byte j: element j (low nibble), j + 16 (high). R (Q4_0 only): the chunk in the interleaved
- * layout with HOTMOE_Q4R=1 ("q4r", q4r_pack_chunk): the 8 blocks' d first (bytes 2g), then block
+ * layout by default (HOTMOE_Q4R=0: GGUF blocks) ("q4r", q4r_pack_chunk): the 8 blocks' d first (bytes 2g), then block
  * g's qs at 16 + 16g, so that every word of a block is aligned (GGUF's 18-byte blocks put half of
  * them across words: a funnel shift each); the same integers and float operations. */
 template <bool MIN, bool R = false>

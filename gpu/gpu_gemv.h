@@ -51,7 +51,7 @@ int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved matrices of the type hold rearranged chunks (Q3_K: q3r unless HOTMOE_Q3R=0;
- * Q4_0: HOTMOE_Q4R=1, q4r; read once; gemv_q8.cuh) */
+ * Q4_0: q4r unless HOTMOE_Q4R=0; read once; gemv_q8.cuh) */
 int gpu_q8_rearranged(int type);
 /* the lane shift tab's matrices are interleaved for, or -1 (not interleaved) */
 int gpu_q8_inter_lshift(const void *tab);

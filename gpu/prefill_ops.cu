@@ -463,7 +463,7 @@ static int deq_inter(int type, const void *const *tab, const int *ids, const voi
         if (gpu_q8_rearranged(type)) deq_inter_launch<TQ3R>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         else deq_inter_launch<TQ3_K>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         return 0;
-    case HM_TYPE_Q4_0:   /* q4r chunks under HOTMOE_Q4R (gpu_q8_inter_pack) */
+    case HM_TYPE_Q4_0:   /* q4r chunks unless HOTMOE_Q4R=0 (gpu_q8_inter_pack) */
         if (gpu_q8_rearranged(type)) deq_inter_launch<TQ4R>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         else deq_inter_launch<TQ4_0>(tab, ids, one, nslots, ncols, nrows, ls, rw, steps, dst, dstride, s);
         return 0;

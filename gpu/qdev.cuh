@@ -207,7 +207,7 @@ struct TQ4_0 {
     }
 };
 
-/* Q4_0 chunks in the q4r arrangement (gemv_q8.cuh: Q8W_Q4R, HOTMOE_Q4R=1): TQ4_0's deq4 on them,
+/* Q4_0 chunks in the q4r arrangement (gemv_q8.cuh: Q8W_Q4R, the default for interleaved Q4_0): TQ4_0's deq4 on them,
  * bitwise, over a 256-element chunk (the prefill's dequantizer of interleaved experts) */
 struct TQ4R {
     static constexpr int QK = 256, BS = 144;

@@ -43,7 +43,7 @@ static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
         return;
     }
     size_t bad = 0;
-    const bool rearr = gpu_q8_rearranged(type);   /* HOTMOE_Q3R=1, HOTMOE_Q4R=1: the chunks rearranged */
+    const bool rearr = gpu_q8_rearranged(type);   /* q3r/q4r by default; HOTMOE_Q3R=0, HOTMOE_Q4R=0: GGUF chunks */
     const bool q3r = rearr && type == HM_TYPE_Q3_K, q4r = rearr && type == HM_TYPE_Q4_0;   /* a q4r chunk fills its slot */
     uint8_t qc[144];
     for (int r = 0; r < nrows; r++)
