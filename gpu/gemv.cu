@@ -6,6 +6,8 @@
  * each x value loaded from L1 serves 4 weight rows; weights are decoded in registers, summed in
  * F32, reduced by warp shuffles then across warps in a fixed order (deterministic). blockIdx.y is
  * the expert slot; its matrix comes from the table at run time, never from base + e*stride. */
+#include <atomic>
+#include <type_traits>
 #include <stdarg.h>
 #include <stdint.h>
 #include "gpu_gemv.h"
@@ -119,6 +121,52 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
     }
 }
 
+/* An F32 matrix of few rows (the router: one row a block, no tables) with each thread's weights,
+ * at most GEMV_PRE_PARTS parts of 8 floats, loaded before the PDL wait (they do not depend on the
+ * kernel before; x does, and is read after it): the DRAM latency of the weights then overlaps the
+ * kernel before (the norm). The same sums in the same order as gemv_kernel<TF32V, 1, 1>, so
+ * bitwise its results. HOTMOE_GEMV_PRE=1 (an experiment, off until measured). */
+#define GEMV_PRE_PARTS 4
+__global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_f32_pre_kernel(const gemv_params p) {
+    const int r0 = blockIdx.x, nparts = p.ncols / TF32V::QK;
+    const float *row = (const float *)(p.w + (size_t)r0 * nparts * TF32V::BS);
+    float wv[GEMV_PRE_PARTS][8];
+#pragma unroll
+    for (int j = 0; j < GEMV_PRE_PARTS; j++) {
+        const int q = threadIdx.x + j * blockDim.x;
+        if (q < nparts) { ld_x4v(row + 8 * q, wv[j]); ld_x4v(row + 8 * q + 4, wv[j] + 4); }
+    }
+    hm_pdl_wait();
+    if (p.trig) hm_pdl_trigger();
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < GEMV_PRE_PARTS; j++) {
+        const int q = threadIdx.x + j * blockDim.x;
+        if (q < nparts) {
+            float xv[8];
+            ld_x4v(p.x + 8 * q, xv); ld_x4v(p.x + 8 * q + 4, xv + 4);
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc = fmaf(wv[j][i], xv[i], acc);
+        }
+    }
+    __shared__ float red[GEMV_MAX_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    if (lane == 0) red[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float a = 0.f;
+        for (int w = 0; w < (int)(blockDim.x >> 5); w++) a += red[w];
+        p.y[r0] = a;
+    }
+}
+
+static int gemv_pre_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_GEMV_PRE", 0, 1, 0, c);
+}
+
 template <class T>
 static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const int nparts = p.ncols / T::QK * T::NT;
@@ -128,6 +176,12 @@ static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const bool few = (long)(p.nrows * nmat + GEMV_NR - 1) / GEMV_NR * k < 256;
     const int rows = (few ? nmat : GEMV_NR) / nmat;
     const dim3 grid((unsigned)((p.nrows + rows - 1) / rows), (unsigned)k);
+    if (std::is_same<T, TF32V>::value && few && nmat == 1 && k == 1 && !p.tab0 && p.xg <= 1 && p.yg <= 1 &&
+        nparts <= GEMV_PRE_PARTS * threads && gemv_pre_on()) {
+        hm_launch(gemv_f32_pre_kernel, grid, threads, 0, s, p);
+        CUDA_CHECK_LAUNCH();
+        return 0;
+    }
     if (nmat == 2) {
         if (few) hm_launch(gemv_kernel<T, 2, 2>, grid, threads, 0, s, p);
         else hm_launch(gemv_kernel<T, 2, GEMV_NR>, grid, threads, 0, s, p);

@@ -1160,6 +1160,54 @@ static void test_routed(int type, int H, int I, int E, int k) {
     for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(w[v]); cudaFree(ids[v]); }
 }
 
+/* The router's F32 GEMV (few rows, one a block): gpu_gemv, gpu_gemv_router with and without its
+ * early trigger, and the same matrix through a one-entry expert table (always gemv_kernel) give
+ * bitwise the same outputs; under HOTMOE_GEMV_PRE=1 the first three run gemv_f32_pre_kernel (the
+ * weights loaded before the PDL wait), which must sum in gemv_kernel's order. Checked against the
+ * CPU's sums too; outputs poisoned before each call. */
+static void test_router_f32(int nrows, int ncols) {
+    char what[120], msg[256] = "";
+    snprintf(what, sizeof what, "router F32 %dx%d: gpu_gemv, gpu_gemv_router (early 0/1) bitwise the table path (HOTMOE_GEMV_PRE=%s)",
+             nrows, ncols, getenv("HOTMOE_GEMV_PRE") ? getenv("HOTMOE_GEMV_PRE") : "unset");
+    const size_t rs = hm_row_size(HM_TYPE_F32, ncols);
+    std::vector<float> W((size_t)nrows * ncols), x(ncols), y[4];
+    fill_weights(HM_TYPE_F32, W.data(), (int64_t)nrows * ncols);
+    for (auto &v : x) v = rndf();
+    std::vector<double> ref(nrows), tol(nrows);
+    ref_gemv(HM_TYPE_F32, W.data(), x.data(), ncols, nrows, ref.data(), tol.data());
+    for (auto &v : tol) v = 1e-4 * v + 1e-30;
+    void *dW = dev_upload(W.data(), rs * nrows);
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * ncols), *dy;
+    const int zero = 0;
+    int *did = (int *)dev_upload(&zero, sizeof zero);
+    void **tab = (void **)dev_upload(&dW, sizeof dW);
+    CK(cudaMalloc(&dy, sizeof(float) * nrows));
+    int bad = 0;
+    for (int v = 0; v < 4 && !bad; v++) {
+        CK(cudaMemset(dy, 0xFF, sizeof(float) * nrows));
+        const int rc = v == 0 ? gpu_gemv(HM_TYPE_F32, dW, dx, dy, ncols, nrows, NULL)
+                     : v < 3  ? gpu_gemv_router(HM_TYPE_F32, dW, dx, NULL, dy, ncols, nrows, v - 1, NULL)
+                              : gpu_gemv_experts(HM_TYPE_F32, (const void *const *)tab, did, 1, dx, dy, ncols, nrows, NULL);
+        if (rc) { bad = 1; snprintf(msg, sizeof msg, "call %d returned -1: %s", v, gpu_gemv_error()); break; }
+        CK(cudaDeviceSynchronize());
+        y[v].resize(nrows);
+        CK(cudaMemcpy(y[v].data(), dy, sizeof(float) * nrows, cudaMemcpyDeviceToHost));
+    }
+    if (!bad) {
+        const int nb = compare(y[3].data(), ref.data(), tol.data(), nrows, msg, sizeof msg);
+        if (nb) bad = 1;
+        for (int v = 0; v < 3 && !bad; v++)
+            for (int r = 0; r < nrows; r++)
+                if (memcmp(&y[v][r], &y[3][r], sizeof(float))) {
+                    bad = 1;
+                    snprintf(msg, sizeof msg, "call %d row %d: %.9g, the table path %.9g", v, r, y[v][r], y[3][r]);
+                    break;
+                }
+    }
+    report(!bad, what, "F32", msg);
+    CK(cudaFree(dW)); CK(cudaFree(dx)); CK(cudaFree(dy)); CK(cudaFree(did)); CK(cudaFree(tab));
+}
+
 int main(int argc, char **argv) {
     int ndev = 0;
     const cudaError_t err = cudaGetDeviceCount(&ndev);
@@ -1184,6 +1232,12 @@ int main(int argc, char **argv) {
         test_dequant(t);
     }
     test_errors();
+    test_router_f32(128, 4096);   /* air's router */
+    test_router_f32(128, 2048);   /* a3b's */
+    test_router_f32(160, 5120);   /* GLM-4.6's: 640 parts, three a thread */
+    test_router_f32(256, 7168);   /* DeepSeek's: 896 parts, four a thread */
+    test_router_f32(60, 8200);    /* 1025 parts: past the preload's four a thread (gemv_kernel) */
+    test_router_f32(7, 24);       /* fewer parts than a warp */
 
     /* mode 1: the block types again through the q8 path (and its fallbacks) */
     if (gpu_gemv_set_mode(1)) { printf("FAIL gpu_gemv_set_mode(1): %s\n", gpu_gemv_error()); return 1; }
