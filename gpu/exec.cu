@@ -207,6 +207,9 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
                   gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
                   gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok)))
         return fail(err, errlen, "gpu: too many interleaved expert tables");
+    if (inter && (gpu_q8_inter_static((const void *const *)x->gate, n) || gpu_q8_inter_static((const void *const *)x->up, n) ||
+                  gpu_q8_inter_static((const void *const *)x->down, n)))
+        return fail(err, errlen, "gpu: an interleaved expert table was not registered");
     return 0;
 }
 

@@ -92,6 +92,10 @@ struct q8_params {
     float rscale;
     int *rids;
     float *rw;
+    /* > 0: tab0 (and tab1) have ntab entries that never change (resident experts,
+     * gpu_q8_inter_static): the block copies them to shared memory before its PDL wait, past x's
+     * records (and the routed launch the selection bias after them), and looks the slots up there */
+    int ntab;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -149,13 +153,14 @@ template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
  * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w. */
 template <int NMAT>
 __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK],
-                                               const int *ids = nullptr) {
+                                               const int *ids = nullptr, const uint8_t *const *stab = nullptr) {
     if (!ids) ids = p.ids;
     if (p.tab0) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
             const int id = ids[p.flat ? sl : e];
-            wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
-            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
+            const bool st = stab && id < p.ntab;   /* the copy made before the wait (stab: tab0's, then tab1's) */
+            wp[0][sl] = id < 0 ? nullptr : st ? stab[id] : (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : st ? stab[p.ntab + id] : (const uint8_t *)p.tab1[id];
         }
     } else if (threadIdx.x == 0) {
         wp[0][0] = p.w;
@@ -222,19 +227,34 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
      * their wait before they let this launch start, so they are complete here already */
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
+    /* p.ntab: static tables (and the routed launch's bias) into shared memory before the wait */
+    const uint8_t **stab = nullptr;
+    float *sbias = nullptr;
+    if (NB == 1 && p.ntab) {
+        stab = (const uint8_t **)(xs + ((nchunks * Q8_REC + 15) & ~15));
+        for (int i = threadIdx.x; i < p.ntab; i += Q8_THREADS) {
+            stab[i] = (const uint8_t *)p.tab0[i];
+            if (NMAT == 2) stab[p.ntab + i] = (const uint8_t *)p.tab1[i];
+        }
+        if (ROUTE && p.rbias) {
+            sbias = (float *)(stab + NMAT * p.ntab);
+            for (int i = threadIdx.x; i < p.rn; i += Q8_THREADS) sbias[i] = p.rbias[i];
+        }
+    }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
+    if (stab) __syncthreads();   /* the copies are in (block-uniform) */
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
         __shared__ int rids[Q8_MAXK];
         __shared__ float rw[Q8_MAXK];
-        router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
+        router_topk<Q8_ROUTE_MAX>(p.rlog, sbias ? sbias : p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
         __syncthreads();
         if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
             p.rids[threadIdx.x] = rids[threadIdx.x];
             p.rw[threadIdx.x] = rw[threadIdx.x];
         }
-        q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
+        q8_slot_tables<NMAT>(p, e, nslot, wp, rids, stab);
     } else {
-        q8_slot_tables<NMAT>(p, e, nslot, wp);
+        q8_slot_tables<NMAT>(p, e, nslot, wp, nullptr, stab);
     }
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
@@ -553,6 +573,7 @@ static long q8_lane_cap(void) {
 #define Q8_INTER_MAX 4096
 static const void *g_inter_tab[Q8_INTER_MAX];
 static int g_inter_ls[Q8_INTER_MAX];
+static int g_inter_ntab[Q8_INTER_MAX];   /* > 0: the table's entries, which never change (gpu_q8_inter_static) */
 static std::atomic<int> g_inter_n(0);
 static int q8_inter_lshift(const void *tab) {
     const int n = g_inter_n.load(std::memory_order_acquire);
@@ -561,6 +582,21 @@ static int q8_inter_lshift(const void *tab) {
     return -1;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
+static int q8_inter_ntab(const void *tab) {
+    const int n = g_inter_n.load(std::memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (g_inter_tab[i] == tab) return g_inter_ntab[i];
+    return 0;
+}
+/* HOTMOE_TAB_PRE=1 (an experiment, off until measured): launches on static tables (ntab) copy them
+ * to shared memory before their PDL wait: the tables are cold in L2 each step (the weights stream
+ * through it), so looking a slot's matrix up after the wait costs a DRAM round trip on the
+ * critical path of the routed gate/up (after its top-k) and the down launch (after the ids). */
+#define Q8_TAB_PRE_MAX 512
+static int q8_tab_pre_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_TAB_PRE", 0, 1, 0, c);
+}
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
@@ -673,7 +709,15 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     }
     const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
-    const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
+    size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
+    p.ntab = 0;
+    if (ils >= 0 && p.tab0 && q8_tab_pre_on()) {   /* static tables (and the routed bias) past the records */
+        const int nt = q8_inter_ntab(p.tab0);
+        if (nt > 0 && nt <= Q8_TAB_PRE_MAX && (nmat == 1 || q8_inter_ntab(p.tab1) == nt) && (!p.rlog || p.rn <= nt)) {
+            p.ntab = nt;
+            smem = ((smem + 15) & ~(size_t)15) + (size_t)nmat * nt * sizeof(void *) + (p.rlog && p.rbias ? sizeof(float) * p.rn : 0);
+        }
+    }
     if (ils >= 0) {
         if constexpr (q8_inter_ok<T>::v) {
             constexpr int B3 = q8_bps3_type<T>::v >= 0 ? 3 : 2;   /* bps is 3 only for those types */
@@ -732,7 +776,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -752,7 +796,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
+                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -764,7 +808,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -859,18 +903,25 @@ extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
     const int n = g_inter_n.load(std::memory_order_relaxed);
     for (int i = 0; i < n; i++)
-        if (g_inter_tab[i] == (const void *)tab) { g_inter_ls[i] = ls; return 0; }
+        if (g_inter_tab[i] == (const void *)tab) { g_inter_ls[i] = ls; g_inter_ntab[i] = 0; return 0; }
     if (n >= Q8_INTER_MAX) return -1;
-    g_inter_tab[n] = tab; g_inter_ls[n] = ls;
+    g_inter_tab[n] = tab; g_inter_ls[n] = ls; g_inter_ntab[n] = 0;
     g_inter_n.store(n + 1, std::memory_order_release);
     return 0;
+}
+
+extern "C" int gpu_q8_inter_static(const void *const *tab, int n) {
+    const int cnt = g_inter_n.load(std::memory_order_relaxed);
+    for (int i = 0; i < cnt; i++)
+        if (g_inter_tab[i] == (const void *)tab) { g_inter_ntab[i] = n > 0 ? n : 0; return 0; }
+    return -1;
 }
 
 extern "C" void gpu_q8_inter_unregister(const void *const *tab) {
     const int n = g_inter_n.load(std::memory_order_relaxed);
     for (int i = 0; i < n; i++)
         if (g_inter_tab[i] == (const void *)tab) {   /* the last entry takes its place */
-            g_inter_tab[i] = g_inter_tab[n - 1]; g_inter_ls[i] = g_inter_ls[n - 1];
+            g_inter_tab[i] = g_inter_tab[n - 1]; g_inter_ls[i] = g_inter_ls[n - 1]; g_inter_ntab[i] = g_inter_ntab[n - 1];
             g_inter_n.store(n - 1, std::memory_order_release);
             return;
         }

@@ -990,6 +990,8 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     const void *const *t_ig = t_g + 3 * E, *const *t_iu = t_g + 4 * E, *const *t_id = t_g + 5 * E;
     if (gpu_q8_inter_register(t_ig, tgu, H, I, 2, k) || gpu_q8_inter_register(t_iu, tgu, H, I, 2, k) ||
         gpu_q8_inter_register(t_id, tdn, I, H, 1, k)) { report(0, what, "", "register"); return; }
+    /* static tables: under HOTMOE_TAB_PRE=1 the launches copy them before their wait */
+    if (gpu_q8_inter_static(t_ig, E) || gpu_q8_inter_static(t_iu, E) || gpu_q8_inter_static(t_id, E)) { report(0, what, "", "static"); return; }
     const int K = k * nb;
     std::vector<int> ids(K);
     for (int j = 0; j < K; j++) ids[j] = (int)(rnd32() % E);
@@ -1087,13 +1089,22 @@ static void test_routed(int type, int H, int I, int E, int k) {
     char what[160];
     snprintf(what, sizeof what, "routed gate/up %dx%d, top-%d of %d", I, H, k, E);
     const size_t rg = hm_row_size(type, H) * I;
-    std::vector<void *> hg(E), hu(E);
+    std::vector<void *> hg(E), hu(E), ig(E), iu(E);
     std::vector<uint8_t> a(rg);
-    for (int e = 0; e < E; e++) {
-        fill_weights(type, a.data(), (int64_t)I * H); hg[e] = dev_upload(a.data(), rg);
-        fill_weights(type, a.data(), (int64_t)I * H); hu[e] = dev_upload(a.data(), rg);
-    }
+    /* the same experts interleaved too (as the executor uploads resident ones), static tables */
+    const size_t ib = gpu_q8_inter_bytes(type, H, I, 2, k);
+    std::vector<uint8_t> pk(ib ? ib : 1);
+    for (int e = 0; e < E; e++)
+        for (int m = 0; m < 2; m++) {
+            fill_weights(type, a.data(), (int64_t)I * H);
+            (m ? hu : hg)[e] = dev_upload(a.data(), rg);
+            if (ib && !gpu_q8_inter_pack(type, a.data(), H, I, 2, k, pk.data())) (m ? iu : ig)[e] = dev_upload(pk.data(), ib);
+            else (m ? iu : ig)[e] = NULL;
+        }
     const void **tg = (const void **)dev_upload(hg.data(), E * sizeof(void *)), **tu = (const void **)dev_upload(hu.data(), E * sizeof(void *));
+    const void **itg = (const void **)dev_upload(ig.data(), E * sizeof(void *)), **itu = (const void **)dev_upload(iu.data(), E * sizeof(void *));
+    const int inter = ib && ig[0] && !gpu_q8_inter_register(itg, type, H, I, 2, k) && !gpu_q8_inter_register(itu, type, H, I, 2, k) &&
+                      !gpu_q8_inter_static(itg, E) && !gpu_q8_inter_static(itu, E);
     std::vector<float> x(H), lg(E), bias(E);
     for (auto &v : x) v = rndf();
     float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog, *dbias, *act[2], *w[2];
@@ -1140,23 +1151,42 @@ static void test_routed(int type, int H, int I, int E, int k) {
         rc |= gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, b, E, c.fn, c.norm, c.scale, ids[1], w[1], k, dx, xq, act[1], H, I, 1, NULL);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(a2.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
+        /* the interleaved experts (under HOTMOE_TAB_PRE=1 their tables and the bias copied before
+         * the wait): the same ids, weights and activations */
+        std::vector<float> a3(a0), w3(w0);
+        std::vector<int> i3(i0);
+        if (inter) {
+            CK(cudaMemset(act[1], 0xFF, sizeof(float) * k * I)); CK(cudaMemset(w[1], 0xFF, sizeof(float) * k));
+            CK(cudaMemset(ids[1], 0xFF, sizeof(int) * k));
+            rc |= gpu_gemv_experts_swiglu_routed(type, itg, itu, dlog, b, E, c.fn, c.norm, c.scale, ids[1], w[1], k, dx, NULL, act[1], H, I, 0,
+                                                 NULL);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(a3.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(w3.data(), w[1], sizeof(float) * k, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(i3.data(), ids[1], sizeof(int) * k, cudaMemcpyDeviceToHost));
+        }
         int finite = 1;
         for (float f : a0) finite &= isfinite(f) != 0;
         const int same = !rc && finite && i0 == i1 && !memcmp(w0.data(), w1.data(), sizeof(float) * k) &&
-                         !memcmp(a0.data(), a1.data(), sizeof(float) * k * I) && !memcmp(a0.data(), a2.data(), sizeof(float) * k * I);
+                         !memcmp(a0.data(), a1.data(), sizeof(float) * k * I) && !memcmp(a0.data(), a2.data(), sizeof(float) * k * I) &&
+                         i0 == i3 && !memcmp(w0.data(), w3.data(), sizeof(float) * k) && !memcmp(a0.data(), a3.data(), sizeof(float) * k * I);
         if (!same && ok)
             snprintf(detail, sizeof detail, "fn %d norm %d bias %d ties %d: %s (ids %d/%d %d/%d)", c.fn, c.norm, c.bias, c.ties,
                      rc ? gpu_gemv_error() : "differ", i0[0], i1[0], i0[k - 1], i1[k - 1]);
         ok &= same;
     }
     report(ok, what, hm_type_get(type)->name,
-           ok ? "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given before the wait too)" : detail);
+           ok ? (inter ? "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given before the wait "
+                         "too; interleaved experts too)"
+                       : "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given before the wait too)")
+              : detail);
     const int r1 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, E, 2, 1, 1.f, ids[1], w[1], 65, dx, NULL, act[1], H, I, 0, NULL);
     const int r2 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, 257, 2, 1, 1.f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
     report(r1 && r2 && !gpu_gemv_experts_routed_ok(type, H, 257, k), what, hm_type_get(type)->name,
            r1 && r2 ? "65 slots and 257 experts refused" : "not refused");
-    for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); }
-    cudaFree((void *)tg); cudaFree((void *)tu); cudaFree(dx); cudaFree(dlog); cudaFree(dbias); cudaFree(xq);
+    if (inter) { gpu_q8_inter_unregister(itg); gpu_q8_inter_unregister(itu); }
+    for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); if (ig[e]) cudaFree(ig[e]); if (iu[e]) cudaFree(iu[e]); }
+    cudaFree((void *)tg); cudaFree((void *)tu); cudaFree((void *)itg); cudaFree((void *)itu); cudaFree(dx); cudaFree(dlog); cudaFree(dbias); cudaFree(xq);
     for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(w[v]); cudaFree(ids[v]); }
 }
 
