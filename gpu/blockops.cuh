@@ -26,15 +26,17 @@ static __device__ float block_sum(float v) {
 }
 
 /* What one head's post needs besides q|k|v: its bias and norm weight at dim threadIdx.x (whether
- * the head has them: has_b, has_nw) and the RoPE rotation at pos (weights and pos only, so a
- * decode kernel reads them before hm_pdl_wait) */
-struct qkv_pre { float b, nw, c, sn; bool has_b, has_nw; };
-static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const float *qn, const float *kn, int n_head, int hd,
-                                        int n_rot, float theta, int h, int pos) {
+ * the head has them: has_b, has_nw), a kv head's v bias there (bvv, 0 without one) and the RoPE
+ * rotation at pos (weights and pos only, so a decode kernel reads them before hm_pdl_wait: the
+ * biases are cold in L2 each step) */
+struct qkv_pre { float b, nw, c, sn, bvv; bool has_b, has_nw; };
+static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const float *bv, const float *qn, const float *kn, int n_head,
+                                        int hd, int n_rot, float theta, int h, int pos) {
     const int i = threadIdx.x, is_q = h < n_head, hh = is_q ? h : h - n_head;
     const float *b = is_q ? bq : bk, *nw = is_q ? qn : kn;
-    qkv_pre r = { 0.f, 0.f, 1.f, 0.f, b != nullptr, nw != nullptr };
+    qkv_pre r = { 0.f, 0.f, 1.f, 0.f, 0.f, b != nullptr, nw != nullptr };
     if (b && i < hd) r.b = b[hh * hd + i];
+    if (!is_q && bv && i < hd) r.bvv = bv[hh * hd + i];
     if (nw && i < hd) r.nw = nw[i];
     if (i < n_rot) {
         const int half = n_rot / 2, j = i < half ? i : i - half;
@@ -56,6 +58,7 @@ static __device__ void qkv_post_head(float *q, float *k, const float *v, const f
     int hh = is_q ? h : h - n_head;
     float *p = (is_q ? q : k) + hh * hd;
     float x = on ? p[i] : 0.0f;
+    const float vin = !is_q && on ? v[hh * hd + i] : 0.0f;   /* a kv head's v, loaded beside its k */
     if (pr.has_b && on) x += pr.b;
     if (pr.has_nw) {
         float ss = block_sum(x * x);
@@ -74,8 +77,8 @@ static __device__ void qkv_post_head(float *q, float *k, const float *v, const f
     else {
         size_t off = (size_t)pos * n_head_kv * hd + hh * hd + i;
         kcache[off] = x;
-        float vv = v[hh * hd + i];
-        if (bv) vv += bv[hh * hd + i];
+        float vv = vin;
+        if (bv) vv += pr.bvv;
         vcache[off] = vv;
     }
 }

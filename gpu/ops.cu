@@ -344,7 +344,7 @@ __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, 
     /* weights, and the position (copied in before the step's first kernel), before the wait */
     hm_pdl_pre(f);
     const int pos = *pos_p;
-    const qkv_pre pr = qkv_post_prep(bq, bk, qn, kn, n_head, hd, n_rot, theta, blockIdx.x, pos);
+    const qkv_pre pr = qkv_post_prep(bq, bk, bv, qn, kn, n_head, hd, n_rot, theta, blockIdx.x, pos);
     hm_pdl_wait_f(f);
     const long long so = seq_p ? seq_p[r] * seq_stride : 0;
     qkv_post_head(q, k, v, bv, n_head, n_head_kv, hd, n_rot, eps, blockIdx.x, pos, kcache + so, vcache + so, pr);

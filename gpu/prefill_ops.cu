@@ -68,7 +68,7 @@ __global__ void k_pf_qkv_post(float *qkv, int ld, const float *bq, const float *
                               const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta, float eps,
                               int pos0, float *kcache, float *vcache) {
     float *q = qkv + (size_t)blockIdx.x * ld, *k = q + n_head * hd;
-    const qkv_pre pr = qkv_post_prep(bq, bk, qn, kn, n_head, hd, n_rot, theta, blockIdx.y, pos0 + blockIdx.x);
+    const qkv_pre pr = qkv_post_prep(bq, bk, bv, qn, kn, n_head, hd, n_rot, theta, blockIdx.y, pos0 + blockIdx.x);
     qkv_post_head(q, k, k + n_head_kv * hd, bv, n_head, n_head_kv, hd, n_rot, eps, blockIdx.y, pos0 + blockIdx.x, kcache, vcache, pr);
 }
 
