@@ -240,6 +240,15 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             sbias = (float *)(stab + NMAT * p.ntab);
             for (int i = threadIdx.x; i < p.rn; i += Q8_THREADS) sbias[i] = p.rbias[i];
         }
+        /* one static matrix (pair) and one slot (a shared expert): its id can only be 0, so the
+         * warp's first rows are asked of L2 now, as a plain matrix's are above */
+        if (!ROUTE && p.ntab == 1 && p.k == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems) {
+            const int cnt = (min(gpw, p.nitems - base0) + NMAT - 1) / NMAT;   /* rows per matrix */
+            for (int mm = 0; mm < NMAT; mm++) {
+                const uint8_t *w = (const uint8_t *)(mm ? p.tab1 : p.tab0)[0];
+                if (w) q8_prefetch_l2(w + (size_t)(base0 / NMAT) * rs, (size_t)cnt * rs);
+            }
+        }
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     if (stab) __syncthreads();   /* the copies are in (block-uniform) */
