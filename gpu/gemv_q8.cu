@@ -29,15 +29,14 @@
  * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
  * vector's records, each vector's sums in the single-vector order (bitwise its results). */
 #include <atomic>
-#include <thread>
 #include <type_traits>
-#include <vector>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gpu_gemv.h"
 #include "gpu_check.h"
 #include "gemv_q8.cuh"
+#include "host_par.h"
 #include "launch.cuh"
 #include "router.cuh"
 extern "C" {
@@ -93,7 +92,7 @@ struct q8_params {
     int *rids;
     float *rw;
     /* > 0: tab0 (and tab1) have ntab entries that never change (resident experts,
-     * gpu_q8_inter_static): the block copies them to shared memory before its PDL wait, past x's
+     * registered with their count): the block copies them to shared memory before its PDL wait, past x's
      * records (and the routed launch the selection bias after them), and looks the slots up there */
     int ntab;
 };
@@ -577,25 +576,27 @@ static long q8_lane_cap(void) {
     return r;
 }
 
-/* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, and the
- * lane shift they were laid out for (a launch must use the same) ---- */
+/* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, the lane
+ * shift they were laid out for (a launch must use the same), and a table's entries when they
+ * never change (ntab > 0) ---- */
 #define Q8_INTER_MAX 4096
-static const void *g_inter_tab[Q8_INTER_MAX];
-static int g_inter_ls[Q8_INTER_MAX];
-static int g_inter_ntab[Q8_INTER_MAX];   /* > 0: the table's entries, which never change (gpu_q8_inter_static) */
+struct q8_inter_ent { const void *tab; int ls, ntab; };
+static q8_inter_ent g_inter[Q8_INTER_MAX];
 static std::atomic<int> g_inter_n(0);
-static int q8_inter_lshift(const void *tab) {
+static int q8_inter_find(const void *tab) {   /* the entry's index, or -1 */
     const int n = g_inter_n.load(std::memory_order_acquire);
     for (int i = 0; i < n; i++)
-        if (g_inter_tab[i] == tab) return g_inter_ls[i];
+        if (g_inter[i].tab == tab) return i;
     return -1;
+}
+static int q8_inter_lshift(const void *tab) {
+    const int i = q8_inter_find(tab);
+    return i < 0 ? -1 : g_inter[i].ls;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
 static int q8_inter_ntab(const void *tab) {
-    const int n = g_inter_n.load(std::memory_order_acquire);
-    for (int i = 0; i < n; i++)
-        if (g_inter_tab[i] == tab) return g_inter_ntab[i];
-    return 0;
+    const int i = q8_inter_find(tab);
+    return i < 0 ? 0 : g_inter[i].ntab;
 }
 /* HOTMOE_TAB_PRE=1 (an experiment, off until measured): launches on static tables (ntab) copy them
  * to shared memory before their PDL wait: the tables are cold in L2 each step (the weights stream
@@ -666,7 +667,7 @@ template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved matrices (gpu_q8_inter_pack): the register kernel on their layout (A = 0) */
-    const int ils = q8_inter_lshift(p.tab0 ? (const void *)p.tab0 : (const void *)p.w);
+    const int ie = q8_inter_find(p.tab0 ? (const void *)p.tab0 : (const void *)p.w), ils = ie < 0 ? -1 : g_inter[ie].ls;
     /* HOTMOE_Q8_BPS3's types: lanes for three blocks a SM in every layout (the sums depend on the
      * lanes only, so GGUF rows, interleaved and batched stay bitwise alike); the grid and launch
      * bounds for three only in the interleaved kernel */
@@ -721,7 +722,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     p.ntab = 0;
     if (ils >= 0 && p.tab0 && q8_tab_pre_on()) {   /* static tables (and the routed bias) past the records */
-        const int nt = q8_inter_ntab(p.tab0);
+        const int nt = g_inter[ie].ntab;
         if (nt > 0 && nt <= Q8_TAB_PRE_MAX && (nmat == 1 || q8_inter_ntab(p.tab1) == nt) && (!p.rlog || p.rn <= nt)) {
             p.ntab = nt;
             smem = ((smem + 15) & ~(size_t)15) + (size_t)nmat * nt * sizeof(void *) + (p.rlog && p.rbias ? sizeof(float) * p.rn : 0);
@@ -893,47 +894,29 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
             }
     };
     const int ng = nrows / rw;
-    unsigned nt = std::thread::hardware_concurrency();
-    nt = nt < 1 ? 1 : nt > 16 ? 16 : nt;
-    if ((size_t)nrows * nch < 16384 || (unsigned)ng < nt) nt = 1;
-    std::vector<std::thread> th;
-    auto part = [&](unsigned w) { pack((int)((int64_t)ng * w / nt), (int)((int64_t)ng * (w + 1) / nt)); };
-    for (unsigned w = 1; w < nt; w++) {
-        try { th.emplace_back(part, w); } catch (...) { part(w); }   /* no thread: this one packs it */
-    }
-    part(0);
-    for (auto &t : th) t.join();
+    const unsigned nt = hm_host_threads();
+    hm_host_parallel(ng, (size_t)nrows * nch < 16384 || (unsigned)ng < nt ? 1 : nt, pack);
     return 0;
 }
 
 /* registration happens where tables are made and freed (upload, gpu_exec_free): one thread */
-extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok) {
+extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok, int ntab) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
-    const int n = g_inter_n.load(std::memory_order_relaxed);
-    for (int i = 0; i < n; i++)
-        if (g_inter_tab[i] == (const void *)tab) { g_inter_ls[i] = ls; g_inter_ntab[i] = 0; return 0; }
+    const q8_inter_ent ent = { (const void *)tab, ls, ntab > 0 ? ntab : 0 };
+    const int i = q8_inter_find(tab), n = g_inter_n.load(std::memory_order_relaxed);
+    if (i >= 0) { g_inter[i] = ent; return 0; }
     if (n >= Q8_INTER_MAX) return -1;
-    g_inter_tab[n] = tab; g_inter_ls[n] = ls; g_inter_ntab[n] = 0;
+    g_inter[n] = ent;
     g_inter_n.store(n + 1, std::memory_order_release);
     return 0;
 }
 
-extern "C" int gpu_q8_inter_static(const void *const *tab, int n) {
-    const int cnt = g_inter_n.load(std::memory_order_relaxed);
-    for (int i = 0; i < cnt; i++)
-        if (g_inter_tab[i] == (const void *)tab) { g_inter_ntab[i] = n > 0 ? n : 0; return 0; }
-    return -1;
-}
-
 extern "C" void gpu_q8_inter_unregister(const void *const *tab) {
-    const int n = g_inter_n.load(std::memory_order_relaxed);
-    for (int i = 0; i < n; i++)
-        if (g_inter_tab[i] == (const void *)tab) {   /* the last entry takes its place */
-            g_inter_tab[i] = g_inter_tab[n - 1]; g_inter_ls[i] = g_inter_ls[n - 1]; g_inter_ntab[i] = g_inter_ntab[n - 1];
-            g_inter_n.store(n - 1, std::memory_order_release);
-            return;
-        }
+    const int i = q8_inter_find(tab), n = g_inter_n.load(std::memory_order_relaxed);
+    if (i < 0) return;
+    g_inter[i] = g_inter[n - 1];   /* the last entry takes its place */
+    g_inter_n.store(n - 1, std::memory_order_release);
 }
 
 /* x's chunk records in global memory, for the GEMVs that take them (gpu_gemv_q8x): one block */

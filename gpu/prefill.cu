@@ -27,8 +27,8 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <thread>
 #include <vector>
+#include "host_par.h"
 
 #define PF_CHUNK_DEFAULT 8192
 #define PF_HEADROOM ((size_t)1 << 30)   /* free VRAM an unbudgeted workspace leaves (above) */
@@ -489,19 +489,10 @@ static void embed_rows(const hm_tensor *te, const int32_t *tok, int n, float *ou
     const hm_type_traits *tt = hm_type_get(te->type);
     size_t rs = hm_row_size(te->type, te->ne[0]);
     int64_t D = te->ne[0];
-    unsigned nt = std::thread::hardware_concurrency();
-    if (nt > 16) nt = 16;
-    if (nt < 1) nt = 1;
-    if ((unsigned)n < nt * 16) nt = 1;
-    auto work = [&](unsigned w) {
-        for (int i = (int)((int64_t)n * w / nt); i < (int)((int64_t)n * (w + 1) / nt); i++)
-            tt->to_float((const uint8_t *)te->data + (size_t)tok[i] * rs, out + (size_t)i * D, D);
-    };
-    if (nt == 1) { work(0); return; }
-    std::vector<std::thread> th;
-    for (unsigned w = 1; w < nt; w++) th.emplace_back(work, w);
-    work(0);
-    for (auto &t : th) t.join();
+    const unsigned nt = hm_host_threads();
+    hm_host_parallel(n, (unsigned)n < nt * 16 ? 1 : nt, [&](int i0, int i1) {
+        for (int i = i0; i < i1; i++) tt->to_float((const uint8_t *)te->data + (size_t)tok[i] * rs, out + (size_t)i * D, D);
+    });
 }
 
 extern "C" int gpu_exec_prefill(gpu_exec *g, const int32_t *tokens, int n, int pos0, float *logits_last, char *err, size_t errlen) {

@@ -988,10 +988,9 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     CK(cudaMemcpy(tab, ht, sizeof ht, cudaMemcpyHostToDevice));
     const void *const *t_g = (const void *const *)tab, *const *t_u = t_g + E, *const *t_d = t_g + 2 * E;
     const void *const *t_ig = t_g + 3 * E, *const *t_iu = t_g + 4 * E, *const *t_id = t_g + 5 * E;
-    if (gpu_q8_inter_register(t_ig, tgu, H, I, 2, k) || gpu_q8_inter_register(t_iu, tgu, H, I, 2, k) ||
-        gpu_q8_inter_register(t_id, tdn, I, H, 1, k)) { report(0, what, "", "register"); return; }
-    /* static tables: under HOTMOE_TAB_PRE=1 the launches copy them before their wait */
-    if (gpu_q8_inter_static(t_ig, E) || gpu_q8_inter_static(t_iu, E) || gpu_q8_inter_static(t_id, E)) { report(0, what, "", "static"); return; }
+    /* static tables of E entries: under HOTMOE_TAB_PRE=1 the launches copy them before their wait */
+    if (gpu_q8_inter_register(t_ig, tgu, H, I, 2, k, E) || gpu_q8_inter_register(t_iu, tgu, H, I, 2, k, E) ||
+        gpu_q8_inter_register(t_id, tdn, I, H, 1, k, E)) { report(0, what, "", "register"); return; }
     const int K = k * nb;
     std::vector<int> ids(K);
     for (int j = 0; j < K; j++) ids[j] = (int)(rnd32() % E);
@@ -1039,7 +1038,7 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     fill_weights(type, a.data(), (int64_t)nrows * ncols);
     if (gpu_q8_inter_pack(type, a.data(), ncols, nrows, 1, 1, in.data())) { report(0, what, hm_type_get(type)->name, "pack"); return; }
     void *dw = dev_upload(a.data(), rb), *di = dev_upload(in.data(), ib);
-    if (gpu_q8_inter_register((const void *const *)di, type, ncols, nrows, 1, 1)) { report(0, what, hm_type_get(type)->name, "register"); return; }
+    if (gpu_q8_inter_register((const void *const *)di, type, ncols, nrows, 1, 1, 0)) { report(0, what, hm_type_get(type)->name, "register"); return; }
     const int NBV = 5;
     std::vector<float> x((size_t)NBV * ncols);
     for (auto &v : x) v = rndf();
@@ -1103,8 +1102,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
         }
     const void **tg = (const void **)dev_upload(hg.data(), E * sizeof(void *)), **tu = (const void **)dev_upload(hu.data(), E * sizeof(void *));
     const void **itg = (const void **)dev_upload(ig.data(), E * sizeof(void *)), **itu = (const void **)dev_upload(iu.data(), E * sizeof(void *));
-    const int inter = ib && ig[0] && !gpu_q8_inter_register(itg, type, H, I, 2, k) && !gpu_q8_inter_register(itu, type, H, I, 2, k) &&
-                      !gpu_q8_inter_static(itg, E) && !gpu_q8_inter_static(itu, E);
+    const int inter = ib && ig[0] && !gpu_q8_inter_register(itg, type, H, I, 2, k, E) && !gpu_q8_inter_register(itu, type, H, I, 2, k, E);
     std::vector<float> x(H), lg(E), bias(E);
     for (auto &v : x) v = rndf();
     float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog, *dbias, *act[2], *w[2];
