@@ -601,11 +601,15 @@ static int q8_inter_ntab(const void *tab) {
 /* HOTMOE_TAB_PRE=1 (an experiment, off until measured): launches on static tables (ntab) copy them
  * to shared memory before their PDL wait: the tables are cold in L2 each step (the weights stream
  * through it), so looking a slot's matrix up after the wait costs a DRAM round trip on the
- * critical path of the routed gate/up (after its top-k) and the down launch (after the ids). */
+ * critical path of the routed gate/up (after its top-k) and the down launch (after the ids).
+ * Session 22 (call 1, with HOTMOE_GEMV_PRE=1): every launch (=1) lost on air (266.1 against
+ * 268.4) and gained on a3b with the router's preload (486.4 against 476.4): the copy pays only
+ * where the launch starts early (a3b's routed gate/up, HOTMOE_ROUTER_EARLY), else it sits on the
+ * critical path itself; =2 takes only that launch. */
 #define Q8_TAB_PRE_MAX 512
-static int q8_tab_pre_on(void) {
+static int q8_tab_pre_on(void) {   /* 1: every launch on static tables; 2: only the routed launch started early (p.xpre) */
     static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_TAB_PRE", 0, 1, 0, c);
+    return hm_env_digit("HOTMOE_TAB_PRE", 0, 2, 0, c);
 }
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
@@ -717,11 +721,17 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
+    /* HOTMOE_EARLY_SM=n (an experiment, 0 = off): a routed launch started early (p.xpre) takes a
+     * grid of n blocks a SM (the same lanes, so the same sums), leaving SM slots to a shared
+     * expert's launches on the second stream while its blocks wait (HOTMOE_ROUTER_EARLY=2) */
+    static std::atomic<int> esm_c(-1);
+    const int esm = p.rlog && p.xpre ? hm_env_digit("HOTMOE_EARLY_SM", 0, 3, 0, esm_c) : 0;
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, esm ? esm : ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     p.ntab = 0;
-    if (ils >= 0 && p.tab0 && q8_tab_pre_on()) {   /* static tables (and the routed bias) past the records */
+    const int tpre = q8_tab_pre_on();
+    if (ils >= 0 && p.tab0 && (tpre == 1 || (tpre == 2 && p.rlog && p.xpre))) {   /* static tables (and the routed bias) past the records */
         const int nt = g_inter[ie].ntab;
         if (nt > 0 && nt <= Q8_TAB_PRE_MAX && (nmat == 1 || q8_inter_ntab(p.tab1) == nt) && (!p.rlog || p.rn <= nt)) {
             p.ntab = nt;

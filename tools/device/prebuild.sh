@@ -25,8 +25,15 @@ if [ -n "${KTRACE:-}" ]; then
   cmake --build build-kt -j"$J" --target bench_decode
   files="$files build-kt/bench_decode"
 fi
+# ALT=dir: also another build's bench_decode (e.g. a worktree of the previous main, built there) as
+# build-alt/bench_decode, for stream_check's alt config (the same run on both binaries in one call)
+if [ -n "${ALT:-}" ]; then [ -x "$ALT/bench_decode" ] || { echo "prebuild: no $ALT/bench_decode" >&2; exit 1; }; fi
 rm -rf build-pre && mkdir -p build-pre/stage
 for f in $files; do mkdir -p "build-pre/stage/$(dirname "$f")"; cp "$f" "build-pre/stage/$f"; strip "build-pre/stage/$f"; done
+if [ -n "${ALT:-}" ]; then
+  mkdir -p build-pre/stage/build-alt && cp "$ALT/bench_decode" build-pre/stage/build-alt/ && strip build-pre/stage/build-alt/bench_decode
+  git -C "$ALT" rev-parse HEAD > build-pre/stage/build-alt/COMMIT
+fi
 git rev-parse HEAD > build-pre/stage/PREBUILT_COMMIT
 git diff --quiet HEAD -- . ':!build-pre' || echo "dirty" >> build-pre/stage/PREBUILT_COMMIT
 (cd build-pre/stage && tar czf ../bin.tgz .)
