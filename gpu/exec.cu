@@ -92,7 +92,8 @@ static int route_fuse_on(void) {
  * wait (they come from the norm before the router). 1 (default): in layers without a shared
  * expert (a3b 493.4 tok/s against 485.9 with 0, session 21); 2: in every such layer (air 249.9
  * against 268.3: with a shared expert the early blocks likely hold the SM slots the shared
- * expert's launches on the second stream need); 0: never. */
+ * expert's launches on the second stream need; session 22: with the routed grid at two blocks a
+ * SM to leave them slots, 232.3 against 269.4); 0: never. */
 static int router_early(const dlayer *l) {
     static int v = -1;
     if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_EARLY"); v = e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 1; }

@@ -129,46 +129,6 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
     gemv_finish<NMAT, NR>(p, e, r0, acc);
 }
 
-/* An F32 matrix of few rows (the router: one row a block, no tables) with each thread's weights,
- * at most GEMV_PRE_PARTS parts of 8 floats, loaded before the PDL wait (they do not depend on the
- * kernel before; x does, and is read after it): the DRAM latency of the weights then overlaps the
- * kernel before (the norm). The same sums in the same order as gemv_kernel<TF32V, 1, 1>, so
- * bitwise its results. HOTMOE_GEMV_PRE=1 (an experiment, off until measured): air 259.5 tok/s
- * against 268.4 (session 22, call 1); =2: only a router whose routed launch starts early (a3b). */
-#define GEMV_PRE_PARTS 4
-__global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_f32_pre_kernel(const gemv_params p) {
-    const int r0 = blockIdx.x, nparts = p.ncols / TF32V::QK;
-    const float *row = (const float *)(p.w + (size_t)r0 * nparts * TF32V::BS);
-    float wv[GEMV_PRE_PARTS][8];
-#pragma unroll
-    for (int j = 0; j < GEMV_PRE_PARTS; j++) {
-        const int q = threadIdx.x + j * blockDim.x;
-        if (q < nparts) { ld_x4v(row + 8 * q, wv[j]); ld_x4v(row + 8 * q + 4, wv[j] + 4); }
-    }
-    hm_pdl_wait();
-    if (p.trig) hm_pdl_trigger();
-    float acc = 0.f;
-#pragma unroll
-    for (int j = 0; j < GEMV_PRE_PARTS; j++) {
-        const int q = threadIdx.x + j * blockDim.x;
-        if (q < nparts) {
-            float xv[8];
-            ld_x4v(p.x + 8 * q, xv); ld_x4v(p.x + 8 * q + 4, xv + 4);
-#pragma unroll
-            for (int i = 0; i < 8; i++) acc = fmaf(wv[j][i], xv[i], acc);
-        }
-    }
-    gemv_finish<1, 1>(p, 0, r0, &acc);
-}
-
-/* 1: every such launch; 2: only a router that lets the routed launch start early (p.trig: the
- * kernel before it is then the only thing its parked blocks wait on); 0: never */
-static int gemv_pre_on(const gemv_params &p) {
-    static std::atomic<int> c(-1);
-    const int v = hm_env_digit("HOTMOE_GEMV_PRE", 0, 2, 0, c);
-    return v == 1 || (v == 2 && p.trig);
-}
-
 template <class T>
 static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const int nparts = p.ncols / T::QK * T::NT;
@@ -178,12 +138,6 @@ static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const bool few = (long)(p.nrows * nmat + GEMV_NR - 1) / GEMV_NR * k < 256;
     const int rows = (few ? nmat : GEMV_NR) / nmat;
     const dim3 grid((unsigned)((p.nrows + rows - 1) / rows), (unsigned)k);
-    if (std::is_same<T, TF32V>::value && few && nmat == 1 && k == 1 && !p.tab0 && p.xg <= 1 && p.yg <= 1 &&
-        nparts <= GEMV_PRE_PARTS * threads && gemv_pre_on(p)) {
-        hm_launch(gemv_f32_pre_kernel, grid, threads, 0, s, p);
-        CUDA_CHECK_LAUNCH();
-        return 0;
-    }
     if (nmat == 2) {
         if (few) hm_launch(gemv_kernel<T, 2, 2>, grid, threads, 0, s, p);
         else hm_launch(gemv_kernel<T, 2, GEMV_NR>, grid, threads, 0, s, p);

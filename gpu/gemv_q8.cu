@@ -170,7 +170,9 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
+/* BPS: blocks a SM (launch bounds); TP: the static tables' copy before the wait (p.ntab > 0,
+ * HOTMOE_TAB_PRE), its own instances so that the others' code stays as it was without it */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool TP = false>
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -229,7 +231,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     /* p.ntab: static tables (and the routed launch's bias) into shared memory before the wait */
     const uint8_t **stab = nullptr;
     float *sbias = nullptr;
-    if (NB == 1 && p.ntab) {
+    if constexpr (TP && NB == 1) {
         stab = (const uint8_t **)(xs + ((nchunks * Q8_REC + 15) & ~15));
         for (int i = threadIdx.x; i < p.ntab; i += Q8_THREADS) {
             stab[i] = (const uint8_t *)p.tab0[i];
@@ -250,7 +252,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         }
     }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    if (stab) __syncthreads();   /* the copies are in (block-uniform) */
+    if constexpr (TP) __syncthreads();   /* the copies are in */
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
         __shared__ int rids[Q8_MAXK];
         __shared__ float rw[Q8_MAXK];
@@ -482,6 +484,15 @@ static int q8_sm_count(void) {
 
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    if constexpr (A == 0) {   /* interleaved matrices on static tables: the copy before the wait (p.ntab) */
+        if (p.ntab) {
+            if constexpr (NMAT == 2) {
+                if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, 0, 1, true, BPS, true>, grid, Q8_THREADS, smem, s, p); return; }
+            }
+            hm_launch(gemv_q8_kernel<T, NMAT, 0, 1, false, BPS, true>, grid, Q8_THREADS, smem, s, p);
+            return;
+        }
+    }
     if constexpr (NMAT == 2) {
         if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
     }
@@ -602,10 +613,11 @@ static int q8_inter_ntab(const void *tab) {
  * to shared memory before their PDL wait: the tables are cold in L2 each step (the weights stream
  * through it), so looking a slot's matrix up after the wait costs a DRAM round trip on the
  * critical path of the routed gate/up (after its top-k) and the down launch (after the ids).
- * Session 22 (call 1, with HOTMOE_GEMV_PRE=1): every launch (=1) lost on air (266.1 against
- * 268.4) and gained on a3b with the router's preload (486.4 against 476.4): the copy pays only
- * where the launch starts early (a3b's routed gate/up, HOTMOE_ROUTER_EARLY), else it sits on the
- * critical path itself; =2 takes only that launch. */
+ * Session 22 (call 1): every launch (=1) lost on air (266.1 against 268.4); the copy can only
+ * pay where the launch starts early (a3b's routed gate/up, HOTMOE_ROUTER_EARLY), else it sits on
+ * the critical path itself; =2 takes only that launch (a3b 482.3 against 476.7, call 2, when the
+ * copy's code was still in every instance: it cost the default kernels 2-3%, so it now has its
+ * own, gemv_q8_kernel's TP). */
 #define Q8_TAB_PRE_MAX 512
 static int q8_tab_pre_on(void) {   /* 1: every launch on static tables; 2: only the routed launch started early (p.xpre) */
     static std::atomic<int> c(-1);
@@ -721,12 +733,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         }
         if (rc <= 0) return rc;
     }
-    /* HOTMOE_EARLY_SM=n (an experiment, 0 = off): a routed launch started early (p.xpre) takes a
-     * grid of n blocks a SM (the same lanes, so the same sums), leaving SM slots to a shared
-     * expert's launches on the second stream while its blocks wait (HOTMOE_ROUTER_EARLY=2) */
-    static std::atomic<int> esm_c(-1);
-    const int esm = p.rlog && p.xpre ? hm_env_digit("HOTMOE_EARLY_SM", 0, 3, 0, esm_c) : 0;
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, esm ? esm : ils >= 0 ? bps : 2);
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     p.ntab = 0;

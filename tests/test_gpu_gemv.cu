@@ -1189,14 +1189,11 @@ static void test_routed(int type, int H, int I, int E, int k) {
 }
 
 /* The router's F32 GEMV (few rows, one a block): gpu_gemv, gpu_gemv_router with and without its
- * early trigger, and the same matrix through a one-entry expert table (always gemv_kernel) give
- * bitwise the same outputs; under HOTMOE_GEMV_PRE=1 the first three run gemv_f32_pre_kernel (the
- * weights loaded before the PDL wait), which must sum in gemv_kernel's order. Checked against the
- * CPU's sums too; outputs poisoned before each call. */
+ * early trigger, and the same matrix through a one-entry expert table give bitwise the same
+ * outputs. Checked against the CPU's sums too; outputs poisoned before each call. */
 static void test_router_f32(int nrows, int ncols) {
     char what[120], msg[256] = "";
-    snprintf(what, sizeof what, "router F32 %dx%d: gpu_gemv, gpu_gemv_router (early 0/1) bitwise the table path (HOTMOE_GEMV_PRE=%s)",
-             nrows, ncols, getenv("HOTMOE_GEMV_PRE") ? getenv("HOTMOE_GEMV_PRE") : "unset");
+    snprintf(what, sizeof what, "router F32 %dx%d: gpu_gemv, gpu_gemv_router (early 0/1) bitwise the table path", nrows, ncols);
     const size_t rs = hm_row_size(HM_TYPE_F32, ncols);
     std::vector<float> W((size_t)nrows * ncols), x(ncols), y[4];
     fill_weights(HM_TYPE_F32, W.data(), (int64_t)nrows * ncols);
