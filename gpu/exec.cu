@@ -168,7 +168,7 @@ static int upload_rows(gpu_exec *g, dmat *d, int type, int64_t ne0, int64_t ne1,
         return d->d ? 0 : -1;
     }
     if (!(d->d = upload_inter(g, type, ne0, ne1, data, 1, 1, err, errlen))) return -1;
-    if (gpu_q8_inter_register((const void *const *)d->d, type, (int)ne0, (int)ne1, 1, 1, 0))
+    if (gpu_q8_inter_register((const void *const *)d->d, type, (int)ne0, (int)ne1, 1, 1))
         return fail(err, errlen, "gpu: too many interleaved matrices");
     d->inter = 1;
     return 0;
@@ -204,10 +204,9 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
     free(hg);
     if (!(x->gate && x->up && x->down)) return -1;
     if (inter) x->inter_tok = tok;
-    /* resident: the n entries never change */
-    if (inter && (gpu_q8_inter_register((const void *const *)x->gate, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok, n) ||
-                  gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok, n) ||
-                  gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok, n)))
+    if (inter && (gpu_q8_inter_register((const void *const *)x->gate, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
+                  gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
+                  gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok)))
         return fail(err, errlen, "gpu: too many interleaved expert tables");
     return 0;
 }

@@ -91,10 +91,6 @@ struct q8_params {
     float rscale;
     int *rids;
     float *rw;
-    /* > 0: tab0 (and tab1) have ntab entries that never change (resident experts,
-     * registered with their count): the block copies them to shared memory before its PDL wait, past x's
-     * records (and the routed launch the selection bias after them), and looks the slots up there */
-    int ntab;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -152,14 +148,13 @@ template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
  * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w. */
 template <int NMAT>
 __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK],
-                                               const int *ids = nullptr, const uint8_t *const *stab = nullptr) {
+                                               const int *ids = nullptr) {
     if (!ids) ids = p.ids;
     if (p.tab0) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
             const int id = ids[p.flat ? sl : e];
-            const bool st = stab && id < p.ntab;   /* the copy made before the wait (stab: tab0's, then tab1's) */
-            wp[0][sl] = id < 0 ? nullptr : st ? stab[id] : (const uint8_t *)p.tab0[id];
-            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : st ? stab[p.ntab + id] : (const uint8_t *)p.tab1[id];
+            wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
+            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
         }
     } else if (threadIdx.x == 0) {
         wp[0][0] = p.w;
@@ -170,9 +165,7 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-/* BPS: blocks a SM (launch bounds); TP: the static tables' copy before the wait (p.ntab > 0,
- * HOTMOE_TAB_PRE), its own instances so that the others' code stays as it was without it */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool TP = false>
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -228,43 +221,19 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
      * their wait before they let this launch start, so they are complete here already */
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
-    /* p.ntab: static tables (and the routed launch's bias) into shared memory before the wait */
-    const uint8_t **stab = nullptr;
-    float *sbias = nullptr;
-    if constexpr (TP && NB == 1) {
-        stab = (const uint8_t **)(xs + ((nchunks * Q8_REC + 15) & ~15));
-        for (int i = threadIdx.x; i < p.ntab; i += Q8_THREADS) {
-            stab[i] = (const uint8_t *)p.tab0[i];
-            if (NMAT == 2) stab[p.ntab + i] = (const uint8_t *)p.tab1[i];
-        }
-        if (ROUTE && p.rbias) {
-            sbias = (float *)(stab + NMAT * p.ntab);
-            for (int i = threadIdx.x; i < p.rn; i += Q8_THREADS) sbias[i] = p.rbias[i];
-        }
-        /* one static matrix (pair) and one slot (a shared expert): its id can only be 0, so the
-         * warp's first rows are asked of L2 now, as a plain matrix's are above */
-        if (!ROUTE && p.ntab == 1 && p.k == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems) {
-            const int cnt = (min(gpw, p.nitems - base0) + NMAT - 1) / NMAT;   /* rows per matrix */
-            for (int mm = 0; mm < NMAT; mm++) {
-                const uint8_t *w = (const uint8_t *)(mm ? p.tab1 : p.tab0)[0];
-                if (w) q8_prefetch_l2(w + (size_t)(base0 / NMAT) * rs, (size_t)cnt * rs);
-            }
-        }
-    }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    if constexpr (TP) __syncthreads();   /* the copies are in */
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
         __shared__ int rids[Q8_MAXK];
         __shared__ float rw[Q8_MAXK];
-        router_topk<Q8_ROUTE_MAX>(p.rlog, sbias ? sbias : p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
+        router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
         __syncthreads();
         if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
             p.rids[threadIdx.x] = rids[threadIdx.x];
             p.rw[threadIdx.x] = rw[threadIdx.x];
         }
-        q8_slot_tables<NMAT>(p, e, nslot, wp, rids, stab);
+        q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
     } else {
-        q8_slot_tables<NMAT>(p, e, nslot, wp, nullptr, stab);
+        q8_slot_tables<NMAT>(p, e, nslot, wp);
     }
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
@@ -484,15 +453,6 @@ static int q8_sm_count(void) {
 
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    if constexpr (A == 0) {   /* interleaved matrices on static tables: the copy before the wait (p.ntab) */
-        if (p.ntab) {
-            if constexpr (NMAT == 2) {
-                if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, 0, 1, true, BPS, true>, grid, Q8_THREADS, smem, s, p); return; }
-            }
-            hm_launch(gemv_q8_kernel<T, NMAT, 0, 1, false, BPS, true>, grid, Q8_THREADS, smem, s, p);
-            return;
-        }
-    }
     if constexpr (NMAT == 2) {
         if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
     }
@@ -587,11 +547,10 @@ static long q8_lane_cap(void) {
     return r;
 }
 
-/* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, the lane
- * shift they were laid out for (a launch must use the same), and a table's entries when they
- * never change (ntab > 0) ---- */
+/* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, and the
+ * lane shift they were laid out for (a launch must use the same) ---- */
 #define Q8_INTER_MAX 4096
-struct q8_inter_ent { const void *tab; int ls, ntab; };
+struct q8_inter_ent { const void *tab; int ls; };
 static q8_inter_ent g_inter[Q8_INTER_MAX];
 static std::atomic<int> g_inter_n(0);
 static int q8_inter_find(const void *tab) {   /* the entry's index, or -1 */
@@ -605,24 +564,6 @@ static int q8_inter_lshift(const void *tab) {
     return i < 0 ? -1 : g_inter[i].ls;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
-static int q8_inter_ntab(const void *tab) {
-    const int i = q8_inter_find(tab);
-    return i < 0 ? 0 : g_inter[i].ntab;
-}
-/* HOTMOE_TAB_PRE=1 (an experiment, off until measured): launches on static tables (ntab) copy them
- * to shared memory before their PDL wait: the tables are cold in L2 each step (the weights stream
- * through it), so looking a slot's matrix up after the wait costs a DRAM round trip on the
- * critical path of the routed gate/up (after its top-k) and the down launch (after the ids).
- * Session 22 (call 1): every launch (=1) lost on air (266.1 against 268.4); the copy can only
- * pay where the launch starts early (a3b's routed gate/up, HOTMOE_ROUTER_EARLY), else it sits on
- * the critical path itself; =2 takes only that launch (a3b 482.3 against 476.7, call 2, when the
- * copy's code was still in every instance: it cost the default kernels 2-3%, so it now has its
- * own, gemv_q8_kernel's TP). */
-#define Q8_TAB_PRE_MAX 512
-static int q8_tab_pre_on(void) {   /* 1: every launch on static tables; 2: only the routed launch started early (p.xpre) */
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_TAB_PRE", 0, 2, 0, c);
-}
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
@@ -683,7 +624,7 @@ template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved matrices (gpu_q8_inter_pack): the register kernel on their layout (A = 0) */
-    const int ie = q8_inter_find(p.tab0 ? (const void *)p.tab0 : (const void *)p.w), ils = ie < 0 ? -1 : g_inter[ie].ls;
+    const int ils = q8_inter_lshift(p.tab0 ? (const void *)p.tab0 : (const void *)p.w);
     /* HOTMOE_Q8_BPS3's types: lanes for three blocks a SM in every layout (the sums depend on the
      * lanes only, so GGUF rows, interleaved and batched stay bitwise alike); the grid and launch
      * bounds for three only in the interleaved kernel */
@@ -735,16 +676,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     }
     const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
-    size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
-    p.ntab = 0;
-    const int tpre = q8_tab_pre_on();
-    if (ils >= 0 && p.tab0 && (tpre == 1 || (tpre == 2 && p.rlog && p.xpre))) {   /* static tables (and the routed bias) past the records */
-        const int nt = g_inter[ie].ntab;
-        if (nt > 0 && nt <= Q8_TAB_PRE_MAX && (nmat == 1 || q8_inter_ntab(p.tab1) == nt) && (!p.rlog || p.rn <= nt)) {
-            p.ntab = nt;
-            smem = ((smem + 15) & ~(size_t)15) + (size_t)nmat * nt * sizeof(void *) + (p.rlog && p.rbias ? sizeof(float) * p.rn : 0);
-        }
-    }
+    const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {
         if constexpr (q8_inter_ok<T>::v) {
             constexpr int B3 = q8_bps3_type<T>::v >= 0 ? 3 : 2;   /* bps is 3 only for those types */
@@ -803,7 +735,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, 0 };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -823,7 +755,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, 0 };
+                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -835,7 +767,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, 0 };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -917,10 +849,10 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
 }
 
 /* registration happens where tables are made and freed (upload, gpu_exec_free): one thread */
-extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok, int ntab) {
+extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
-    const q8_inter_ent ent = { (const void *)tab, ls, ntab > 0 ? ntab : 0 };
+    const q8_inter_ent ent = { (const void *)tab, ls };
     const int i = q8_inter_find(tab), n = g_inter_n.load(std::memory_order_relaxed);
     if (i >= 0) { g_inter[i] = ent; return 0; }
     if (n >= Q8_INTER_MAX) return -1;

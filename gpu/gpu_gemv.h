@@ -47,9 +47,7 @@ size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
 /* the lane shift of that layout (log2 of the lanes a row), or -1 */
 int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok);
 int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst);
-/* ntab > 0: tab's ntab entries never change (resident experts): launches on it may copy them before
- * their PDL wait (HOTMOE_TAB_PRE=1); 0 for a plain matrix or a table that may change */
-int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok, int ntab);
+int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved matrices of the type hold rearranged chunks (Q3_K: q3r unless HOTMOE_Q3R=0;

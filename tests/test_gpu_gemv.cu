@@ -988,9 +988,8 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     CK(cudaMemcpy(tab, ht, sizeof ht, cudaMemcpyHostToDevice));
     const void *const *t_g = (const void *const *)tab, *const *t_u = t_g + E, *const *t_d = t_g + 2 * E;
     const void *const *t_ig = t_g + 3 * E, *const *t_iu = t_g + 4 * E, *const *t_id = t_g + 5 * E;
-    /* static tables of E entries: under HOTMOE_TAB_PRE=1 the launches copy them before their wait */
-    if (gpu_q8_inter_register(t_ig, tgu, H, I, 2, k, E) || gpu_q8_inter_register(t_iu, tgu, H, I, 2, k, E) ||
-        gpu_q8_inter_register(t_id, tdn, I, H, 1, k, E)) { report(0, what, "", "register"); return; }
+    if (gpu_q8_inter_register(t_ig, tgu, H, I, 2, k) || gpu_q8_inter_register(t_iu, tgu, H, I, 2, k) ||
+        gpu_q8_inter_register(t_id, tdn, I, H, 1, k)) { report(0, what, "", "register"); return; }
     const int K = k * nb;
     std::vector<int> ids(K);
     for (int j = 0; j < K; j++) ids[j] = (int)(rnd32() % E);
@@ -1038,7 +1037,7 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     fill_weights(type, a.data(), (int64_t)nrows * ncols);
     if (gpu_q8_inter_pack(type, a.data(), ncols, nrows, 1, 1, in.data())) { report(0, what, hm_type_get(type)->name, "pack"); return; }
     void *dw = dev_upload(a.data(), rb), *di = dev_upload(in.data(), ib);
-    if (gpu_q8_inter_register((const void *const *)di, type, ncols, nrows, 1, 1, 0)) { report(0, what, hm_type_get(type)->name, "register"); return; }
+    if (gpu_q8_inter_register((const void *const *)di, type, ncols, nrows, 1, 1)) { report(0, what, hm_type_get(type)->name, "register"); return; }
     const int NBV = 5;
     std::vector<float> x((size_t)NBV * ncols);
     for (auto &v : x) v = rndf();
@@ -1090,7 +1089,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
     const size_t rg = hm_row_size(type, H) * I;
     std::vector<void *> hg(E), hu(E), ig(E), iu(E);
     std::vector<uint8_t> a(rg);
-    /* the same experts interleaved too (as the executor uploads resident ones), static tables */
+    /* the same experts interleaved too (as the executor uploads resident ones) */
     const size_t ib = gpu_q8_inter_bytes(type, H, I, 2, k);
     std::vector<uint8_t> pk(ib ? ib : 1);
     for (int e = 0; e < E; e++)
@@ -1102,7 +1101,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
         }
     const void **tg = (const void **)dev_upload(hg.data(), E * sizeof(void *)), **tu = (const void **)dev_upload(hu.data(), E * sizeof(void *));
     const void **itg = (const void **)dev_upload(ig.data(), E * sizeof(void *)), **itu = (const void **)dev_upload(iu.data(), E * sizeof(void *));
-    const int inter = ib && ig[0] && !gpu_q8_inter_register(itg, type, H, I, 2, k, E) && !gpu_q8_inter_register(itu, type, H, I, 2, k, E);
+    const int inter = ib && ig[0] && !gpu_q8_inter_register(itg, type, H, I, 2, k) && !gpu_q8_inter_register(itu, type, H, I, 2, k);
     std::vector<float> x(H), lg(E), bias(E);
     for (auto &v : x) v = rndf();
     float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog, *dbias, *act[2], *w[2];
@@ -1149,8 +1148,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
         rc |= gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, b, E, c.fn, c.norm, c.scale, ids[1], w[1], k, dx, xq, act[1], H, I, 1, NULL);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(a2.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
-        /* the interleaved experts (under HOTMOE_TAB_PRE=1 their tables and the bias copied before
-         * the wait): the same ids, weights and activations */
+        /* the interleaved experts: the same ids, weights and activations */
         std::vector<float> a3(a0), w3(w0);
         std::vector<int> i3(i0);
         if (inter) {
