@@ -7,7 +7,9 @@
 # TEST_ENV="K=V ...": the GPU tests run under those settings.
 #   run: [CONFIGS="resident stream ..."] bash tools/device/stream_check.sh [RUNS] [GEN] [MODELS]     (carry: .deps)
 # PREBUILT=1 (carry .deps and build-pre, made here by tools/device/prebuild.sh with the same targets):
-# no build on the device (~90 s of the call).
+# no build on the device (~90 s of the call). Compare against the previous main IN THE SAME CALL
+# (machines differ by 1-2% between calls): ALT=dir prebuild.sh packs that build's bench_decode and
+# the config `alt` runs it; the carry limit (64 MiB) then leaves room for about two GPU tests.
 set -uo pipefail
 RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
 OUT=${OUT:-/tmp/hotmoe-out}; mkdir -p "$OUT"
