@@ -144,13 +144,6 @@ template <> struct q8_b32<Q8W_Q5_1> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
-__device__ __forceinline__ void q8_cp16(uint32_t dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void q8_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void q8_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
 /* The matrix of each slot this block reads (flat: every slot; else slot e) into wp: through the
  * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w. */
 template <int NMAT>
@@ -172,12 +165,7 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-/* BPS: blocks a SM (launch bounds). CPA (HOTMOE_Q8_CPA=1, an experiment; interleaved, one vector):
- * each lane copies its next chunk into its own shared-memory slot with cp.async while it decodes
- * the one before from the other slot (two slots a lane, laid out [slot][word][thread]), so that
- * every lane keeps a chunk in flight during its decode without the registers of a second chunk.
- * The same words reach the same dot, so the sums are bitwise the register kernel's. */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool CPA = false>
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -314,36 +302,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             continue;
         }
         float acc = 0.f;
-        if constexpr (CPA && INTER && NB == 1) {
-            /* slot b's word j of this thread at cpb + ((b * CBP / 16 + j) * Q8_THREADS + thread) * 16 */
-            uint8_t *cpb = xs + ((xrec + 15) & ~15) + threadIdx.x * 16;
-            const uint32_t cps = (uint32_t)__cvta_generic_to_shared(cpb);
-            auto issue = [&](int c, int b) {
-                const uint8_t *g = rp + (size_t)(c >> p.lshift) * tstep;
-#pragma unroll
-                for (int j = 0; j < CBP / 16; j++) q8_cp16(cps + (uint32_t)((b * (CBP / 16) + j) * Q8_THREADS * 16), g + j * jstep);
-            };
-            if (ok && li < nchunks) issue(li, 0);
-            q8_cp_commit();
-            int b = 0;
-            if (ok)
-                for (int c = li; c < nchunks; c += L) {
-                    if (c + L < nchunks) issue(c + L, b ^ 1);
-                    q8_cp_commit();
-                    q8_cp_wait<1>();   /* this thread's copy of chunk c is in (its own words: no barrier) */
-                    uint32_t w[NW];
-#pragma unroll
-                    for (int j = 0; j < CBP / 16; j++) {
-                        const uint4 u = *(const uint4 *)(cpb + (size_t)(b * (CBP / 16) + j) * Q8_THREADS * 16);
-                        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
-                    }
-#pragma unroll
-                    for (int k = CBP / 4; k < NW; k++) w[k] = 0;
-                    acc += T::dot(w, xs + c * Q8_REC);
-                    b ^= 1;
-                }
-            q8_cp_wait<0>();
-        } else if (ok)
+        if (ok)
             for (int c = li; c < nchunks; c += L) {
                 uint32_t w[NW];
                 load(c, w);
@@ -369,6 +328,12 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
  * barrier after the prologue. Work split, sums and their order are the register kernel's (so its
  * results are bitwise equal). BPS blocks per SM: the stages share Q8P_SMEM_STAGES bytes of an SM. */
 
+__device__ __forceinline__ void q8_cp16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void q8_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void q8_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 #define Q8P_SMEM_STAGES (180 * 1024) /* stage bytes per SM */
 /* bytes of a group's span buffer (L chunks from any 16-byte offset, whole words), of a stage */
@@ -486,36 +451,8 @@ static int q8_sm_count(void) {
     return n;
 }
 
-/* HOTMOE_Q8_CPA=1 (an experiment, off until measured): interleaved launches of one vector on
- * chunks of at most Q8_CPA_MAXCB padded bytes take gemv_q8_kernel's CPA instances (two chunk slots
- * a thread in shared memory past x's records) */
-#define Q8_CPA_MAXCB 160
-static int q8_cpa_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_Q8_CPA", 0, 1, 0, c);
-}
-template <typename K>
-static bool q8_cpa_go(K kernel, const q8_params &p, dim3 grid, size_t smem, cudaStream_t s, std::atomic<unsigned long long> &raised) {
-    if (hm_allow_smem(kernel, smem, sizeof(void *) * Q8_MAXK * 2 + 1024, raised)) return false;
-    hm_launch(kernel, grid, Q8_THREADS, smem, s, p);
-    return true;
-}
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    if constexpr (A == 0 && ((T::CB + 15) & ~15) <= Q8_CPA_MAXCB) {
-        if (q8_cpa_on()) {   /* else (or when it does not fit) the register kernel */
-            static std::atomic<unsigned long long> r1(0), r2(0);
-            const size_t sm = ((smem + 15) & ~(size_t)15) + (size_t)2 * ((T::CB + 15) & ~15) * Q8_THREADS;
-            if constexpr (NMAT == 2) {
-                if (p.rlog) {
-                    if (q8_cpa_go(gemv_q8_kernel<T, 2, 0, 1, true, BPS, true>, p, grid, sm, s, r1)) return;
-                    hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p);
-                    return;
-                }
-            }
-            if (q8_cpa_go(gemv_q8_kernel<T, NMAT, 0, 1, false, BPS, true>, p, grid, sm, s, r2)) return;
-        }
-    }
     if constexpr (NMAT == 2) {
         if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
     }
