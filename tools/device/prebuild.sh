@@ -26,7 +26,8 @@ if [ -n "${KTRACE:-}" ]; then
   files="$files build-kt/bench_decode"
 fi
 # ALT=dir: also another build's bench_decode (e.g. a worktree of the previous main, built there) as
-# build-alt/bench_decode, for stream_check's alt config (the same run on both binaries in one call)
+# build-alt/bench_decode, for stream_check's alt config (the same run on both binaries in one call;
+# tools/device/build_alt.sh COMMIT builds one and prints its ALT)
 if [ -n "${ALT:-}" ]; then [ -x "$ALT/bench_decode" ] || { echo "prebuild: no $ALT/bench_decode" >&2; exit 1; }; fi
 rm -rf build-pre && mkdir -p build-pre/stage
 for f in $files; do mkdir -p "build-pre/stage/$(dirname "$f")"; cp "$f" "build-pre/stage/$f"; strip "build-pre/stage/$f"; done
