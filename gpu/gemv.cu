@@ -6,8 +6,6 @@
  * each x value loaded from L1 serves 4 weight rows; weights are decoded in registers, summed in
  * F32, reduced by warp shuffles then across warps in a fixed order (deterministic). blockIdx.y is
  * the expert slot; its matrix comes from the table at run time, never from base + e*stride. */
-#include <atomic>
-#include <type_traits>
 #include <stdarg.h>
 #include <stdint.h>
 #include "gpu_gemv.h"
@@ -65,33 +63,6 @@ struct gemv_params {
     int trig;                              /* let the next kernel launch right after the wait (gpu_gemv_router's early) */
 };
 
-/* The block's NR sums acc (each thread's part) reduced by warp shuffles, then across warps in warp
- * order, and its NR / NMAT outputs from row r0 of slot e written (NMAT = 2: silu(gate) * up) */
-template <int NMAT, int NR>
-__device__ __forceinline__ void gemv_finish(const gemv_params &p, int e, int r0, const float *acc) {
-    constexpr int ROWS = NR / NMAT;
-    __shared__ float red[NR][GEMV_MAX_THREADS / 32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int i = 0; i < NR; i++) {
-        float v = acc[i];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-        if (lane == 0) red[i][warp] = v;
-    }
-    __syncthreads();
-    const int i = threadIdx.x;
-    if (i < ROWS && r0 + i < p.nrows) {
-        const int nw = blockDim.x >> 5;
-        float a = 0.f, b = 0.f;
-        for (int w = 0; w < nw; w++) {
-            a += red[i][w];
-            if (NMAT == 2) b += red[ROWS + i][w];
-        }
-        p.y[(p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride) + r0 + i] = NMAT == 2 ? a / (1.f + expf(-a)) * b : a;
-    }
-}
-
 /* NMAT = 1: y = W x over NR rows per block; NMAT = 2: y = silu(gate x) * (up x) over NR/2 rows
  * per block. NR is GEMV_NR, or NMAT when there are too few rows to fill the GPU (a router). */
 template <class T, int NMAT, int NR>
@@ -126,7 +97,26 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
         T::template dot<NR>(rows, ib, q % T::NT, x + (size_t)ib * T::QK, acc);
     }
 
-    gemv_finish<NMAT, NR>(p, e, r0, acc);
+    __shared__ float red[NR][GEMV_MAX_THREADS / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < NR; i++) {
+        float v = acc[i];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+        if (lane == 0) red[i][warp] = v;
+    }
+    __syncthreads();
+    const int i = threadIdx.x;
+    if (i < ROWS && r0 + i < p.nrows) {
+        const int nw = blockDim.x >> 5;
+        float a = 0.f, b = 0.f;
+        for (int w = 0; w < nw; w++) {
+            a += red[i][w];
+            if (NMAT == 2) b += red[ROWS + i][w];
+        }
+        p.y[(p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride) + r0 + i] = NMAT == 2 ? a / (1.f + expf(-a)) * b : a;
+    }
 }
 
 template <class T>

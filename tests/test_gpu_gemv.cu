@@ -1171,11 +1171,10 @@ static void test_routed(int type, int H, int I, int E, int k) {
                      rc ? gpu_gemv_error() : "differ", i0[0], i1[0], i0[k - 1], i1[k - 1]);
         ok &= same;
     }
-    report(ok, what, hm_type_get(type)->name,
-           ok ? (inter ? "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given before the wait "
-                         "too; interleaved experts too)"
-                       : "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given before the wait too)")
-              : detail);
+    if (ok)
+        snprintf(detail, sizeof detail, "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given "
+                 "before the wait too%s)", inter ? "; interleaved experts too" : "");
+    report(ok, what, hm_type_get(type)->name, detail);
     const int r1 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, E, 2, 1, 1.f, ids[1], w[1], 65, dx, NULL, act[1], H, I, 0, NULL);
     const int r2 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, 257, 2, 1, 1.f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
     report(r1 && r2 && !gpu_gemv_experts_routed_ok(type, H, 257, k), what, hm_type_get(type)->name,
@@ -1257,9 +1256,9 @@ int main(int argc, char **argv) {
     test_errors();
     test_router_f32(128, 4096);   /* air's router */
     test_router_f32(128, 2048);   /* a3b's */
-    test_router_f32(160, 5120);   /* GLM-4.6's: 640 parts, three a thread */
-    test_router_f32(256, 7168);   /* DeepSeek's: 896 parts, four a thread */
-    test_router_f32(60, 8200);    /* 1025 parts: past the preload's four a thread (gemv_kernel) */
+    test_router_f32(160, 5120);   /* GLM-4.6's */
+    test_router_f32(256, 7168);   /* DeepSeek's */
+    test_router_f32(60, 8200);    /* 1025 parts of 8 floats */
     test_router_f32(7, 24);       /* fewer parts than a warp */
 
     /* mode 1: the block types again through the q8 path (and its fallbacks) */
