@@ -1185,6 +1185,161 @@ static void test_routed(int type, int H, int I, int E, int k) {
     for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(w[v]); cudaFree(ids[v]); }
 }
 
+/* The pair launch (gpu_gemv_experts_swiglu_routed_pair, HOTMOE_PAIR): the routed experts' launch
+ * with its top-k and a shared expert's SwiGLU in one grid. Air's types and shapes (interleaved
+ * Q3_K routed experts, E of them, a Q4_K shared expert of IS rows): ids, weights, the routed
+ * activations and the shared ones each bitwise their own launches' (gpu_gemv_experts_swiglu_routed,
+ * gpu_gemv_experts_swiglu_q8x), with x's records given before the wait and not, every output
+ * poisoned before; refused on GGUF rows (not interleaved) and on a pair of other types. */
+static void test_pair(int H, int I, int IS, int E, int k) {
+    char what[160], detail[240] = "";
+    snprintf(what, sizeof what, "pair launch: routed gate/up %dx%d top-%d of %d + shared %dx%d", I, H, k, E, IS, H);
+    const int rt = HM_TYPE_Q3_K, st = HM_TYPE_Q4_K;
+    const size_t rg = hm_row_size(rt, H) * I, sg = hm_row_size(st, H) * IS;
+    const size_t ib = gpu_q8_inter_bytes(rt, H, I, 2, k), sb = gpu_q8_inter_bytes(st, H, IS, 2, 1);
+    if (!ib || !sb) { report(0, what, "Q3_K", "no interleaved layout for these shapes"); return; }
+    std::vector<void *> ig(E), iu(E), s(2), sgguf(2);
+    std::vector<uint8_t> a(rg > sg ? rg : sg), pk(ib > sb ? ib : sb);
+    for (int e = 0; e < E; e++)
+        for (int m = 0; m < 2; m++) {
+            fill_weights(rt, a.data(), (int64_t)I * H);
+            if (gpu_q8_inter_pack(rt, a.data(), H, I, 2, k, pk.data())) { report(0, what, "Q3_K", "pack failed"); return; }
+            (m ? iu : ig)[e] = dev_upload(pk.data(), ib);
+        }
+    for (int m = 0; m < 2; m++) {
+        fill_weights(st, a.data(), (int64_t)IS * H);
+        sgguf[m] = dev_upload(a.data(), sg);
+        if (gpu_q8_inter_pack(st, a.data(), H, IS, 2, 1, pk.data())) { report(0, what, "Q4_K", "pack failed"); return; }
+        s[m] = dev_upload(pk.data(), sb);
+    }
+    const void **itg = (const void **)dev_upload(ig.data(), E * sizeof(void *)), **itu = (const void **)dev_upload(iu.data(), E * sizeof(void *));
+    const void **stg = (const void **)dev_upload(&s[0], sizeof(void *)), **stu = (const void **)dev_upload(&s[1], sizeof(void *));
+    const void **gtg = (const void **)dev_upload(&sgguf[0], sizeof(void *)), **gtu = (const void **)dev_upload(&sgguf[1], sizeof(void *));
+    int reg = gpu_q8_inter_register(itg, rt, H, I, 2, k) | gpu_q8_inter_register(itu, rt, H, I, 2, k);
+    reg |= gpu_q8_inter_register(stg, st, H, IS, 2, 1) | gpu_q8_inter_register(stu, st, H, IS, 2, 1);
+    std::vector<float> x(H), lg(E), bias(E);
+    for (auto &v : x) v = rndf();
+    const int zero = 0;
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog, *dbias, *act[2], *sact[2], *w[2];
+    int *ids[2], *sid = (int *)dev_upload(&zero, sizeof(int));
+    void *xq;
+    CK(cudaMalloc(&dlog, sizeof(float) * E)); CK(cudaMalloc(&dbias, sizeof(float) * E));
+    CK(cudaMalloc(&xq, gpu_q8_records_bytes(H)));
+    for (int v = 0; v < 2; v++) {
+        CK(cudaMalloc(&act[v], sizeof(float) * k * I)); CK(cudaMalloc(&sact[v], sizeof(float) * IS));
+        CK(cudaMalloc(&w[v], sizeof(float) * k)); CK(cudaMalloc(&ids[v], sizeof(int) * k));
+    }
+    int ok = !reg && gpu_gemv_experts_pair_ok(rt, itg, itu, st, stg, stu, E, k, H, I, IS);
+    if (!ok) snprintf(detail, sizeof detail, "%s", reg ? "register failed" : "gpu_gemv_experts_pair_ok refused air's pair");
+    for (int c = 0; c < 4 && ok; c++) {
+        const int ties = c & 1, ready = c >> 1;
+        for (int i = 0; i < E; i++) {
+            lg[i] = ties ? (float)((int)(rndf() * 4.f)) * 0.25f : rndf() * 4.f;
+            bias[i] = rndf() * 0.5f;
+        }
+        CK(cudaMemcpy(dlog, lg.data(), sizeof(float) * E, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dbias, bias.data(), sizeof(float) * E, cudaMemcpyHostToDevice));
+        for (int v = 0; v < 2; v++) {
+            CK(cudaMemset(act[v], 0xFF, sizeof(float) * k * I)); CK(cudaMemset(sact[v], 0xFF, sizeof(float) * IS));
+            CK(cudaMemset(w[v], 0xFF, sizeof(float) * k)); CK(cudaMemset(ids[v], 0xFF, sizeof(int) * k));
+        }
+        int rc = gpu_q8_records(dx, H, xq, NULL);
+        CK(cudaDeviceSynchronize());   /* the records complete before either launch (the executor's contract) */
+        rc |= gpu_gemv_experts_swiglu_routed(rt, itg, itu, dlog, dbias, E, 2, 1, 2.5f, ids[0], w[0], k, dx, xq, act[0], H, I, ready, NULL);
+        rc |= gpu_gemv_experts_swiglu_q8x(st, stg, stu, sid, 1, dx, xq, sact[0], H, IS, NULL);
+        rc |= gpu_gemv_experts_swiglu_routed_pair(rt, itg, itu, dlog, dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, xq, act[1], H, I, ready,
+                                                  st, stg, stu, sid, sact[1], IS, NULL);
+        CK(cudaDeviceSynchronize());
+        std::vector<float> a0(k * I), a1(k * I), s0(IS), s1(IS), w0(k), w1(k);
+        std::vector<int> i0(k), i1(k);
+        CK(cudaMemcpy(a0.data(), act[0], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(a1.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(s0.data(), sact[0], sizeof(float) * IS, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(s1.data(), sact[1], sizeof(float) * IS, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(w0.data(), w[0], sizeof(float) * k, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(w1.data(), w[1], sizeof(float) * k, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(i0.data(), ids[0], sizeof(int) * k, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(i1.data(), ids[1], sizeof(int) * k, cudaMemcpyDeviceToHost));
+        int finite = 1;
+        for (float f : a0) finite &= isfinite(f) != 0;
+        for (float f : s0) finite &= isfinite(f) != 0;
+        const int same = !rc && finite && i0 == i1 && !memcmp(w0.data(), w1.data(), sizeof(float) * k) &&
+                         !memcmp(a0.data(), a1.data(), sizeof(float) * k * I) && !memcmp(s0.data(), s1.data(), sizeof(float) * IS);
+        if (!same)
+            snprintf(detail, sizeof detail, "ties %d, records before the wait %d: %s", ties, ready,
+                     rc ? gpu_gemv_error() : !finite ? "reference not finite" : i0 != i1 ? "ids differ" :
+                     memcmp(w0.data(), w1.data(), sizeof(float) * k) ? "weights differ" :
+                     memcmp(a0.data(), a1.data(), sizeof(float) * k * I) ? "routed activations differ" : "shared activations differ");
+        ok &= same;
+    }
+    if (ok) snprintf(detail, sizeof detail, "ids, weights, routed and shared activations bitwise their own launches' (ties or not, records before the wait or not)");
+    report(ok, what, "Q3_K+Q4_K", detail);
+    /* the down pair (Q4_0, rows of I: a partial last chunk) on those activations and ids */
+    {
+        const int dt = HM_TYPE_Q4_0;
+        const size_t dr = hm_row_size(dt, I) * H, db = gpu_q8_inter_bytes(dt, I, H, 1, k), dsb = gpu_q8_inter_bytes(dt, I, H, 1, 1);
+        std::vector<void *> dg(E);
+        std::vector<uint8_t> da(dr), dp(db > dsb ? db : dsb);
+        void *sd = NULL;
+        int dok = db && dsb;
+        for (int e = 0; e < E && dok; e++) {
+            fill_weights(dt, da.data(), (int64_t)H * I);
+            dok &= !gpu_q8_inter_pack(dt, da.data(), I, H, 1, k, dp.data());
+            dg[e] = dev_upload(dp.data(), db);
+        }
+        if (dok) {
+            fill_weights(dt, da.data(), (int64_t)H * I);
+            dok &= !gpu_q8_inter_pack(dt, da.data(), I, H, 1, 1, dp.data());
+            sd = dev_upload(dp.data(), dsb);
+        }
+        const void **dtab = dok ? (const void **)dev_upload(dg.data(), E * sizeof(void *)) : NULL;
+        const void **stab = dok ? (const void **)dev_upload(&sd, sizeof(void *)) : NULL;
+        dok = dok && !gpu_q8_inter_register(dtab, dt, I, H, 1, k) && !gpu_q8_inter_register(stab, dt, I, H, 1, 1) &&
+              gpu_gemv_experts_down_pair_ok(dt, dtab, dt, stab, k, I, H);
+        snprintf(what, sizeof what, "down pair: routed %dx%d x %d slots + shared %dx%d", H, I, k, H, I);
+        snprintf(detail, sizeof detail, "%s", dok ? "" : "no layout, or gpu_gemv_experts_down_pair_ok refused air's pair");
+        float *dy[2], *sy[2];
+        for (int v = 0; v < 2; v++) { CK(cudaMalloc(&dy[v], sizeof(float) * k * H)); CK(cudaMalloc(&sy[v], sizeof(float) * H)); }
+        for (int v = 0; v < 2 && dok; v++) { CK(cudaMemset(dy[v], 0xFF, sizeof(float) * k * H)); CK(cudaMemset(sy[v], 0xFF, sizeof(float) * H)); }
+        if (dok) {
+            int rc = gpu_gemv_experts(dt, dtab, ids[1], k, act[1], dy[0], I, H, NULL);
+            rc |= gpu_gemv_experts(dt, stab, sid, 1, sact[1], sy[0], I, H, NULL);
+            rc |= gpu_gemv_experts_down_pair(dt, dtab, ids[1], k, act[1], dy[1], dt, stab, sid, sact[1], sy[1], I, H, NULL);
+            CK(cudaDeviceSynchronize());
+            std::vector<float> y0(k * H), y1(k * H), z0(H), z1(H);
+            CK(cudaMemcpy(y0.data(), dy[0], sizeof(float) * k * H, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(y1.data(), dy[1], sizeof(float) * k * H, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(z0.data(), sy[0], sizeof(float) * H, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(z1.data(), sy[1], sizeof(float) * H, cudaMemcpyDeviceToHost));
+            int finite = 1;
+            for (float f : y0) finite &= isfinite(f) != 0;
+            for (float f : z0) finite &= isfinite(f) != 0;
+            dok = !rc && finite && !memcmp(y0.data(), y1.data(), sizeof(float) * k * H) && !memcmp(z0.data(), z1.data(), sizeof(float) * H);
+            snprintf(detail, sizeof detail, "%s", rc ? gpu_gemv_error() : !finite ? "reference not finite" :
+                     dok ? "routed and shared outputs bitwise their own launches'" : "outputs differ");
+        }
+        report(dok, what, "Q4_0", detail);
+        /* refused: a GGUF-row shared down (not interleaved) */
+        const int r3 = dtab ? gpu_gemv_experts_down_pair(dt, dtab, ids[1], k, act[1], dy[1], dt, (const void **)gtg, sid, sact[1], sy[1], I, H, NULL) : -1;
+        report(r3 != 0, what, "Q4_0", r3 ? "a shared down not interleaved refused" : "not refused");
+        if (dtab) { gpu_q8_inter_unregister(dtab); gpu_q8_inter_unregister(stab); }
+        for (int e = 0; e < E; e++) if (dg[e]) cudaFree(dg[e]);
+        if (sd) cudaFree(sd);
+        cudaFree((void *)dtab); cudaFree((void *)stab);
+        for (int v = 0; v < 2; v++) { cudaFree(dy[v]); cudaFree(sy[v]); }
+    }
+    snprintf(what, sizeof what, "pair launch: routed gate/up %dx%d top-%d of %d + shared %dx%d", I, H, k, E, IS, H);
+    /* the refusals: the shared expert's GGUF rows, the routed ones as the shared type */
+    const int r1 = gpu_gemv_experts_swiglu_routed_pair(rt, itg, itu, dlog, dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, xq, act[1], H, I, 0,
+                                                       st, gtg, gtu, sid, sact[1], IS, NULL);
+    const int r2 = gpu_gemv_experts_pair_ok(st, itg, itu, st, stg, stu, E, k, H, I, IS);
+    report(r1 && !r2, what, "Q3_K+Q4_K", r1 && !r2 ? "GGUF-row shared expert and a Q4_K/Q4_K pair refused" : "not refused");
+    gpu_q8_inter_unregister(itg); gpu_q8_inter_unregister(itu); gpu_q8_inter_unregister(stg); gpu_q8_inter_unregister(stu);
+    for (int e = 0; e < E; e++) { cudaFree(ig[e]); cudaFree(iu[e]); }
+    for (int m = 0; m < 2; m++) { cudaFree(s[m]); cudaFree(sgguf[m]); }
+    cudaFree((void *)itg); cudaFree((void *)itu); cudaFree((void *)stg); cudaFree((void *)stu); cudaFree((void *)gtg); cudaFree((void *)gtu);
+    cudaFree(dx); cudaFree(dlog); cudaFree(dbias); cudaFree(xq); cudaFree(sid);
+    for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(sact[v]); cudaFree(w[v]); cudaFree(ids[v]); }
+}
+
 /* The router's F32 GEMV (few rows, one a block): gpu_gemv, gpu_gemv_router with and without its
  * early trigger, and the same matrix through a one-entry expert table give bitwise the same
  * outputs. Checked against the CPU's sums too; outputs poisoned before each call. */
@@ -1296,6 +1451,7 @@ int main(int argc, char **argv) {
     test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
     test_routed(HM_TYPE_Q8_0, 512, 96, 60, 4);
     test_routed(HM_TYPE_Q4_0, 1408, 64, 256, 16);
+    test_pair(4096, 1408, 1408, 32, 8);   /* air's routed and shared experts (32 of its 128 experts' shapes) */
     g_q8 = 0;
     gpu_gemv_set_mode(0);
     printf("%d passed, %d failed\n", g_pass, g_fail);
