@@ -100,19 +100,6 @@ static int router_early(const dlayer *l) {
     return v == 2 || (v == 1 && !l->has_single);
 }
 
-/* HOTMOE_PAIR=1: in a MoE layer with a shared expert whose routed gate/up launch runs the top-k,
- * the shared expert's gate/up goes into that launch (gpu_gemv_experts_swiglu_routed_pair: its
- * blocks first, without a wait, so they run beside the router GEMV) and the launch starts right
- * after the router GEMV's wait (as router_early); the shared down goes into the routed down's
- * launch (gpu_gemv_experts_down_pair), so the shared expert needs no second stream. Where the
- * pairs are not built (the _ok calls), the layer runs as before. 2: the pairs without the early
- * start. 0 (default): off. Bitwise the same results either way. */
-static int pair_on(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_PAIR"); v = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 0; }
-    return v;
-}
-
 /* HOTMOE_DIAG_SKIP=name[/name...] (a diagnostic: the OUTPUT IS WRONG): the decode step leaves out
  * those launches of every layer, so that the step's time without them measures what each costs on
  * the step's critical path (what ktrace's stamps, which include waits, cannot): v, qk (q|k or
@@ -360,33 +347,19 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         if (!diag_skip(D_NORM1)) op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_OPROJ);
-        /* resident experts, no recorded routing, no group limit: the routed
-         * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
-        const int routed = l->is_moe && route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
-                           gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
-        /* the shared expert's gate/up inside the routed launch (pair_on) */
-        const int pair = routed && l->has_single && pair_on() && !diag_skip(D_ROUTER) && !diag_skip(D_GATEUP) &&
-                         !diag_skip(D_SHARED) && !diag_skip(D_DOWN) && g->xq_n && c->n_ff_shexp == c->n_ff_exp &&
-                         gpu_gemv_experts_pair_ok(l->exps.type_gu, l->exps.gate, l->exps.up, l->single.type_gu, l->single.gate,
-                                                  l->single.up, c->n_expert, c->n_expert_used, D, c->n_ff_exp, c->n_ff_shexp) &&
-                         gpu_gemv_experts_down_pair_ok(l->exps.type_down, l->exps.down, l->single.type_down, l->single.down,
-                                                       c->n_expert_used, c->n_ff_exp, D);
         const float *shared = NULL;
         if (l->has_single) { /* dense FFN, or the shared expert */
             dexperts *x = &l->single;
             int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
             /* the shared expert runs beside the router and the routed experts (its own stream and
-             * activation buffer), joined before the reduction that adds it; with the pair
-             * launches it is in the routed experts' launches instead (below) */
+             * activation buffer), joined before the reduction that adds it */
             cudaStream_t ss = l->is_moe ? g->s2 : s;
-            if (!pair) {
-                if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
-                if (!diag_skip(D_SHARED)) {
-                    gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
-                    gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
-                }
-                if (l->is_moe) cudaEventRecord(g->ev_join, ss);
+            if (l->is_moe) { cudaEventRecord(g->ev_fork, s); cudaStreamWaitEvent(ss, g->ev_fork, 0); }
+            if (!diag_skip(D_SHARED)) {
+                gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, g->xn, g->xq_n, g->sh_act, D, ff, ss);
+                gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
             }
+            if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
             if (!l->is_moe) {
                 op_residual_norm_q8(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
@@ -395,8 +368,12 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
             mark(g, P_DENSE);
         }
-        /* the routed launch then follows the router GEMV directly (router_early; always with the pair) */
-        const int early = routed && !diag_skip(D_ROUTER) && !diag_skip(D_GATEUP) && ((pair && pair_on() == 1) || router_early(l));
+        /* resident experts, no recorded routing, no group limit: the routed
+         * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
+        const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
+                           gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
+        /* the routed launch then follows the router GEMV directly (router_early) */
+        const int early = routed && !diag_skip(D_ROUTER) && !diag_skip(D_GATEUP) && router_early(l);
         if (!diag_skip(D_ROUTER)) gpu_gemv_router(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, early, s);
         if (!routed && !diag_skip(D_TOPK))
             op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,
@@ -433,12 +410,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
         }
         if (diag_skip(D_GATEUP)) {
-        } else if (pair) {
-            const dexperts *sx = &l->single;
-            gpu_gemv_experts_swiglu_routed_pair(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
-                                                c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act,
-                                                D, c->n_ff_exp, early, sx->type_gu, sx->gate, sx->up, g->zero_id, g->sh_act,
-                                                c->n_ff_shexp, s);
         } else if (routed)
             gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
                                            c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
@@ -446,10 +417,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        if (pair)   /* the shared expert's down in the routed down's launch */
-            gpu_gemv_experts_down_pair(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, l->single.type_down, l->single.down,
-                                       g->zero_id, g->sh_act, g->sh, c->n_ff_exp, D, s);
-        else if (!diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        if (!diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);
@@ -465,7 +433,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             kk++;
             mark(g, P_CPUWAIT);
         }
-        if (shared && !pair) cudaStreamWaitEvent(s, g->ev_join, 0);
+        if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
         if (!diag_skip(D_REDUCE)) op_residual_norm_q8(g->x, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_REDUCE);
     }

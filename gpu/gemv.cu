@@ -280,48 +280,6 @@ extern "C" int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_
     return rc > 0 ? gemv_fail("gpu_gemv_experts_swiglu_routed: the q8 path refused %s x %d", t->name, ncols) : rc;
 }
 
-extern "C" int gpu_gemv_experts_pair_ok(int type, const void *const *gate_tab, const void *const *up_tab, int stype,
-                                        const void *const *s_gate, const void *const *s_up, int n_expert, int k, int ncols, int nrows,
-                                        int snrows) {
-    return gpu_gemv_experts_routed_ok(type, ncols, n_expert, k) && gate_tab && up_tab && s_gate && s_up && nrows > 0 && snrows > 0 &&
-           gemv_q8_pair_ok(type, gate_tab, up_tab, stype, s_gate, s_up, k, ncols, nrows, snrows);
-}
-
-extern "C" int gpu_gemv_experts_swiglu_routed_pair(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
-                                                   const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w,
-                                                   int k, const float *x, const void *xq, float *act, int ncols, int nrows, int xq_ready,
-                                                   int stype, const void *const *s_gate, const void *const *s_up, const int *sids,
-                                                   float *sact, int snrows, void *stream) {
-    const gemv_type *t = NULL;
-    if (gemv_check("gpu_gemv_experts_swiglu_routed_pair", type, x, ncols, nrows, k, &t)) return -1;
-    if (!logits || !ids || !w || !sids || !sact || !xq) return gemv_fail("gpu_gemv_experts_swiglu_routed_pair: NULL logits, ids, weights, shared ids, output or records");
-    if ((uintptr_t)xq % 16) return gemv_fail("gpu_gemv_experts_swiglu_routed_pair: records at %p are not 16-byte aligned", xq);
-    if (!gpu_gemv_experts_pair_ok(type, gate_tab, up_tab, stype, s_gate, s_up, n_expert, k, ncols, nrows, snrows))
-        return gemv_fail("gpu_gemv_experts_swiglu_routed_pair: types %d / %d, %d of %d experts, %d x %d and %d rows: not a pair the q8 "
-                         "path builds (interleaved Q3_K routed experts with a Q4_K shared expert)", type, stype, k, n_expert, nrows, ncols, snrows);
-    const int rc = gemv_q8_try_routed_pair(type, gate_tab, up_tab, logits, bias, n_expert, fn, norm, scale, ids, w, k, x, xq, act, ncols,
-                                           nrows, xq_ready, stype, s_gate, s_up, sids, sact, snrows, stream);
-    return rc > 0 ? gemv_fail("gpu_gemv_experts_swiglu_routed_pair: the q8 path refused %s x %d", t->name, ncols) : rc;
-}
-
-extern "C" int gpu_gemv_experts_down_pair_ok(int type, const void *const *tab, int stype, const void *const *stab, int k, int ncols,
-                                             int nrows) {
-    return gemv_q8_mode() && tab && stab && k >= 1 && nrows > 0 && gemv_q8_down_pair_ok(type, tab, stype, stab, k, ncols, nrows);
-}
-
-extern "C" int gpu_gemv_experts_down_pair(int type, const void *const *tab, const int *ids, int k, const float *x, float *y, int stype,
-                                          const void *const *stab, const int *sids, const float *sx, float *sy, int ncols, int nrows,
-                                          void *stream) {
-    const gemv_type *t = NULL;
-    if (gemv_check("gpu_gemv_experts_down_pair", type, x, ncols, nrows, k, &t)) return -1;
-    if (!ids || !y || !sids || !sx || !sy) return gemv_fail("gpu_gemv_experts_down_pair: NULL ids, output or shared ids, input, output");
-    if (!gpu_gemv_experts_down_pair_ok(type, tab, stype, stab, k, ncols, nrows))
-        return gemv_fail("gpu_gemv_experts_down_pair: types %d / %d, %d slots, %d x %d: not a pair the q8 path builds (interleaved Q4_0 "
-                         "routed and shared experts)", type, stype, k, nrows, ncols);
-    const int rc = gemv_q8_try_down_pair(type, tab, ids, k, x, y, stab, sids, sx, sy, ncols, nrows, stream);
-    return rc > 0 ? gemv_fail("gpu_gemv_experts_down_pair: the q8 path refused %s x %d", t->name, ncols) : rc;
-}
-
 extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
                                        const int *ids, int k, const float *x, float *act, int ncols,
                                        int nrows, void *stream) {

@@ -165,11 +165,8 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-/* The body as a function of the block's index (bx, by) in a grid of gx blocks along x (the kernel: blockIdx,
- * gridDim.x; the pair kernels below: each half numbered on its own). NOWAIT: no PDL wait (the pair
- * kernel's shared-expert half, whose inputs were complete before the kernel before it began). */
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool NOWAIT>
-__device__ __forceinline__ void q8_body(const q8_params &p, const int bx, const int gx, const int by) {
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
+__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
@@ -179,14 +176,14 @@ __device__ __forceinline__ void q8_body(const q8_params &p, const int bx, const 
     constexpr bool INTER = A == 0;
     constexpr int CBP = (T::CB + 15) & ~15;
     constexpr int NW = INTER ? q8_nw(CBP, 16) : q8_nw(T::CB, A);
-    const int e = by, nslot = p.flat ? p.k : 1;
+    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
     const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
-    const int tg = gx * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
     const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP : (size_t)p.nch * T::CB + p.nbl;
-    const int base0 = (bx * (Q8_THREADS / 32) + warp) * gpw;
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT. A group's
      * items are base0 + gi + s * tg: its matrix m is fixed (tg and base0 are multiples of NMAT) and
      * its (slot, row) advance by tg / NMAT rows a step, tracked without dividing. */
@@ -224,13 +221,13 @@ __device__ __forceinline__ void q8_body(const q8_params &p, const int bx, const 
      * their wait before they let this launch start, so they are complete here already */
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
-    if (!NOWAIT) hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
+    hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
         __shared__ int rids[Q8_MAXK];
         __shared__ float rw[Q8_MAXK];
         router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
         __syncthreads();
-        if (bx == 0 && by == 0 && (int)threadIdx.x < p.k) {
+        if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
             p.rids[threadIdx.x] = rids[threadIdx.x];
             p.rw[threadIdx.x] = rw[threadIdx.x];
         }
@@ -320,38 +317,6 @@ __device__ __forceinline__ void q8_body(const q8_params &p, const int bx, const 
         }
         advance(&slot, &row);
     }
-}
-
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
-__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
-    q8_body<T, NMAT, A, NB, ROUTE, false>(p, blockIdx.x, gridDim.x, blockIdx.y);
-}
-
-/* The pair kernel (HOTMOE_PAIR, exec.cu): one launch of two SwiGLU launches over the same x,
- * both on interleaved matrices: blocks [0, gxs) are the shared expert's launch (TS; as its own
- * launch would run them, with no PDL wait: its records and tables were complete before the kernel
- * before this one began), blocks [gxs, gridDim.x) the routed experts' launch with its top-k (TR,
- * ROUTE). Each half numbered and split as its own launch, so its results are bitwise that launch's.
- * The shared blocks come first, so they take SM slots before the routed ones park at their wait. */
-struct q8_pair_params {
-    q8_params r, s;
-    int gxs, gxr;   /* the shared half's blocks; the routed half's along x (a slice of them a slot in the down pair) */
-};
-template <class TR, class TS, int BPS>
-__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_pair_kernel(const q8_pair_params pp) {
-    if ((int)blockIdx.x < pp.gxs) q8_body<TS, 2, 0, 1, false, true>(pp.s, blockIdx.x, pp.gxs, 0);
-    else q8_body<TR, 2, 0, 1, true, false>(pp.r, blockIdx.x - pp.gxs, gridDim.x - pp.gxs, 0);
-}
-/* The down pair: the shared expert's down (blocks [0, gxs)) and the routed experts' (one slice of
- * gxr blocks a slot after them, slot = (block - gxs) / gxr), one matrix each, both waiting for the
- * pair launch that wrote their x; each half bitwise its own launch. At three blocks a SM the two
- * fit one round (air: 128 + 8 x 32 blocks), where the shared down on the second stream ran after
- * the routed one (call 1 of session 23: the gate/up pair alone lost 3%). */
-template <class T, int BPS>
-__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_pair1_kernel(const q8_pair_params pp) {
-    const int b = (int)blockIdx.x - pp.gxs;
-    if (b < 0) q8_body<T, 1, 0, 1, false, false>(pp.s, blockIdx.x, pp.gxs, 0);
-    else q8_body<T, 1, 0, 1, false, false>(pp.r, b % pp.gxr, pp.gxr, b / pp.gxr);
 }
 
 /* ---- the pipelined kernel: weights stream into shared memory through cp.async ----
@@ -792,103 +757,6 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
     return t->run(p, k, 2, (cudaStream_t)stream);
-}
-
-/* One half of a pair launch (q8_launch's choices for an interleaved matrix of `type`): the lanes
- * the layout was made for, flat when x is shared by the slots, the grid along x of its own launch.
- * 1 when the matrices are not interleaved for those lanes. */
-static int q8_half(q8_params *p, int type, int nmat, int *gx) {
-    const int nchunks = p->nch + (p->nbl > 0), bps = q8_inter_bps(type);
-    const int ils = p->tab0 ? q8_inter_lshift(p->tab0) : -1;
-    p->lshift = q8_lshift_of(nchunks, p->nrows, nmat, p->tok, bps);
-    if (ils < 0 || ils != p->lshift || (nmat == 2 && q8_inter_lshift(p->tab1) != ils) || p->k > Q8_MAXK) return 1;
-    p->trig = hm_pdl_trigger_mode();
-    p->flat = p->x_stride == 0;
-    p->nitems = (p->flat ? p->k * p->nrows : p->nrows) * nmat;
-    *gx = q8_grid_x(p->nitems, p->lshift, p->flat ? 1 : p->k, bps);
-    return 0;
-}
-
-/* The gate/up pair: interleaved Q3_K routed experts in q3r chunks at three blocks a SM, a Q4_K
- * shared expert at two (air's mix; the only pair built). The down pair: Q4_0 in q4r chunks, both at
- * two (their launches' lanes) in a grid at three. 1 when the pair does not apply. */
-static int q8_pair_prep(q8_pair_params *pp, int down) {
-    q8_params *r = &pp->r, *s = &pp->s;
-    if (r->ncols != s->ncols || r->nrows <= 0 || s->nrows <= 0) return 1;
-    if (down) {
-        if (!q8_rearr_on(HM_TYPE_Q4_0) || q8_inter_bps(HM_TYPE_Q4_0) != 2) return 1;
-        if (q8_half(r, HM_TYPE_Q4_0, 1, &pp->gxr) || q8_half(s, HM_TYPE_Q4_0, 1, &pp->gxs) || r->flat || s->flat) return 1;
-        return 0;
-    }
-    if (r->nbl || s->nbl || !q8_rearr_on(HM_TYPE_Q3_K) || q8_inter_bps(HM_TYPE_Q3_K) != 3 || q8_inter_bps(HM_TYPE_Q4_K) != 2) return 1;
-    return q8_half(r, HM_TYPE_Q3_K, 2, &pp->gxr) || q8_half(s, HM_TYPE_Q4_K, 2, &pp->gxs) || !r->flat || !s->flat;
-}
-
-static q8_params q8_gu_params(const void *const *tab0, const void *const *tab1, const int *ids, int k, const float *x, const void *xq,
-                              float *y, int ncols, int nrows) {
-    return { NULL, tab0, tab1, ids, x, 0, y, nrows, ncols, nrows, k, 0, 0, 0, ncols / Q8_CHUNK, 0, 1, 0, 0, 1, 1, 0, k,
-             (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
-}
-/* a down launch's parameters (x: k rows of ncols, one a slot); Q4_0's partial last chunk */
-static q8_params q8_down_params(const void *const *tab, const int *ids, int k, const float *x, float *y, int ncols, int nrows) {
-    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * (Q8W_Q4_0::CB / 8);
-    return { NULL, tab, NULL, ids, x, ncols, y, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-             NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
-}
-
-int gemv_q8_pair_ok(int type, const void *const *tab0, const void *const *tab1, int stype, const void *const *stab0,
-                    const void *const *stab1, int k, int ncols, int nrows, int snrows) {
-    if (type != HM_TYPE_Q3_K || stype != HM_TYPE_Q4_K || ncols <= 0 || ncols % Q8_CHUNK || ncols > Q8_MAX_NCOLS) return 0;
-    q8_pair_params pp;
-    pp.r = q8_gu_params(tab0, tab1, NULL, k, NULL, NULL, NULL, ncols, nrows);
-    pp.s = q8_gu_params(stab0, stab1, NULL, 1, NULL, NULL, NULL, ncols, snrows);
-    return q8_pair_prep(&pp, 0) == 0;
-}
-
-int gemv_q8_down_pair_ok(int type, const void *const *tab, int stype, const void *const *stab, int k, int ncols, int nrows) {
-    if (type != HM_TYPE_Q4_0 || stype != HM_TYPE_Q4_0 || ncols <= 0 || ncols % 32 || ncols > Q8_MAX_NCOLS) return 0;
-    q8_pair_params pp;
-    pp.r = q8_down_params(tab, NULL, k, NULL, NULL, ncols, nrows);
-    pp.s = q8_down_params(stab, NULL, 1, NULL, NULL, ncols, nrows);
-    return q8_pair_prep(&pp, 1) == 0;
-}
-
-/* gemv_q8_try_routed's launch and the shared expert's SwiGLU (stab0/stab1 by sids[0], into sact)
- * as one pair launch; 1 when gemv_q8_pair_ok does not take it */
-int gemv_q8_try_routed_pair(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
-                            int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
-                            int ncols, int nrows, int xq_ready, int stype, const void *const *stab0, const void *const *stab1,
-                            const int *sids, float *sact, int snrows, void *stream) {
-    if (!gemv_q8_routed_ok(type, ncols, rn, k) || type != HM_TYPE_Q3_K || stype != HM_TYPE_Q4_K || !xq) return 1;
-    q8_pair_params pp;
-    pp.r = q8_gu_params(tab0, tab1, rids, k, x, xq, act, ncols, nrows);
-    pp.r.xpre = xq_ready ? 1 : 0;
-    pp.r.rlog = rlog; pp.r.rbias = rbias; pp.r.rn = rn; pp.r.rfn = rfn; pp.r.rnorm = rnorm; pp.r.rscale = rscale;
-    pp.r.rids = rids; pp.r.rw = rw;
-    pp.s = q8_gu_params(stab0, stab1, sids, 1, x, xq, sact, ncols, snrows);
-    if (q8_pair_prep(&pp, 0)) return 1;
-    const size_t smem = (size_t)(ncols / Q8_CHUNK) * Q8_REC;
-    hm_launch(gemv_q8_pair_kernel<Q8W_Q3_KR, Q8W_Q4_K, 3>, dim3((unsigned)(pp.gxs + pp.gxr), 1), Q8_THREADS, smem, (cudaStream_t)stream, pp);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: pair launch of %d + %d blocks failed: %s", pp.gxs, pp.gxr, cudaGetErrorString(err));
-    return 0;
-}
-
-/* the routed experts' down (k slots of tab by ids, x k rows of ncols, y k rows of nrows) and the
- * shared expert's (stab by sids[0], sx into sy) as one launch; 1 when gemv_q8_down_pair_ok does not take it */
-int gemv_q8_try_down_pair(int type, const void *const *tab, const int *ids, int k, const float *x, float *y, const void *const *stab,
-                          const int *sids, const float *sx, float *sy, int ncols, int nrows, void *stream) {
-    if (type != HM_TYPE_Q4_0) return 1;
-    q8_pair_params pp;
-    pp.r = q8_down_params(tab, ids, k, x, y, ncols, nrows);
-    pp.s = q8_down_params(stab, sids, 1, sx, sy, ncols, nrows);
-    if (q8_pair_prep(&pp, 1)) return 1;
-    const size_t smem = (size_t)((ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
-    typedef typename q8_rearr<Q8W_Q4_0>::type T;
-    hm_launch(gemv_q8_pair1_kernel<T, 3>, dim3((unsigned)(pp.gxs + pp.gxr * k), 1), Q8_THREADS, smem, (cudaStream_t)stream, pp);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: down pair launch of %d + %d blocks failed: %s", pp.gxs, pp.gxr * k, cudaGetErrorString(err));
-    return 0;
 }
 
 /* nb (2..Q8_NB) vectors times one matrix in one launch, each weight row read once; 1 when the

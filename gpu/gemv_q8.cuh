@@ -689,16 +689,6 @@ int gemv_q8_routed_ok(int type, int ncols, int rn, int k);
 int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
                        int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
                        int ncols, int nrows, int xq_ready, void *stream);
-/* the routed launch and a shared expert's SwiGLU in one launch (gemv_q8.cu's pair kernel) */
-int gemv_q8_pair_ok(int type, const void *const *tab0, const void *const *tab1, int stype, const void *const *stab0,
-                    const void *const *stab1, int k, int ncols, int nrows, int snrows);
-int gemv_q8_try_routed_pair(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
-                            int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
-                            int ncols, int nrows, int xq_ready, int stype, const void *const *stab0, const void *const *stab1,
-                            const int *sids, float *sact, int snrows, void *stream);
-int gemv_q8_down_pair_ok(int type, const void *const *tab, int stype, const void *const *stab, int k, int ncols, int nrows);
-int gemv_q8_try_down_pair(int type, const void *const *tab, const int *ids, int k, const float *x, float *y, const void *const *stab,
-                          const int *sids, const float *sx, float *sy, int ncols, int nrows, void *stream);
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg = 1, int yg = 1, int64_t ygs = 0,
                 int tok = 1, const void *xq = nullptr);

@@ -68,26 +68,6 @@ int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int k);
 int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
                                    const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w, int k,
                                    const float *x, const void *xq, float *act, int ncols, int nrows, int xq_ready, void *stream);
-/* gpu_gemv_experts_swiglu_routed and the shared expert's SwiGLU (gpu_gemv_experts_swiglu_q8x of
- * stype's tables s_gate/s_up with the ids sids, k 1, into sact of snrows rows) in one launch, each
- * bitwise its own launch's results; the shared half does not wait for the kernel before (its
- * inputs, x's records xq among them, must be complete before that kernel began: the router GEMV's
- * input). gpu_gemv_experts_pair_ok: whether it takes the types, tables and shapes (air's mix:
- * interleaved Q3_K routed, Q4_K shared); else the call fails. */
-int gpu_gemv_experts_pair_ok(int type, const void *const *gate_tab, const void *const *up_tab, int stype, const void *const *s_gate,
-                             const void *const *s_up, int n_expert, int k, int ncols, int nrows, int snrows);
-int gpu_gemv_experts_swiglu_routed_pair(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
-                                        const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w, int k,
-                                        const float *x, const void *xq, float *act, int ncols, int nrows, int xq_ready, int stype,
-                                        const void *const *s_gate, const void *const *s_up, const int *sids, float *sact, int snrows,
-                                        void *stream);
-/* gpu_gemv_experts of the routed experts (tab by ids, k slots, x k rows, y k rows) and of the
- * shared expert (stab by sids[0], sx into sy) in one launch, each bitwise its own launch's; both
- * halves wait for the kernel before. gpu_gemv_experts_down_pair_ok: whether it takes them (air's
- * mix: interleaved Q4_0 both); else the call fails. */
-int gpu_gemv_experts_down_pair_ok(int type, const void *const *tab, int stype, const void *const *stab, int k, int ncols, int nrows);
-int gpu_gemv_experts_down_pair(int type, const void *const *tab, const int *ids, int k, const float *x, float *y, int stype,
-                               const void *const *stab, const int *sids, const float *sx, float *sy, int ncols, int nrows, void *stream);
 
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each
