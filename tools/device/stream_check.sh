@@ -40,7 +40,7 @@ case " ${GPU_TESTS:-} " in *" test_gpu_model "*) MIXES="$MIXES f32 bf16 q4_0 q6_
 for mix in $MIXES; do [ -f "$M/tiny-$mix.gguf" ] || $G --shape tiny --mix $mix --seed 1 -o "$M/tiny-$mix.gguf" >/dev/null 2>&1; done
 for mix in q4_k_m q3_k_m; do [ -f "$M/tinyglm-$mix.gguf" ] || $G --shape tinyglm --mix $mix --seed 2 -o "$M/tinyglm-$mix.gguf" >/dev/null 2>&1; done
 for t in ${GPU_TESTS:-}; do
-  args=""; case $t in test_gpu_model) args="$(ls "$M"/tiny-*.gguf) $M/tinyglm-q4_k_m.gguf" ;; test_gpu_prefill) args="$(ls "$M"/tiny-*.gguf "$M"/tinyglm-*.gguf)" ;; esac
+  args=""; case $t in test_gpu_model) args="$(ls "$M"/tiny-*.gguf) $M/tinyglm-q4_k_m.gguf $M/tinyglm-q3_k_m.gguf" ;; test_gpu_prefill) args="$(ls "$M"/tiny-*.gguf "$M"/tinyglm-*.gguf)" ;; esac
   env ${TEST_ENV:-} timeout ${GPU_TEST_S:-150} ./build-dev/tests/$t $args >"$OUT/$t.log" 2>&1; echo "== $t rc=$? at $(( $(date +%s) - t0 )) s"
   grep -E "^FAIL" "$OUT/$t.log" | head -10; tail -1 "$OUT/$t.log"
 done
