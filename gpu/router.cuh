@@ -137,4 +137,85 @@ static __device__ void router_topk(const float *logits, const float *bias, int n
     }
 }
 
+
+/* router_topk on one warp (the other threads of the block do not take part), for a block whose
+ * other warps have other work until a barrier: bitwise router_topk's ids and weights for groups
+ * not limited (n <= NMAX, NMAX a multiple of 32). The scores as router_topk makes them (softmax's
+ * sum in index order on lane 0, through sw[n] in shared memory), then k rounds of warp_argmax's
+ * rule on the choices kept in registers (what router_topk does when a choice is a NaN; without
+ * NaNs its rank count picks the same experts in the same order: larger first, ties to the lower
+ * index), lane 0's pick each round, then lane 0 normalizes and scales as router_topk's thread 0.
+ * ids[k], w[k] in shared memory, complete when it returns (all of the warp's lanes). */
+template <int NMAX>
+static __device__ void router_topk_warp(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
+                                        int *ids, float *w, float *sw) {
+    constexpr int NPL = NMAX / 32;
+    const int lane = threadIdx.x & 31;
+    float sc[NPL], ch[NPL];
+    if (fn == 2) {
+#pragma unroll
+        for (int j = 0; j < NPL; j++) {
+            const int i = lane + 32 * j;
+            sc[j] = i < n ? 1.0f / (1.0f + expf(-logits[i])) : 0.f;
+        }
+    } else {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < NPL; j++)
+            if (lane + 32 * j < n) mx = fmaxf(mx, logits[lane + 32 * j]);
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+#pragma unroll
+        for (int j = 0; j < NPL; j++) {
+            const int i = lane + 32 * j;
+            sc[j] = i < n ? expf(logits[i] - mx) : 0.f;
+            if (i < n) sw[i] = sc[j];
+        }
+        __syncwarp();
+        float total = 0.f;
+        if (lane == 0) { float s = 0; for (int i = 0; i < n; i++) s += sw[i]; total = s; }
+        total = __shfl_sync(0xffffffffu, total, 0);
+#pragma unroll
+        for (int j = 0; j < NPL; j++)
+            if (lane + 32 * j < n) sc[j] /= total;
+    }
+#pragma unroll
+    for (int j = 0; j < NPL; j++) {
+        const int i = lane + 32 * j;
+        ch[j] = i < n ? sc[j] + (bias ? bias[i] : 0.0f) : 0.f;
+    }
+    unsigned used = 0;   /* bit j: this lane's entry lane + 32 j is taken */
+    for (int r = 0; r < k; r++) {
+        int bi = -1;
+        float bv = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < NPL; j++)
+            if (lane + 32 * j < n && !(used >> j & 1u) && (bi < 0 || ch[j] > bv)) { bv = ch[j]; bi = lane + 32 * j; }
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) { bv = ov; bi = oi; }
+        }
+        const int b = __shfl_sync(0xffffffffu, bi, 0);
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < NPL; j++)
+            if (j == (b >> 5)) s = sc[j];
+        s = __shfl_sync(0xffffffffu, s, b & 31);
+        if (lane == (b & 31)) used |= 1u << (b >> 5);
+        if (lane == 0) { ids[r] = b; w[r] = s; }
+    }
+    __syncwarp();
+    if (lane == 0) {
+        float sum = 0;
+        for (int j = 0; j < k; j++) sum += w[j];
+        float den = fn == 2 ? sum + 1e-20f : sum;
+        for (int j = 0; j < k; j++) {
+            float x = w[j];
+            if (norm) x /= den;
+            w[j] = x * scale;
+        }
+    }
+    __syncwarp();
+}
+
 #endif
