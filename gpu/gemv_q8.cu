@@ -230,9 +230,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             if (warp == 0) {
                 const int lane = threadIdx.x & 31;
                 router_topk_warp<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, rids, rw, tsw);
-                /* q8_slot_tables' entries (flat) with a warp's stride, their loads in flight during the norm
-                 * (q8_slot_tables itself, given that stride, made ptxas put the scores in local memory) */
-                for (int sl = lane; sl < nslot; sl += 32) {
+                for (int sl = lane; sl < nslot; sl += 32) {   /* q8_slot_tables' entries (flat), loads in flight during the norm */
                     const int id = rids[sl];
                     wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
                     if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
@@ -486,7 +484,7 @@ template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     if constexpr (NMAT == 2) {
         if constexpr (A == 0) {
-            if (p.rlog && q8_topk_warp_on()) {   /* p.rn <= Q8_ROUTE_MAX: gemv_q8_routed_ok */
+            if (p.rlog && q8_topk_warp_on() && p.rn <= Q8_ROUTE_MAX) {
                 hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS, true>, grid, Q8_THREADS, smem, s, p);
                 return;
             }

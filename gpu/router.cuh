@@ -51,22 +51,6 @@ static __device__ void router_rank(const float *choice, const float *score, int 
     }
 }
 
-/* One thread: the k chosen experts' weights from their scores wsel[] (in rank order): their sum,
- * norm and scale (the CPU's order); IDS: their ids isel[] copied to ids[] too. w may be wsel. */
-template <bool IDS>
-static __device__ __forceinline__ void router_weights(const float *wsel, const int *isel, int k, int fn, int norm, float scale, int *ids,
-                                                      float *w) {
-    float sum = 0;
-    for (int j = 0; j < k; j++) sum += wsel[j];
-    float den = fn == 2 ? sum + 1e-20f : sum;
-    for (int j = 0; j < k; j++) {
-        float x = wsel[j];
-        if (norm) x /= den;
-        if constexpr (IDS) ids[j] = isel[j];
-        w[j] = x * scale;
-    }
-}
-
 /* logits[n] -> ids[k], w[k] for one token; called by every thread of a block (blockDim.x a
  * multiple of 32, router_threads(n) is best). The selection is the CPU's: the k largest choices,
  * ties to the lower index. Each expert's rank in that order is counted at once (no k rounds of
@@ -140,7 +124,17 @@ static __device__ void router_topk(const float *logits, const float *bias, int n
         }
     }
     __syncthreads();
-    if (tid == 0) router_weights<true>(wsel, isel, k, fn, norm, scale, ids, w);
+    if (tid == 0) {
+        float sum = 0;
+        for (int j = 0; j < k; j++) sum += wsel[j];
+        float den = fn == 2 ? sum + 1e-20f : sum;
+        for (int j = 0; j < k; j++) {
+            float x = wsel[j];
+            if (norm) x /= den;
+            ids[j] = isel[j];
+            w[j] = x * scale;
+        }
+    }
 }
 
 
@@ -213,10 +207,19 @@ static __device__ void router_topk_warp(const float *logits, const float *bias, 
 }
 
 /* router_topk_warp's last step, apart so that a caller can issue loads that need only the ids
- * first: lane 0 turns the k chosen scores w[] into router_topk's weights (router_weights, in
- * place), complete for the warp when it returns */
-static __device__ __forceinline__ void router_topk_warp_norm(int k, int fn, int norm, float scale, float *w) {
-    if ((threadIdx.x & 31) == 0) router_weights<false>(w, nullptr, k, fn, norm, scale, nullptr, w);
+ * first: lane 0 turns the k chosen scores w[] into router_topk's weights (its thread 0's sum,
+ * norm and scale), complete for the warp when it returns */
+static __device__ void router_topk_warp_norm(int k, int fn, int norm, float scale, float *w) {
+    if ((threadIdx.x & 31) == 0) {
+        float sum = 0;
+        for (int j = 0; j < k; j++) sum += w[j];
+        float den = fn == 2 ? sum + 1e-20f : sum;
+        for (int j = 0; j < k; j++) {
+            float x = w[j];
+            if (norm) x /= den;
+            w[j] = x * scale;
+        }
+    }
     __syncwarp();
 }
 
