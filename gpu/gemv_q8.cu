@@ -229,15 +229,13 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             __shared__ float tsw[Q8_ROUTE_MAX];
             if (warp == 0) {
                 const int lane = threadIdx.x & 31;
-                router_topk_warp<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, rids, rw, tsw);
-                for (int sl = lane; sl < nslot; sl += 32) {   /* q8_slot_tables' entries (flat), loads in flight during the norm */
+                router_topk_warp<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, rids, rw, tsw);
+                if (blockIdx.x == 0 && blockIdx.y == 0)
+                    for (int j = lane; j < p.k; j += 32) { p.rids[j] = rids[j]; p.rw[j] = rw[j]; }
+                for (int sl = lane; sl < nslot; sl += 32) {   /* q8_slot_tables' entries (flat) */
                     const int id = rids[sl];
                     wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
                     if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
-                }
-                if (blockIdx.x == 0 && blockIdx.y == 0) {   /* only this block's weights are used (the down and the reduce) */
-                    router_topk_warp_norm(p.k, p.rfn, p.rnorm, p.rscale, rw);
-                    for (int j = lane; j < p.k; j += 32) { p.rids[j] = rids[j]; p.rw[j] = rw[j]; }
                 }
             }
         } else {
@@ -470,9 +468,8 @@ static int q8_sm_count(void) {
 
 /* HOTMOE_TOPK_WARP=1 (an experiment, off by default): the routed launch on interleaved experts runs
  * its top-k on one warp of each block (router_topk_warp: k rounds of a warp arg-max in registers,
- * bitwise router_topk's ids and weights; the weights only in the block that stores them, after its
- * table loads are issued) instead of on all 256 threads (router_topk's rank count, four block
- * barriers), in its own kernel instances. Why: Nsight (bench/README, twenty-first pass)
+ * bitwise router_topk's ids and weights) instead of on all 256 threads (router_topk's rank count,
+ * four block barriers), in its own kernel instances. Why: Nsight (bench/README, twenty-first pass)
  * has the routed gate/up issuing on ~54% of the cycles, and the top-k repeated by every warp of
  * 352 blocks is a large share of its instructions; one warp's rounds are ~8x fewer. */
 static int q8_topk_warp_on(void) {

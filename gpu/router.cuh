@@ -144,10 +144,11 @@ static __device__ void router_topk(const float *logits, const float *bias, int n
  * sum in index order on lane 0, through sw[n] in shared memory), then k rounds of warp_argmax's
  * rule on the choices kept in registers (what router_topk does when a choice is a NaN; without
  * NaNs its rank count picks the same experts in the same order: larger first, ties to the lower
- * index), lane 0's pick each round. ids[k] and w[k] (the chosen experts' scores; weights after
- * router_topk_warp_norm) in shared memory, complete when it returns (all of the warp's lanes). */
+ * index), lane 0's pick each round, then lane 0 normalizes and scales as router_topk's thread 0.
+ * ids[k], w[k] in shared memory, complete when it returns (all of the warp's lanes). */
 template <int NMAX>
-static __device__ void router_topk_warp(const float *logits, const float *bias, int n, int k, int fn, int *ids, float *w, float *sw) {
+static __device__ void router_topk_warp(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale,
+                                        int *ids, float *w, float *sw) {
     constexpr int NPL = NMAX / 32;
     const int lane = threadIdx.x & 31;
     float sc[NPL], ch[NPL];
@@ -204,13 +205,7 @@ static __device__ void router_topk_warp(const float *logits, const float *bias, 
         if (lane == 0) { ids[r] = b; w[r] = s; }
     }
     __syncwarp();
-}
-
-/* router_topk_warp's last step, apart so that a caller can issue loads that need only the ids
- * first: lane 0 turns the k chosen scores w[] into router_topk's weights (its thread 0's sum,
- * norm and scale), complete for the warp when it returns */
-static __device__ void router_topk_warp_norm(int k, int fn, int norm, float scale, float *w) {
-    if ((threadIdx.x & 31) == 0) {
+    if (lane == 0) {
         float sum = 0;
         for (int j = 0; j < k; j++) sum += w[j];
         float den = fn == 2 ? sum + 1e-20f : sum;
