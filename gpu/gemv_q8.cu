@@ -165,7 +165,7 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool TK1 = false>   /* BPS: blocks a SM (launch bounds); TK1: q8_topk_warp_on */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -225,28 +225,13 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
         __shared__ int rids[Q8_MAXK];
         __shared__ float rw[Q8_MAXK];
-        if constexpr (TK1) {   /* warp 0 alone: the top-k, the ids stored, the tables; the barrier below publishes them */
-            __shared__ float tsw[Q8_ROUTE_MAX];
-            if (warp == 0) {
-                const int lane = threadIdx.x & 31;
-                router_topk_warp<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, rids, rw, tsw);
-                if (blockIdx.x == 0 && blockIdx.y == 0)
-                    for (int j = lane; j < p.k; j += 32) { p.rids[j] = rids[j]; p.rw[j] = rw[j]; }
-                for (int sl = lane; sl < nslot; sl += 32) {   /* q8_slot_tables' entries (flat) */
-                    const int id = rids[sl];
-                    wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
-                    if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab1[id];
-                }
-            }
-        } else {
-            router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
-            __syncthreads();
-            if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
-                p.rids[threadIdx.x] = rids[threadIdx.x];
-                p.rw[threadIdx.x] = rw[threadIdx.x];
-            }
-            q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
+        router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
+        __syncthreads();
+        if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
+            p.rids[threadIdx.x] = rids[threadIdx.x];
+            p.rw[threadIdx.x] = rw[threadIdx.x];
         }
+        q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
     } else {
         q8_slot_tables<NMAT>(p, e, nslot, wp);
     }
@@ -466,26 +451,9 @@ static int q8_sm_count(void) {
     return n;
 }
 
-/* HOTMOE_TOPK_WARP=1 (an experiment, off by default): the routed launch on interleaved experts runs
- * its top-k on one warp of each block (router_topk_warp: k rounds of a warp arg-max in registers,
- * bitwise router_topk's ids and weights) instead of on all 256 threads (router_topk's rank count,
- * four block barriers), in its own kernel instances. Why: Nsight (bench/README, twenty-first pass)
- * has the routed gate/up issuing on ~54% of the cycles, and the top-k repeated by every warp of
- * 352 blocks is a large share of its instructions; one warp's rounds are ~8x fewer. */
-static int q8_topk_warp_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_TOPK_WARP", 0, 1, 0, c);
-}
-
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     if constexpr (NMAT == 2) {
-        if constexpr (A == 0) {
-            if (p.rlog && q8_topk_warp_on() && p.rn <= Q8_ROUTE_MAX) {
-                hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS, true>, grid, Q8_THREADS, smem, s, p);
-                return;
-            }
-        }
         if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
     }
     hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS>, grid, Q8_THREADS, smem, s, p);

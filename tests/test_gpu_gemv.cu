@@ -1082,8 +1082,7 @@ static void test_inter_mat(int type, int ncols, int nrows) {
  * blocks): for random router logits (sigmoid with a selection bias and a scale, softmax normed and
  * not, logits on a coarse grid so that ties occur), the ids and weights it stores are op_router's,
  * each bitwise, and its activations bitwise gpu_gemv_experts_swiglu_q8x's with those ids (every
- * output poisoned before); the refusals (k > 64, more than 256 experts). Under HOTMOE_TOPK_WARP=1
- * the interleaved experts' launches take the one-warp top-k (router_topk_warp), held to the same. */
+ * output poisoned before); the refusals (k > 64, more than 256 experts). */
 static void test_routed(int type, int H, int I, int E, int k) {
     char what[160];
     snprintf(what, sizeof what, "routed gate/up %dx%d, top-%d of %d", I, H, k, E);
