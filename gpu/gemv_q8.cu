@@ -223,15 +223,11 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
-        __shared__ int rids[Q8_MAXK];
-        __shared__ float rw[Q8_MAXK];
-        router_topk<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, p.rnorm, p.rscale, 1, 1, rids, rw);
-        __syncthreads();
-        if (blockIdx.x == 0 && blockIdx.y == 0 && (int)threadIdx.x < p.k) {
-            p.rids[threadIdx.x] = rids[threadIdx.x];
-            p.rw[threadIdx.x] = rw[threadIdx.x];
-        }
-        q8_slot_tables<NMAT>(p, e, nslot, wp, rids);
+        const int *isel;
+        const float *wsel;
+        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
+        q8_slot_tables<NMAT>(p, e, nslot, wp, isel);   /* the table loads issued before block (0, 0) makes the weights */
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
         q8_slot_tables<NMAT>(p, e, nslot, wp);
     }

@@ -226,6 +226,7 @@ static void test_router(int fn, int n, int k, int norm, float scale, int n_group
     float *lg = (float *)malloc(n * 4), *b = (float *)malloc(n * 4);
     fill(lg, n, 3); fill(b, n, 0.5f);
     if (ties) for (int i = 0; i < n; i++) lg[i] = (float)(i % 5);    /* many equal logits */
+    if (ties == 2) for (int i = 0; i < n; i++) b[i] = -2.0f - (float)(i % 3);   /* negative choices, still tied (i % 15) */
     router_params p = { fn, n, k, norm, scale, n_group, topk_group };
     int ri[64]; float rw[64];
     router_select(&p, lg, with_bias ? b : NULL, ri, rw);
@@ -326,6 +327,14 @@ int main(void) {
     test_router(2, 2000, 16, 1, 1.0f, 1, 1, 0, 1);  /* ties over two experts a thread */
     test_router(1, 1000, 12, 1, 1.0f, 1, 1, 1, 1);  /* softmax, a partial last warp */
     test_router(2, 33, 8, 1, 1.0f, 1, 1, 1, 1);     /* one expert past a warp */
+    /* the rank count on keys (router_rank_key: n a multiple of 16 at four threads an expert), ties
+     * and negative choices included */
+    test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 1);
+    test_router(2, 128, 8, 1, 1.0f, 1, 1, 1, 2);
+    test_router(2, 64, 6, 1, 2.5f, 1, 1, 1, 2);
+    test_router(1, 160, 8, 0, 1.0f, 1, 1, 0, 1);
+    test_router(2, 256, 8, 1, 1.0f, 1, 1, 1, 2);
+    test_router(2, 256, 16, 1, 1.0f, 1, 1, 1, 0);
     {
         void *sc; cudaMalloc(&sc, op_argmax_scratch_bytes(4)); cudaMemset(sc, 0, op_argmax_scratch_bytes(4));
         for (int kind = 0; kind < 6; kind++)
