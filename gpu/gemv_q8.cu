@@ -434,6 +434,184 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
     q8_cp_wait<0>();
 }
 
+/* ---- the bulk-copy kernel (HOTMOE_Q8_TMA=1, an experiment): interleaved matrices, one vector ----
+ * The register kernel's work split, sums and order (so bitwise its results), but each warp's
+ * weights come through shared memory by cp.async.bulk (the copy engine, no per-lane load
+ * instructions, no registers held): in the interleaved layout a warp's rows of one matrix at chunk
+ * step t are RW * L * CBP consecutive bytes, so lane 0 of each warp asks for its next NST steps
+ * (one bulk copy per matrix and step, completion counted by an mbarrier per stage) while the warp
+ * decodes the current one from shared memory. Weights in flight per SM are then NST stages of every
+ * warp, independent of the decode's latency; the register kernel keeps one chunk a lane in flight
+ * and waits for it between decodes. Requires the warp's RW rows in one slot (nrows % RW == 0). */
+__device__ __forceinline__ void q8t_bar_init(uint32_t bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void q8t_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void q8t_copy(uint32_t dst, const void *src, uint32_t bytes, uint32_t bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void q8t_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+#define Q8T_NST 2   /* stages a warp keeps in flight */
+__host__ __device__ constexpr int q8t_sb(int cb) { return 32 * ((cb + 15) & ~15); }   /* a warp's stage: 32 chunk slots */
+
+template <class T, int NMAT, bool ROUTE, int BPS>
+__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8t_kernel(const q8_params p) {
+    extern __shared__ __align__(128) uint8_t smt[];   /* x records (xalign bytes), then NST stages a warp */
+    __shared__ const uint8_t *wp[NMAT][Q8_MAXK];
+    __shared__ __align__(8) unsigned long long bars[Q8_THREADS / 32][Q8T_NST];
+    constexpr int CBP = (T::CB + 15) & ~15, NW = q8_nw(CBP, 16), SB = q8t_sb(T::CB), NST = Q8T_NST;
+    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
+    const int L = 1 << p.lshift, gpw = 32 >> p.lshift, RW = gpw / NMAT;
+    const int lane = threadIdx.x & 31, li = lane & (L - 1), gi = lane >> p.lshift, warp = threadIdx.x >> 5, m = gi & (NMAT - 1);
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);
+    const int nchunks = p.nch + (p.nbl > 0), S = (nchunks + L - 1) >> p.lshift;   /* chunk steps a row */
+    const size_t rs = (size_t)S * L * CBP;
+    const uint32_t tstep = (uint32_t)(RW * L * CBP);   /* SB / NMAT */
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
+    const int nround = base0 < p.nitems ? (p.nitems - base0 + tg - 1) / tg : 0, nsteps = nround * S;
+    const int xalign = (nchunks * Q8_REC + 127) & ~127;
+    uint8_t *xs = smt, *wbuf = smt + xalign + warp * NST * SB;
+    const uint32_t wbuf0 = (uint32_t)__cvta_generic_to_shared(wbuf), bar0 = (uint32_t)__cvta_generic_to_shared(&bars[warp][0]);
+    if (lane == 0) {
+        for (int st = 0; st < NST; st++) q8t_bar_init(bar0 + 8 * st);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    const bool xpre = ROUTE && p.xpre && p.xq;
+    if (xpre) q8_stage_x(p, e, nchunks, xs);
+    hm_pdl_wait();
+    if constexpr (ROUTE) {
+        const int *isel;
+        const float *wsel;
+        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
+        q8_slot_tables<NMAT>(p, e, nslot, wp, isel);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
+    } else {
+        q8_slot_tables<NMAT>(p, e, nslot, wp);
+    }
+    if (!xpre) q8_stage_x(p, e, nchunks, xs);
+    __syncthreads();
+    if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
+    float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
+
+    /* the warp's rows of round rd: RW consecutive rows of one slot, starting at a multiple of RW */
+    auto rows_of = [&](int rd, int *slot, int *row) {
+        int r = (base0 + rd * tg) / NMAT, sl = 0;
+        if (p.flat) { sl = r / p.nrows; r -= sl * p.nrows; }
+        *slot = sl; *row = r;
+    };
+    auto issue = [&](int u) {   /* lane 0: step u's copies into stage u % NST */
+        const int rd = u / S, t = u - rd * S;
+        int sl, r;
+        rows_of(rd, &sl, &r);
+        const uint32_t bar = bar0 + 8 * (u % NST), dst = wbuf0 + (u % NST) * SB;
+        const bool on = sl < nslot && wp[0][sl];
+        q8t_expect(bar, on ? NMAT * tstep : 0u);
+        if (on)
+#pragma unroll
+            for (int mm = 0; mm < NMAT; mm++) q8t_copy(dst + mm * tstep, wp[mm][sl] + (size_t)r * rs + (size_t)t * tstep, tstep, bar);
+    };
+    if (lane == 0)
+        for (int u = 0; u < NST && u < nsteps; u++) issue(u);
+    float acc = 0.f;
+    int slot = 0, row = 0, rd = 0, t = 0;
+    rows_of(0, &slot, &row);
+    const int lim = ((gi / NMAT) << p.lshift) + li;   /* lane-in-matrix */
+    for (int u = 0; u < nsteps; u++) {
+        const int base = base0 + rd * tg;
+        if (t == 0 && p.trig && threadIdx.x == 0 && base + tg >= p.nitems && (p.trig != 2 || base > base0)) hm_pdl_trigger();
+        const bool ok = slot < nslot && wp[0][slot];
+        q8t_wait(bar0 + 8 * (u % NST), (uint32_t)(u / NST) & 1u);
+        const int c = li + t * L;
+        if (ok && c < nchunks) {
+            const uint8_t *b = wbuf + (u % NST) * SB + m * tstep + lim * 16;
+            uint32_t w[NW];
+#pragma unroll
+            for (int j = 0; j < CBP / 16; j++) {
+                const uint4 v = *(const uint4 *)(b + j * RW * L * 16);
+                w[4 * j] = v.x; w[4 * j + 1] = v.y; w[4 * j + 2] = v.z; w[4 * j + 3] = v.w;
+            }
+#pragma unroll
+            for (int k = CBP / 4; k < NW; k++) w[k] = 0;
+            acc += T::dot(w, xs + c * Q8_REC);
+        }
+        __syncwarp();   /* every lane has read the stage before it is refilled */
+        if (lane == 0 && u + NST < nsteps) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(u + NST);
+        }
+        if (++t == S) {   /* the round's last step: reduce and write */
+            for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+            const int rg = row + gi / NMAT;
+            if (NMAT == 2) {
+                const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
+                if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + rg] = acc / (1.f + expf(-acc)) * up;
+            } else if (li == 0 && ok) {
+                ybase[slot * p.y_stride + rg] = acc;
+            }
+            acc = 0.f;
+            t = 0;
+            if (++rd < nround) rows_of(rd, &slot, &row);
+        }
+    }
+}
+
+/* HOTMOE_Q8_TMA: which interleaved launches take the bulk-copy kernel (where it fits): 0 none (the
+ * default: the register kernel), 1 all, 2 those of at least 3 chunk steps a row, 3 the routed
+ * gate/up only (its own top-k), 4 those of at least 3 steps but not the routed gate/up */
+static int q8_tma_on(void) {
+    static std::atomic<int> on(-1);
+    return hm_env_digit("HOTMOE_Q8_TMA", 0, 4, 0, on);
+}
+static bool q8_tma_for(const q8_params &p) {
+    const int mode = q8_tma_on(), S = (p.nch + (p.nbl > 0) + (1 << p.lshift) - 1) >> p.lshift;
+    switch (mode) {
+    case 1: return true;
+    case 2: return S >= 3;
+    case 3: return p.rlog != nullptr;
+    case 4: return S >= 3 && !p.rlog;
+    default: return false;
+    }
+}
+
+/* The bulk-copy kernel for an interleaved launch on grid, BPS blocks a SM; 1 when it does not
+ * apply (rows of a warp across slots, or its shared memory not fitting BPS blocks a SM) */
+template <class T, int NMAT, bool ROUTE, int BPS>
+static int q8t_go(const q8_params &p, dim3 grid, cudaStream_t s) {
+    const int RW = (32 >> p.lshift) / NMAT, nchunks = p.nch + (p.nbl > 0);
+    if (RW < 1 || p.nrows % RW) return 1;
+    const size_t smem = (size_t)((nchunks * Q8_REC + 127) & ~127) + (size_t)(Q8_THREADS / 32) * Q8T_NST * q8t_sb(T::CB);
+    auto kern = gemv_q8t_kernel<T, NMAT, ROUTE, BPS>;
+    static std::atomic<int> stat_c(-1);
+    if (stat_c.load() < 0) {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, kern) != cudaSuccess) { cudaGetLastError(); return 1; }
+        stat_c.store((int)fa.sharedSizeBytes);
+        cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        cudaGetLastError();
+    }
+    const size_t stat = (size_t)stat_c.load();
+    if ((smem + stat + 1024) * BPS > 228 * 1024) return 1;
+    static std::atomic<unsigned long long> raised(0);
+    if (hm_allow_smem(kern, smem, stat, raised)) return 1;
+    hm_launch(kern, grid, Q8_THREADS, smem, s, p);
+    return 0;
+}
+template <class T, int NMAT, int BPS>
+static int q8t_go_r(const q8_params &p, dim3 grid, cudaStream_t s) {
+    if constexpr (NMAT == 2)
+        if (p.rlog) return q8t_go<T, 2, true, BPS>(p, grid, s);
+    return q8t_go<T, NMAT, false, BPS>(p, grid, s);
+}
+
 static int q8_sm_count(void) {
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -458,6 +636,11 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
 /* the interleaved kernel for nmat matrices at bps (2, or B3 when that is 3) blocks a SM */
 template <class T, int B3>
 static void q8_go_inter(const q8_params &p, int nmat, int bps, dim3 grid, size_t smem, cudaStream_t s) {
+    if (q8_tma_on() && q8_tma_for(p)) {
+        if (bps == 3) {
+            if (nmat == 2 ? !q8t_go_r<T, 2, B3>(p, grid, s) : !q8t_go_r<T, 1, B3>(p, grid, s)) return;
+        } else if (nmat == 2 ? !q8t_go_r<T, 2, 2>(p, grid, s) : !q8t_go_r<T, 1, 2>(p, grid, s)) return;
+    }
     if (bps == 3) {
         if (nmat == 2) q8_go<T, 2, 0, B3>(p, grid, smem, s);
         else q8_go<T, 1, 0, B3>(p, grid, smem, s);
