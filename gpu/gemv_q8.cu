@@ -566,10 +566,11 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8t_kernel(const q8_para
 
 /* HOTMOE_Q8_TMA: which interleaved launches take the bulk-copy kernel (where it fits): 0 none (the
  * default: the register kernel), 1 all, 2 those of at least 3 chunk steps a row, 3 the routed
- * gate/up only (its own top-k), 4 those of at least 3 steps but not the routed gate/up */
+ * gate/up only (its own top-k), 4 those of at least 3 steps but not the routed gate/up, 5 those of at
+ * most 2 steps (on air: the expert downs) */
 static int q8_tma_on(void) {
     static std::atomic<int> on(-1);
-    return hm_env_digit("HOTMOE_Q8_TMA", 0, 4, 0, on);
+    return hm_env_digit("HOTMOE_Q8_TMA", 0, 5, 0, on);
 }
 static bool q8_tma_for(const q8_params &p) {
     const int mode = q8_tma_on(), S = (p.nch + (p.nbl > 0) + (1 << p.lshift) - 1) >> p.lshift;
@@ -578,6 +579,7 @@ static bool q8_tma_for(const q8_params &p) {
     case 2: return S >= 3;
     case 3: return p.rlog != nullptr;
     case 4: return S >= 3 && !p.rlog;
+    case 5: return S <= 2;
     default: return false;
     }
 }
@@ -603,6 +605,18 @@ static int q8t_go(const q8_params &p, dim3 grid, cudaStream_t s) {
     static std::atomic<unsigned long long> raised(0);
     if (hm_allow_smem(kern, smem, stat, raised)) return 1;
     hm_launch(kern, grid, Q8_THREADS, smem, s, p);
+    if (getenv("HOTMOE_Q8_TMA_LOG")) {   /* each launch shape once */
+        static std::atomic<int> shown(0);
+        static long long seen[64];
+        const long long key = ((long long)p.nrows << 32) ^ ((long long)p.ncols << 8) ^ (NMAT << 4) ^ (p.rlog ? 8 : 0) ^ p.lshift;
+        bool dup = false;
+        for (int i = 0; i < shown.load() && i < 64; i++) dup |= seen[i] == key;
+        if (!dup && shown.load() < 64) {
+            seen[shown.fetch_add(1)] = key;
+            fprintf(stderr, "q8t: %d rows x %d cols, nmat %d, %d slots, %d lanes, %d steps a row, routed %d, grid %ux%u, %zu B smem\n", p.nrows,
+                    p.ncols, NMAT, p.k, 1 << p.lshift, (nchunks + (1 << p.lshift) - 1) >> p.lshift, p.rlog != nullptr, grid.x, grid.y, smem);
+        }
+    }
     return 0;
 }
 template <class T, int NMAT, int BPS>
