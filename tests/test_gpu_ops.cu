@@ -314,27 +314,21 @@ int main(void) {
     test_attention(64, 4, 128, 600, 517);     /* 16 heads a group (a Qwen3-235B shape) */
     test_attention(24, 2, 256, 300, 200);     /* hd 256, 12 heads a group */
     for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
-    test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 0);
-    test_router(1, 128, 8, 0, 1.0f, 1, 1, 0, 0);
-    test_router(1, 60, 4, 1, 1.0f, 1, 1, 0, 1);
-    test_router(2, 128, 8, 1, 1.0f, 1, 1, 1, 0);
-    test_router(2, 160, 8, 1, 2.5f, 1, 1, 1, 0);
-    test_router(2, 256, 8, 1, 2.5f, 8, 4, 1, 0);
-    test_router(2, 288, 8, 1, 2.5f, 1, 1, 1, 0);
-    test_router(2, 512, 16, 1, 1.0f, 1, 1, 1, 0);
-    test_router(1, 512, 10, 1, 1.0f, 1, 1, 0, 1);
-    test_router(2, 4096, 8, 1, 1.0f, 1, 1, 1, 0);   /* ROUTER_MAX: 4 experts a thread */
-    test_router(2, 2000, 16, 1, 1.0f, 1, 1, 0, 1);  /* ties over two experts a thread */
-    test_router(1, 1000, 12, 1, 1.0f, 1, 1, 1, 1);  /* softmax, a partial last warp */
-    test_router(2, 33, 8, 1, 1.0f, 1, 1, 1, 1);     /* one expert past a warp */
-    /* the rank count on keys (router_rank_key: n a multiple of 16 at four threads an expert), ties
-     * and negative choices included */
-    test_router(1, 128, 8, 1, 1.0f, 1, 1, 0, 1);
-    test_router(2, 128, 8, 1, 1.0f, 1, 1, 1, 2);
-    test_router(2, 64, 6, 1, 2.5f, 1, 1, 1, 2);
-    test_router(1, 160, 8, 0, 1.0f, 1, 1, 0, 1);
-    test_router(2, 256, 8, 1, 1.0f, 1, 1, 1, 2);
-    test_router(2, 256, 16, 1, 1.0f, 1, 1, 1, 0);
+    {   /* fn, n, k, norm, scale, groups, groups kept, bias, ties (2: negative choices, still tied) */
+        static const struct { int fn, n, k, norm; float scale; int ng, tg, bias, ties; } rc[] = {
+            { 1, 128, 8, 1, 1.0f, 1, 1, 0, 0 }, { 1, 128, 8, 0, 1.0f, 1, 1, 0, 0 }, { 1, 60, 4, 1, 1.0f, 1, 1, 0, 1 },
+            { 2, 128, 8, 1, 1.0f, 1, 1, 1, 0 }, { 2, 160, 8, 1, 2.5f, 1, 1, 1, 0 }, { 2, 256, 8, 1, 2.5f, 8, 4, 1, 0 },
+            { 2, 288, 8, 1, 2.5f, 1, 1, 1, 0 }, { 2, 512, 16, 1, 1.0f, 1, 1, 1, 0 }, { 1, 512, 10, 1, 1.0f, 1, 1, 0, 1 },
+            { 2, 4096, 8, 1, 1.0f, 1, 1, 1, 0 },   /* ROUTER_MAX: 4 experts a thread */
+            { 2, 2000, 16, 1, 1.0f, 1, 1, 0, 1 },  /* ties over two experts a thread */
+            { 1, 1000, 12, 1, 1.0f, 1, 1, 1, 1 },  /* softmax, a partial last warp */
+            { 2, 33, 8, 1, 1.0f, 1, 1, 1, 1 },     /* one expert past a warp */
+            /* the rank count on keys (router_rank_key: n a multiple of 16 at four threads an expert) */
+            { 1, 128, 8, 1, 1.0f, 1, 1, 0, 1 }, { 2, 128, 8, 1, 1.0f, 1, 1, 1, 2 }, { 2, 64, 6, 1, 2.5f, 1, 1, 1, 2 },
+            { 1, 160, 8, 0, 1.0f, 1, 1, 0, 1 }, { 2, 256, 8, 1, 1.0f, 1, 1, 1, 2 }, { 2, 256, 16, 1, 1.0f, 1, 1, 1, 0 },
+        };
+        for (const auto &c : rc) test_router(c.fn, c.n, c.k, c.norm, c.scale, c.ng, c.tg, c.bias, c.ties);
+    }
     {
         void *sc; cudaMalloc(&sc, op_argmax_scratch_bytes(4)); cudaMemset(sc, 0, op_argmax_scratch_bytes(4));
         for (int kind = 0; kind < 6; kind++)
