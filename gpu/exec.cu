@@ -735,14 +735,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     {
         size_t need = gpu_exec_vram_needed_range(m, n_ctx, g->l0, g->l1, g->n_seq), fr = 0, tot = 0;
         CK(cudaSetDevice(dev));
-        {   /* HOTMOE_CACHE_CONFIG=1|2|3 (an experiment): the device's preferred L1/shared split (shared, L1,
-             * equal) for every kernel without its own, so that SMs change carveout less between kernels */
-            const char *cc = getenv("HOTMOE_CACHE_CONFIG");
-            if (cc && cc[0] >= '1' && cc[0] <= '3') {
-                static const cudaFuncCache pref[3] = { cudaFuncCachePreferShared, cudaFuncCachePreferL1, cudaFuncCachePreferEqual };
-                if (cudaDeviceSetCacheConfig(pref[cc[0] - '1']) != cudaSuccess) cudaGetLastError();
-            }
-        }
         CK(cudaMemGetInfo(&fr, &tot));
         const double GiB = 1073741824.0;
         const size_t budget = o->gpu_mem_gib > 0 ? (size_t)(o->gpu_mem_gib * GiB) : 0, limit = budget ? budget : fr;

@@ -143,6 +143,35 @@ static inline int hm_pdl_enabled(void) {
     return hm_env_digit("HOTMOE_PDL", 0, 0, 1, on);
 }
 
+/* HOTMOE_CARVEOUT=N (0-100, an experiment; unset: the driver's choice per kernel): every kernel
+ * launched here prefers N% of the unified L1/shared memory as shared memory (set once per kernel at
+ * its first launch), so that kernels with different shared memory needs stop asking an SM to change
+ * its carveout, which it can only do once the blocks on it have drained (a dependent launch's early
+ * start (PDL) cannot land on such an SM). */
+static inline int hm_carveout(void) {
+    static std::atomic<int> v(-2);
+    int c = v.load(std::memory_order_relaxed);
+    if (c == -2) {
+        const char *e = getenv("HOTMOE_CARVEOUT");
+        c = e && e[0] >= '0' && e[0] <= '9' ? atoi(e) : -1;
+        if (c > 100) c = 100;
+        v.store(c, std::memory_order_relaxed);
+    }
+    return c;
+}
+static inline void hm_carveout_set(const void *kernel) {
+    static std::atomic<const void *> done[1024];
+    static std::atomic<int> n(0);
+    const int c = hm_carveout();
+    if (c < 0) return;
+    const int m = n.load(std::memory_order_acquire);
+    for (int i = 0; i < m && i < 1024; i++)
+        if (done[i].load(std::memory_order_relaxed) == kernel) return;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, c) != cudaSuccess) cudaGetLastError();
+    const int i = n.fetch_add(1, std::memory_order_acq_rel);   /* a kernel set twice by racing threads does no harm */
+    if (i < 1024) done[i].store(kernel, std::memory_order_release);
+}
+
 /* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when
  * pdl is set (bench/launch.cu compares both in one process), in clusters of cx blocks along x when
  * cx > 1 (grid.x a multiple of cx; sm_90) */
@@ -166,6 +195,7 @@ static inline cudaError_t hm_launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3
     }
     cfg.attrs = at;
     cfg.numAttrs = na;
+    if (hm_carveout() >= 0) hm_carveout_set((const void *)kernel);
     return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 template <typename... KArgs, typename... Args>
