@@ -161,6 +161,27 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
     }
 }
 
+/* The matrices this block reads into wp (q8_slot_tables); ROUTE (the routed experts' launch, p.rlog;
+ * NMAT 2, NB 1): the router's top-k chooses them first, the table loads are issued before block
+ * (0, 0) stores the ids and makes the weights (p.rids, p.rw). */
+template <int NMAT, bool ROUTE>
+__device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK]) {
+    if constexpr (ROUTE) {
+        const int *isel;
+        const float *wsel;
+        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
+        q8_slot_tables<NMAT>(p, e, nslot, wp, isel);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
+    } else {
+        q8_slot_tables<NMAT>(p, e, nslot, wp);
+    }
+}
+
+/* where slot e's outputs start (flat: every slot's, at slot * y_stride beyond) */
+__device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
+    return p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
+}
+
 /* NMAT = 1: y = W x; NMAT = 2: y = silu(gate x) * (up x), the gate and the up row of an output
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
@@ -222,15 +243,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    if constexpr (ROUTE) {   /* the routed experts' launch chooses them itself (p.rlog; NMAT 2, NB 1) */
-        const int *isel;
-        const float *wsel;
-        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
-        q8_slot_tables<NMAT>(p, e, nslot, wp, isel);   /* the table loads issued before block (0, 0) makes the weights */
-        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
-    } else {
-        q8_slot_tables<NMAT>(p, e, nslot, wp);
-    }
+    q8_tables<NMAT, ROUTE>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -241,7 +254,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
-    float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
+    float *ybase = q8_ybase(p, e);
     /* warp-uniform steps (the shuffles need every lane) */
     for (int base = base0; base < p.nitems; base += tg) {
         /* warp 0 has the block's most rounds: its last one starts the block's last */
@@ -398,7 +411,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
     q8_stage_x(p, e, nchunks, xs);
     __syncthreads();
 
-    float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
+    float *ybase = q8_ybase(p, e);
     float acc = 0.f;
     for (int tau = 0; tau < ntask; tau++) { /* ntask, J: warp-uniform */
         __syncwarp();   /* every lane has read the stage that issue() refills */
@@ -488,19 +501,11 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8t_kernel(const q8_para
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait();
-    if constexpr (ROUTE) {
-        const int *isel;
-        const float *wsel;
-        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
-        q8_slot_tables<NMAT>(p, e, nslot, wp, isel);
-        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
-    } else {
-        q8_slot_tables<NMAT>(p, e, nslot, wp);
-    }
+    q8_tables<NMAT, ROUTE>(p, e, nslot, wp);
     if (!xpre) q8_stage_x(p, e, nchunks, xs);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
-    float *ybase = p.y + (p.flat ? 0 : p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride);
+    float *ybase = q8_ybase(p, e);
 
     /* the warp's rows of round rd: RW consecutive rows of one slot, starting at a multiple of RW */
     auto rows_of = [&](int rd, int *slot, int *row) {
@@ -605,7 +610,8 @@ static int q8t_go(const q8_params &p, dim3 grid, cudaStream_t s) {
     static std::atomic<unsigned long long> raised(0);
     if (hm_allow_smem(kern, smem, stat, raised)) return 1;
     hm_launch(kern, grid, Q8_THREADS, smem, s, p);
-    if (getenv("HOTMOE_Q8_TMA_LOG")) {   /* each launch shape once */
+    static std::atomic<int> log_c(-1);
+    if (hm_env_digit("HOTMOE_Q8_TMA_LOG", 0, 1, 0, log_c)) {   /* each launch shape once */
         static std::atomic<int> shown(0);
         static long long seen[64];
         const long long key = ((long long)p.nrows << 32) ^ ((long long)p.ncols << 8) ^ (NMAT << 4) ^ (p.rlog ? 8 : 0) ^ p.lshift;
@@ -650,7 +656,7 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
 /* the interleaved kernel for nmat matrices at bps (2, or B3 when that is 3) blocks a SM */
 template <class T, int B3>
 static void q8_go_inter(const q8_params &p, int nmat, int bps, dim3 grid, size_t smem, cudaStream_t s) {
-    if (q8_tma_on() && q8_tma_for(p)) {
+    if (q8_tma_for(p)) {   /* mode 0 (the default) takes none */
         if (bps == 3) {
             if (nmat == 2 ? !q8t_go_r<T, 2, B3>(p, grid, s) : !q8t_go_r<T, 1, B3>(p, grid, s)) return;
         } else if (nmat == 2 ? !q8t_go_r<T, 2, 2>(p, grid, s) : !q8t_go_r<T, 1, 2>(p, grid, s)) return;
