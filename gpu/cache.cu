@@ -23,6 +23,7 @@
  * all-resident model bit for bit: the same bytes, the same kernels. Hit and miss counters stay on
  * the device; the host reads them between runs (gpu_exec_cache_stats). */
 #include "exec_impl.cuh"
+#include "launch.cuh"
 #include <math.h>
 
 #define CACHE_THREADS 256
@@ -193,15 +194,15 @@ __global__ void __launch_bounds__(CACHE_THREADS) k_cache_copy(const uint8_t *con
 static void copy_beside(const dcache *c, cudaStream_t s, cudaStream_t side, cudaEvent_t fork, cudaEvent_t join) {
     cudaEventRecord(fork, s);
     cudaStreamWaitEvent(side, fork, 0);
-    k_cache_copy<<<ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    hm_launch_pdl(k_cache_copy, ASYNC_COPY_BLOCKS, CACHE_THREADS, 0, side, 0, c->miss_src, c->miss_dst, c->miss_n, c->stride);
     if (join) cudaEventRecord(join, side);
 }
 
 void cache_record_step_batch(const dcache *c, int *ids, int nt, int kt, const float *xn, float *w, int wstride, float decay,
                              const dexperts *tab, cudaStream_t s, cudaStream_t side, cudaEvent_t fork) {
-    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, nt, kt, xn, w, wstride, 0, decay, tab->gate, tab->up, tab->down);
+    hm_launch_pdl(k_cache_update, 1, CACHE_THREADS, 0, s, 0, *c, ids, nt, kt, xn, w, wstride, 0, decay, tab->gate, tab->up, tab->down);
     if (c->async) copy_beside(c, s, side, fork, NULL);   /* swap-ins beside the rest of the step (joined at its end) */
-    else k_cache_copy<<<COPY_BLOCKS, CACHE_THREADS, 0, s>>>(c->miss_src, c->miss_dst, c->miss_n, c->stride);
+    else hm_launch_pdl(k_cache_copy, COPY_BLOCKS, CACHE_THREADS, 0, s, 0, c->miss_src, c->miss_dst, c->miss_n, c->stride);
 }
 
 void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s, cudaStream_t side,
@@ -211,13 +212,13 @@ void cache_record_step(const dcache *c, int *ids, int k, float decay, const dexp
 
 void cache_record_step_overlap(const dcache *c, int *ids, int k, float decay, const dexperts *tab, cudaStream_t s,
                                cudaStream_t side, cudaEvent_t fork, cudaEvent_t join) {
-    k_cache_update<<<1, CACHE_THREADS, 0, s>>>(*c, ids, 1, k, c->xn, c->w, 0, 1, decay, tab->gate, tab->up, tab->down);
+    hm_launch_pdl(k_cache_update, 1, CACHE_THREADS, 0, s, 0, *c, ids, 1, k, c->xn, c->w, 0, 1, decay, tab->gate, tab->up, tab->down);
     copy_beside(c, s, side, fork, join);   /* the hits' GEMVs meanwhile */
 }
 
 void cache_record_prefetch(const dcache *c, const int *pids, int k, const dexperts *tab, cudaStream_t s, cudaStream_t side,
                            cudaEvent_t fork, cudaEvent_t join) {
-    k_cache_prefetch<<<1, CACHE_THREADS, 0, s>>>(*c, pids, k, tab->gate, tab->up, tab->down);
+    hm_launch_pdl(k_cache_prefetch, 1, CACHE_THREADS, 0, s, 0, *c, pids, k, tab->gate, tab->up, tab->down);
     copy_beside(c, s, side, fork, join);
 }
 
@@ -245,7 +246,7 @@ __global__ void k_route_replay(const float *logits, int n, int k, int fn, int no
 
 void route_replay(const float *logits, int n, int k, int fn, int norm, float scale, const int *forced, int *ids, float *w,
                   cudaStream_t s) {
-    k_route_replay<<<1, 32, 0, s>>>(logits, n, k, fn, norm, scale, forced, ids, w);
+    hm_launch_pdl(k_route_replay, 1, 32, 0, s, 0, logits, n, k, fn, norm, scale, forced, ids, w);
 }
 
 /* Copies n records of `bytes` (a multiple of 256) host -> device with the cache's copy kernel and

@@ -1044,6 +1044,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         CK(cudaEventCreateWithFlags(&g->pf_join, cudaEventDisableTiming));
         g->prefetch = 1;
     }
+    if (g->n_streamed) hm_carveout_def.store(-1);   /* cold experts: each kernel's carveout the driver's (launch.cuh) */
     g->graphs = (cudaGraphExec_t *)calloc(3 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
         if (capture(g, 0, 1, q, &g->graphs[3 * q + 1], err, errlen) || capture(g, 0, 0, q, &g->graphs[3 * q], err, errlen)) goto bad;

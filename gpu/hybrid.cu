@@ -19,6 +19,7 @@
  * tables first, then slot_of, so a step sees either the old state (CPU) or the new (slot) for
  * each expert, never a half. */
 #include "exec_impl.cuh"
+#include "launch.cuh"
 extern "C" {
 #include "policy.h"
 #include "workers.h"
@@ -55,11 +56,11 @@ __global__ void k_hybrid_wait(const hjob *job, const int *step, int nt, float *y
 }
 
 void hybrid_wait(const dcache *c, float *y_row, float *w1, int n_embd, cudaStream_t s) {
-    k_hybrid_wait<<<1, 1024, 0, s>>>(c->job, c->step, 1, y_row, 0, w1, 0, n_embd);
+    hm_launch_pdl(k_hybrid_wait, 1, 1024, 0, s, 0, c->job, c->step, 1, y_row, 0, w1, 0, n_embd);
 }
 
 void hybrid_wait_batch(const dcache *c, int nt, float *y, size_t ystride, float *w, int wstride, int n_embd, cudaStream_t s) {
-    k_hybrid_wait<<<1, 1024, 0, s>>>(c->job, c->step, nt, y, ystride, w, wstride, n_embd);
+    hm_launch_pdl(k_hybrid_wait, 1, 1024, 0, s, 0, c->job, c->step, nt, y, ystride, w, wstride, n_embd);
 }
 
 /* evict: expert e leaves record r (its tables point at its host record again) */

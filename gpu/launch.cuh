@@ -143,33 +143,51 @@ static inline int hm_pdl_enabled(void) {
     return hm_env_digit("HOTMOE_PDL", 0, 0, 1, on);
 }
 
-/* HOTMOE_CARVEOUT=N (0-100, an experiment; unset: the driver's choice per kernel): every kernel
- * launched here prefers N% of the unified L1/shared memory as shared memory (set once per kernel at
- * its first launch), so that kernels with different shared memory needs stop asking an SM to change
- * its carveout, which it can only do once the blocks on it have drained (a dependent launch's early
- * start (PDL) cannot land on such an SM). */
+/* The share of each SM's unified L1/shared memory that kernels launched here prefer as shared
+ * memory, set per kernel and device at its launches: the same for every kernel, so that kernels with
+ * different shared memory needs stop asking an SM to change its carveout, which it can only do once
+ * the blocks on it have drained; a dependent launch's early start (PDL) cannot land on such an SM.
+ * 100 by default (hm_carveout_def); an executor with cold experts (--cold stream|cpu) sets -1, the
+ * driver's choice per kernel. H200 (bench/README.md, twenty-third pass), tok/s in one call, 100 vs
+ * the driver's choice: resident air 280.6 vs 276.7, a3b 509.9 vs 499.2; a3b at 8 GiB --cold stream
+ * 103.8 vs 108.2, --cold cpu 157.1 vs 164.8. HOTMOE_CARVEOUT=N (0-100) sets N for every executor,
+ * HOTMOE_CARVEOUT=off the driver's choice. */
+inline std::atomic<int> hm_carveout_def{100};
 static inline int hm_carveout(void) {
-    static std::atomic<int> v(-2);
+    static std::atomic<int> v(-3);   /* -3: not read yet; -2: unset */
     int c = v.load(std::memory_order_relaxed);
-    if (c == -2) {
+    if (c == -3) {
         const char *e = getenv("HOTMOE_CARVEOUT");
-        c = e && e[0] >= '0' && e[0] <= '9' ? atoi(e) : -1;
+        c = !e || !e[0] ? -2 : e[0] >= '0' && e[0] <= '9' ? atoi(e) : -1;
         if (c > 100) c = 100;
         v.store(c, std::memory_order_relaxed);
     }
-    return c;
+    return c == -2 ? hm_carveout_def.load(std::memory_order_relaxed) : c;
 }
+/* each kernel's preference as set (per translation unit: a kernel is launched from its own), -1
+ * the driver's default; set again when hm_carveout() has changed since */
 static inline void hm_carveout_set(const void *kernel) {
-    static std::atomic<const void *> done[1024];
-    static std::atomic<int> n(0);
+    enum { NDEV = 8, NK = 1024 };
+    static std::atomic<const void *> done[NDEV][NK];
+    static std::atomic<int> val[NDEV][NK];
+    static std::atomic<int> n[NDEV];
     const int c = hm_carveout();
-    if (c < 0) return;
-    const int m = n.load(std::memory_order_acquire);
-    for (int i = 0; i < m && i < 1024; i++)
-        if (done[i].load(std::memory_order_relaxed) == kernel) return;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, c) != cudaSuccess) cudaGetLastError();
-    const int i = n.fetch_add(1, std::memory_order_acq_rel);   /* a kernel set twice by racing threads does no harm */
-    if (i < 1024) done[i].store(kernel, std::memory_order_release);
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= NDEV) { cudaGetLastError(); return; }
+    const int m = n[dev].load(std::memory_order_acquire);
+    int i = 0;
+    while (i < m && i < NK && done[dev][i].load(std::memory_order_relaxed) != kernel) i++;
+    if (i < m && i < NK) {
+        if (val[dev][i].load(std::memory_order_relaxed) == c) return;
+    } else {
+        if (c < 0) return;   /* never set: the driver's choice already */
+        i = n[dev].fetch_add(1, std::memory_order_acq_rel);   /* a kernel entered twice by racing threads does no harm */
+    }
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, c < 0 ? -1 : c) != cudaSuccess) cudaGetLastError();
+    if (i < NK) {
+        val[dev][i].store(c, std::memory_order_relaxed);
+        done[dev][i].store(kernel, std::memory_order_release);
+    }
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization attribute when
@@ -195,7 +213,7 @@ static inline cudaError_t hm_launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3
     }
     cfg.attrs = at;
     cfg.numAttrs = na;
-    if (hm_carveout() >= 0) hm_carveout_set((const void *)kernel);
+    hm_carveout_set((const void *)kernel);
     return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
 }
 template <typename... KArgs, typename... Args>

@@ -75,11 +75,11 @@ print('plan %s: decode %.1f tok/s (%s), VRAM %.3f GiB, pinned %.2f GiB, per laye
 PY
     done; done
   }
-  run() { local tag=${1//\//-}; shift;   # (a / in a setting, e.g. HOTMOE_DIAG_SKIP=attn/post, not in file names)
+  run() { local tag=${1//\//-}${TAGSFX:-}; tag=${tag//\//-}; shift;   # (a / in a setting, e.g. HOTMOE_DIAG_SKIP=attn/post, not in file names)
           local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
           timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without|^greedy steps|^tokens of" "$OUT/decode-$shape-$tag.log"; }
-  for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
+  one() { local c=$1   # one config (envc-K=V+K2=V2@config: that config under those settings, its logs tagged with them)
     case $c in
       resident) run resident; plans ;;
       sref) run resident-sref --sampler-ref ;;   # the reference sampler (plain argmax loop) in the decode loop
@@ -149,6 +149,13 @@ PY
           OUT=$OUT bash tools/device/timeline.sh "$f" $nl $shape-$c ;;
       ncu-*) NCU_LINES=80 OUT=$OUT bash tools/device/ncu_step.sh "$f" $shape-${c#ncu-} "${NCU_RE:-k_attn_gqa|k_router|k_residual_norm1}" ${NCU_SKIP:-300} ${NCU_COUNT:-3} ;;   # Nsight Compute on decode kernels (NCU_RE)
       exchange-replay) run exchange-replay --gpu-mem $gib --cold cpu --swap-interval 64 --routing "$T" --replay-routing "$T" ;;
+    esac
+  }
+  for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
+    case $c in
+      envc-*@*) kvs=${c#envc-}; sub=${kvs#*@}; kvs=${kvs%@*}; for kv in ${kvs//+/ }; do export "$kv"; done
+                TAGSFX="-$kvs" one "$sub"; for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
+      *) one "$c" ;;
     esac
   done
 done
