@@ -91,6 +91,10 @@ struct q8_params {
     float rscale;
     int *rids;
     float *rw;
+    /* astride > 0 (HOTMOE_AFFINE, gpu_q8_inter_affine): expert id's matrices at ab0 + id * astride
+     * (gate or the one matrix) and ab1 + id * astride (up), the tables not read */
+    const uint8_t *ab0, *ab1;
+    int64_t astride;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -150,7 +154,13 @@ template <int NMAT>
 __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK],
                                                const int *ids = nullptr) {
     if (!ids) ids = p.ids;
-    if (p.tab0) {
+    if (p.astride) {
+        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
+            const int id = ids[p.flat ? sl : e];
+            wp[0][sl] = id < 0 ? nullptr : p.ab0 + id * p.astride;
+            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : p.ab1 + id * p.astride;
+        }
+    } else if (p.tab0) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
             const int id = ids[p.flat ? sl : e];
             wp[0][sl] = id < 0 ? nullptr : (const uint8_t *)p.tab0[id];
@@ -559,7 +569,7 @@ static long q8_lane_cap(void) {
 /* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, and the
  * lane shift they were laid out for (a launch must use the same) ---- */
 #define Q8_INTER_MAX 4096
-struct q8_inter_ent { const void *tab; int ls; };
+struct q8_inter_ent { const void *tab; int ls; const uint8_t *base; int64_t stride; };   /* stride > 0: affine (gpu_q8_inter_affine) */
 static q8_inter_ent g_inter[Q8_INTER_MAX];
 static std::atomic<int> g_inter_n(0);
 static int q8_inter_find(const void *tab) {   /* the entry's index, or -1 */
@@ -573,6 +583,13 @@ static int q8_inter_lshift(const void *tab) {
     return i < 0 ? -1 : g_inter[i].ls;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
+/* HOTMOE_AFFINE=1 (an experiment, off by default): the resident experts of a layer in one
+ * allocation at a fixed stride (gpu_exec's upload_experts), so that the routed launches compute an
+ * expert's matrices from its id instead of loading them from the table: one dependent global load
+ * fewer between the top-k (or the ids) and the first weight loads of every block. */
+static std::atomic<int> q8_affine_v(-1);
+extern "C" int gpu_q8_affine(void) { return hm_env_digit("HOTMOE_AFFINE", 0, 1, 0, q8_affine_v); }
+extern "C" void gpu_q8_affine_set(int on) { q8_affine_v.store(on ? 1 : 0); }
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
@@ -646,6 +663,12 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (ils != p.lshift)
             return gemv_fail("gemv_q8: matrices interleaved for %d lanes a row, the launch takes %d", 1 << ils, 1 << p.lshift);
         if (!q8_inter_ok<T>::v) return gemv_fail("gemv_q8: interleaved matrices of a type without the interleaved kernel");
+        if (p.tab0 && gpu_q8_affine()) {   /* both tables affine at one stride, or neither read that way */
+            const int i0 = q8_inter_find(p.tab0), i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0;
+            if (i0 >= 0 && i1 >= 0 && g_inter[i0].stride > 0 && g_inter[i1].stride == g_inter[i0].stride) {
+                p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride;
+            }
+        }
     }
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;
     p.k = k;
@@ -744,7 +767,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -764,7 +787,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw };
+                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -776,7 +799,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -861,12 +884,22 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
 extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
-    const q8_inter_ent ent = { (const void *)tab, ls };
+    const q8_inter_ent ent = { (const void *)tab, ls, nullptr, 0 };
     const int i = q8_inter_find(tab), n = g_inter_n.load(std::memory_order_relaxed);
     if (i >= 0) { g_inter[i] = ent; return 0; }
     if (n >= Q8_INTER_MAX) return -1;
     g_inter[n] = ent;
     g_inter_n.store(n + 1, std::memory_order_release);
+    return 0;
+}
+
+/* a registered table whose expert id's matrix is at base + id * stride (every entry: the caller
+ * made it so); reads it that way under HOTMOE_AFFINE */
+extern "C" int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride) {
+    const int i = q8_inter_find(tab);
+    if (i < 0 || stride <= 0) return -1;
+    g_inter[i].base = (const uint8_t *)base;
+    g_inter[i].stride = stride;
     return 0;
 }
 

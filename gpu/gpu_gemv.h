@@ -48,6 +48,13 @@ size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
 int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok);
 int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst);
 int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok);
+/* HOTMOE_AFFINE=1 (an experiment, off by default; gpu_q8_affine_set for tests): a registered
+ * table whose expert id's matrix is at base + id * stride is read that way (the launches compute
+ * the address instead of loading it); gpu_exec then uploads a layer's resident experts into one
+ * allocation at a fixed stride and says so here. -1: tab not registered or stride <= 0. */
+int gpu_q8_affine(void);
+void gpu_q8_affine_set(int on);
+int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved matrices of the type hold rearranged chunks (Q3_K: q3r unless HOTMOE_Q3R=0;

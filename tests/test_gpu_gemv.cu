@@ -990,37 +990,73 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     const void *const *t_ig = t_g + 3 * E, *const *t_iu = t_g + 4 * E, *const *t_id = t_g + 5 * E;
     if (gpu_q8_inter_register(t_ig, tgu, H, I, 2, k) || gpu_q8_inter_register(t_iu, tgu, H, I, 2, k) ||
         gpu_q8_inter_register(t_id, tdn, I, H, 1, k)) { report(0, what, "", "register"); return; }
+    /* the same interleaved experts in one arena at a fixed stride (gate | up | down, 256-byte
+     * aligned), registered affine (HOTMOE_AFFINE); their tables name the NEXT expert's matrices, so a
+     * launch that read a table instead of computing the address would give other results */
+    const size_t og = 0, ou = (bg + 255) & ~(size_t)255, od = 2 * ou, st = od + ((bd + 255) & ~(size_t)255);
+    uint8_t *arena;
+    void **atab;
+    CK(cudaMalloc(&arena, E * st)); CK(cudaMalloc(&atab, 3 * E * sizeof(void *)));
+    void *at[3 * E];
+    for (int e = 0; e < E; e++) {
+        CK(cudaMemcpy(arena + e * st + og, ig[e], bg, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpy(arena + e * st + ou, iu[e], bg, cudaMemcpyDeviceToDevice));
+        CK(cudaMemcpy(arena + e * st + od, id[e], bd, cudaMemcpyDeviceToDevice));
+        const size_t nx = (size_t)((e + 1) % E) * st;
+        at[e] = arena + nx + og; at[E + e] = arena + nx + ou; at[2 * E + e] = arena + nx + od;
+    }
+    CK(cudaMemcpy(atab, at, sizeof at, cudaMemcpyHostToDevice));
+    const void *const *t_ag = (const void *const *)atab, *const *t_au = t_ag + E, *const *t_ad = t_ag + 2 * E;
+    if (gpu_q8_inter_register(t_ag, tgu, H, I, 2, k) || gpu_q8_inter_register(t_au, tgu, H, I, 2, k) ||
+        gpu_q8_inter_register(t_ad, tdn, I, H, 1, k) || gpu_q8_inter_affine(t_ag, arena + og, (int64_t)st) ||
+        gpu_q8_inter_affine(t_au, arena + ou, (int64_t)st) || gpu_q8_inter_affine(t_ad, arena + od, (int64_t)st)) {
+        report(0, what, "", "register the affine tables"); return;
+    }
+    if (gpu_q8_inter_affine(t_g, arena, (int64_t)st) != -1) { report(0, what, "", "gpu_q8_inter_affine took an unregistered table"); return; }
+    const int affine0 = gpu_q8_affine();
     const int K = k * nb;
     std::vector<int> ids(K);
     for (int j = 0; j < K; j++) ids[j] = (int)(rnd32() % E);
     std::vector<float> x((size_t)nb * H);
     for (auto &v : x) v = rndf();
     int *dids = (int *)dev_upload(ids.data(), sizeof(int) * K);
-    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[2], *y[2];
-    for (int v = 0; v < 2; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[3], *y[3];
+    for (int v = 0; v < 3; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
     int rc = 0;
-    for (int v = 0; v < 2; v++) {   /* 0: GGUF layout, 1: interleaved */
+    for (int v = 0; v < 3; v++) {   /* 0: GGUF layout, 1: interleaved, 2: interleaved in the arena, read affine */
+        const void *const *tg = v == 0 ? t_g : v == 1 ? t_ig : t_ag, *const *tu = v == 0 ? t_u : v == 1 ? t_iu : t_au,
+                          *const *td = v == 0 ? t_d : v == 1 ? t_id : t_ad;
+        gpu_q8_affine_set(v == 2);
         CK(cudaMemset(act[v], 0xFF, sizeof(float) * K * I)); CK(cudaMemset(y[v], 0xFF, sizeof(float) * K * H));
-        if (nb == 1) rc |= gpu_gemv_experts_swiglu_q8x(tgu, v ? t_ig : t_g, v ? t_iu : t_u, dids, k, dx, NULL, act[v], H, I, NULL);
-        else rc |= gpu_gemv_experts_swiglu_x(tgu, v ? t_ig : t_g, v ? t_iu : t_u, dids, K, dx, H, k, act[v], H, I, NULL);
+        if (nb == 1) rc |= gpu_gemv_experts_swiglu_q8x(tgu, tg, tu, dids, k, dx, NULL, act[v], H, I, NULL);
+        else rc |= gpu_gemv_experts_swiglu_x(tgu, tg, tu, dids, K, dx, H, k, act[v], H, I, NULL);
         /* the down launch as the executor makes it: k slots a token (the lanes follow that) */
-        rc |= nb == 1 ? gpu_gemv_experts(tdn, v ? t_id : t_d, dids, K, act[v], y[v], I, H, NULL)
-                      : gpu_gemv_experts_y(tdn, v ? t_id : t_d, dids, K, act[v], y[v], I, H, k, (int64_t)k * H, NULL);
+        rc |= nb == 1 ? gpu_gemv_experts(tdn, td, dids, K, act[v], y[v], I, H, NULL)
+                      : gpu_gemv_experts_y(tdn, td, dids, K, act[v], y[v], I, H, k, (int64_t)k * H, NULL);
+        CK(cudaDeviceSynchronize());
     }
-    CK(cudaDeviceSynchronize());
-    std::vector<float> a0((size_t)K * I), a1((size_t)K * I), y0((size_t)K * H), y1((size_t)K * H);
+    gpu_q8_affine_set(affine0);
+    std::vector<float> a0((size_t)K * I), a1((size_t)K * I), a2((size_t)K * I), y0((size_t)K * H), y1((size_t)K * H), y2((size_t)K * H);
     CK(cudaMemcpy(a0.data(), act[0], sizeof(float) * a0.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(a1.data(), act[1], sizeof(float) * a1.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(a2.data(), act[2], sizeof(float) * a2.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(y0.data(), y[0], sizeof(float) * y0.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(y1.data(), y[1], sizeof(float) * y1.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y2.data(), y[2], sizeof(float) * y2.size(), cudaMemcpyDeviceToHost));
     int finite = 1;
     for (float v : y0) finite &= isfinite(v);
-    const bool same = !rc && finite && !memcmp(a0.data(), a1.data(), sizeof(float) * a0.size()) && !memcmp(y0.data(), y1.data(), sizeof(float) * y0.size());
-    report(same, what, hm_type_get(tgu)->name, same ? "activations and outputs bitwise the GGUF layout's" : rc ? gpu_gemv_error() : "differ");
+    const size_t na = sizeof(float) * a0.size(), ny = sizeof(float) * y0.size();
+    const bool same = !rc && finite && !memcmp(a0.data(), a1.data(), na) && !memcmp(y0.data(), y1.data(), ny);
+    const bool same2 = same && !memcmp(a0.data(), a2.data(), na) && !memcmp(y0.data(), y2.data(), ny);
+    report(same2, what, hm_type_get(tgu)->name,
+           same2 ? "activations and outputs bitwise the GGUF layout's (tables and affine)" : rc ? gpu_gemv_error()
+           : same ? "the affine arena's differ" : "differ");
     gpu_q8_inter_unregister(t_ig); gpu_q8_inter_unregister(t_iu); gpu_q8_inter_unregister(t_id);
+    gpu_q8_inter_unregister(t_ag); gpu_q8_inter_unregister(t_au); gpu_q8_inter_unregister(t_ad);
+    cudaFree(arena); cudaFree(atab);
     for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); cudaFree(hd[e]); cudaFree(ig[e]); cudaFree(iu[e]); cudaFree(id[e]); }
     cudaFree(tab); cudaFree(dids); cudaFree(dx);
-    for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(y[v]); }
+    for (int v = 0; v < 3; v++) { cudaFree(act[v]); cudaFree(y[v]); }
 }
 
 /* A plain matrix (ncols x nrows rows: q|k|v, the o-projection, the head) interleaved with nmat 1 and
