@@ -1138,6 +1138,25 @@ static void test_routed(int type, int H, int I, int E, int k) {
     const void **tg = (const void **)dev_upload(hg.data(), E * sizeof(void *)), **tu = (const void **)dev_upload(hu.data(), E * sizeof(void *));
     const void **itg = (const void **)dev_upload(ig.data(), E * sizeof(void *)), **itu = (const void **)dev_upload(iu.data(), E * sizeof(void *));
     const int inter = ib && ig[0] && !gpu_q8_inter_register(itg, type, H, I, 2, k) && !gpu_q8_inter_register(itu, type, H, I, 2, k);
+    /* and in one arena at a fixed stride (gate | up), read affine (HOTMOE_AFFINE), with tables that
+     * name the next expert's matrices: a launch that read a table would give other activations */
+    const size_t st1 = (ib + 255) & ~(size_t)255, ast = 2 * st1;
+    uint8_t *arena = NULL;
+    const void **atg = NULL, **atu = NULL;
+    int affine = 0;
+    if (inter) {
+        CK(cudaMalloc(&arena, E * ast));
+        std::vector<const void *> ag(E), au(E);
+        for (int e = 0; e < E; e++) {
+            CK(cudaMemcpy(arena + e * ast, ig[e], ib, cudaMemcpyDeviceToDevice));
+            CK(cudaMemcpy(arena + e * ast + st1, iu[e], ib, cudaMemcpyDeviceToDevice));
+            ag[e] = arena + (size_t)((e + 1) % E) * ast; au[e] = arena + (size_t)((e + 1) % E) * ast + st1;
+        }
+        atg = (const void **)dev_upload(ag.data(), E * sizeof(void *)); atu = (const void **)dev_upload(au.data(), E * sizeof(void *));
+        affine = !gpu_q8_inter_register(atg, type, H, I, 2, k) && !gpu_q8_inter_register(atu, type, H, I, 2, k) &&
+                 !gpu_q8_inter_affine(atg, arena, (int64_t)ast) && !gpu_q8_inter_affine(atu, arena + st1, (int64_t)ast);
+    }
+    const int affine0 = gpu_q8_affine();
     std::vector<float> x(H), lg(E), bias(E);
     for (auto &v : x) v = rndf();
     float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog, *dbias, *act[2], *w[2];
@@ -1197,11 +1216,27 @@ static void test_routed(int type, int H, int I, int E, int k) {
             CK(cudaMemcpy(w3.data(), w[1], sizeof(float) * k, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(i3.data(), ids[1], sizeof(int) * k, cudaMemcpyDeviceToHost));
         }
+        /* the arena read affine */
+        std::vector<float> a4(a0), w4(w0);
+        std::vector<int> i4(i0);
+        if (inter) {
+            CK(cudaMemset(act[1], 0xFF, sizeof(float) * k * I)); CK(cudaMemset(w[1], 0xFF, sizeof(float) * k));
+            CK(cudaMemset(ids[1], 0xFF, sizeof(int) * k));
+            gpu_q8_affine_set(1);
+            rc |= !affine || gpu_gemv_experts_swiglu_routed(type, (const void *const *)atg, (const void *const *)atu, dlog, b, E, c.fn, c.norm,
+                                                            c.scale, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
+            gpu_q8_affine_set(affine0);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(a4.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(w4.data(), w[1], sizeof(float) * k, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(i4.data(), ids[1], sizeof(int) * k, cudaMemcpyDeviceToHost));
+        }
         int finite = 1;
         for (float f : a0) finite &= isfinite(f) != 0;
         const int same = !rc && finite && i0 == i1 && !memcmp(w0.data(), w1.data(), sizeof(float) * k) &&
                          !memcmp(a0.data(), a1.data(), sizeof(float) * k * I) && !memcmp(a0.data(), a2.data(), sizeof(float) * k * I) &&
-                         i0 == i3 && !memcmp(w0.data(), w3.data(), sizeof(float) * k) && !memcmp(a0.data(), a3.data(), sizeof(float) * k * I);
+                         i0 == i3 && !memcmp(w0.data(), w3.data(), sizeof(float) * k) && !memcmp(a0.data(), a3.data(), sizeof(float) * k * I) &&
+                         i0 == i4 && !memcmp(w0.data(), w4.data(), sizeof(float) * k) && !memcmp(a0.data(), a4.data(), sizeof(float) * k * I);
         if (!same && ok)
             snprintf(detail, sizeof detail, "fn %d norm %d bias %d ties %d: %s (ids %d/%d %d/%d)", c.fn, c.norm, c.bias, c.ties,
                      rc ? gpu_gemv_error() : "differ", i0[0], i1[0], i0[k - 1], i1[k - 1]);
@@ -1209,13 +1244,14 @@ static void test_routed(int type, int H, int I, int E, int k) {
     }
     if (ok)
         snprintf(detail, sizeof detail, "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given "
-                 "before the wait too%s)", inter ? "; interleaved experts too" : "");
+                 "before the wait too%s)", inter ? "; interleaved experts too, by table and affine" : "");
     report(ok, what, hm_type_get(type)->name, detail);
     const int r1 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, E, 2, 1, 1.f, ids[1], w[1], 65, dx, NULL, act[1], H, I, 0, NULL);
     const int r2 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, 257, 2, 1, 1.f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
     report(r1 && r2 && !gpu_gemv_experts_routed_ok(type, H, 257, k), what, hm_type_get(type)->name,
            r1 && r2 ? "65 slots and 257 experts refused" : "not refused");
     gpu_q8_inter_unregister(itg); gpu_q8_inter_unregister(itu);   /* no-ops when not registered */
+    if (atg) { gpu_q8_inter_unregister(atg); gpu_q8_inter_unregister(atu); cudaFree((void *)atg); cudaFree((void *)atu); cudaFree(arena); }
     for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); if (ig[e]) cudaFree(ig[e]); if (iu[e]) cudaFree(iu[e]); }
     cudaFree((void *)tg); cudaFree((void *)tu); cudaFree((void *)itg); cudaFree((void *)itu); cudaFree(dx); cudaFree(dlog); cudaFree(dbias); cudaFree(xq);
     for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(w[v]); cudaFree(ids[v]); }
