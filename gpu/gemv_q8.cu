@@ -149,12 +149,13 @@ template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
 /* The matrix of each slot this block reads (flat: every slot; else slot e) into wp: through the
- * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w. */
-template <int NMAT>
+ * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w; AFF
+ * (HOTMOE_AFFINE's own instances, p.astride > 0): computed from the ids, the tables not read. */
+template <int NMAT, bool AFF = false>
 __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK],
                                                const int *ids = nullptr) {
     if (!ids) ids = p.ids;
-    if (p.astride) {
+    if constexpr (AFF) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
             const int id = ids[p.flat ? sl : e];
             wp[0][sl] = id < 0 ? nullptr : p.ab0 + id * p.astride;
@@ -174,16 +175,16 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
 /* The matrices this block reads into wp (q8_slot_tables); ROUTE (the routed experts' launch, p.rlog;
  * NMAT 2, NB 1): the router's top-k chooses them first, the table loads are issued before block
  * (0, 0) stores the ids and makes the weights (p.rids, p.rw). */
-template <int NMAT, bool ROUTE>
+template <int NMAT, bool ROUTE, bool AFF = false>
 __device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK]) {
     if constexpr (ROUTE) {
         const int *isel;
         const float *wsel;
         router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
-        q8_slot_tables<NMAT>(p, e, nslot, wp, isel);
+        q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
-        q8_slot_tables<NMAT>(p, e, nslot, wp);
+        q8_slot_tables<NMAT, AFF>(p, e, nslot, wp);
     }
 }
 
@@ -196,7 +197,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    q8_tables<NMAT, ROUTE>(p, e, nslot, wp);
+    q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -472,6 +473,14 @@ static int q8_sm_count(void) {
 
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
+    if constexpr (A == 0) {
+        if (p.astride) {   /* HOTMOE_AFFINE (interleaved experts only): instances of their own */
+            if constexpr (NMAT == 2)
+                if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, 0, 1, true, BPS, true>, grid, Q8_THREADS, smem, s, p); return; }
+            hm_launch(gemv_q8_kernel<T, NMAT, 0, 1, false, BPS, true>, grid, Q8_THREADS, smem, s, p);
+            return;
+        }
+    }
     if constexpr (NMAT == 2) {
         if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
     }
@@ -586,7 +595,9 @@ extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshi
 /* HOTMOE_AFFINE=1 (an experiment, off by default): the resident experts of a layer in one
  * allocation at a fixed stride (gpu_exec's upload_experts), so that the routed launches compute an
  * expert's matrices from its id instead of loading them from the table: one dependent global load
- * fewer between the top-k (or the ids) and the first weight loads of every block. */
+ * fewer between the top-k (or the ids) and the first weight loads of every block. The interleaved
+ * kernel's instances of their own (AFF): tools/sass_diff.py against afb0af1, 201 kernels the same,
+ * 36 added. */
 static std::atomic<int> q8_affine_v(-1);
 extern "C" int gpu_q8_affine(void) { return hm_env_digit("HOTMOE_AFFINE", 0, 1, 0, q8_affine_v); }
 extern "C" void gpu_q8_affine_set(int on) { q8_affine_v.store(on ? 1 : 0); }

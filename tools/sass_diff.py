@@ -13,7 +13,8 @@ run-time test slowed main's default path by 2-3% although the switch was off; an
 leave the default instances as they were, and this checks it before the device is asked.
 
     python3 tools/sass_diff.py BASE_COMMIT [gpu/gemv_q8.cu gpu/gemv.cu ...]   (default: every gpu/*.cu)
-    CUOBJDUMP=/path/to/cuobjdump   (CUDA's, or `pip download nvidia-cuda-cuobjdump-cu13` unpacked)
+    CUOBJDUMP=/path/to/cuobjdump   (CUDA's, or `pip download nvidia-cuda-cuobjdump --no-deps` unpacked; formerly -cu13)
+    nvdisasm on PATH too (CUDA's, or `pip download nvidia-cuda-nvdisasm --no-deps` unpacked: nvidia/cu13/bin)
 """
 import os, re, shutil, subprocess, sys, tempfile
 
@@ -24,7 +25,7 @@ def find_cuobjdump():
     for c in (os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"):
         if c and os.path.exists(c):
             return c
-    sys.exit("sass_diff: no cuobjdump (set CUOBJDUMP; the CUDA toolkit's, or the PyPI wheel nvidia-cuda-cuobjdump-cu13 "
+    sys.exit("sass_diff: no cuobjdump (set CUOBJDUMP; the CUDA toolkit's, or the PyPI wheel nvidia-cuda-cuobjdump "
              "unpacked: its nvidia/cu13/bin/cuobjdump)")
 
 
@@ -42,7 +43,10 @@ def sass(tree, src, out_o, objdump):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
         sys.exit(f"sass_diff: {src} in {tree} did not compile:\n{r.stderr[-2000:]}")
-    text = subprocess.run([objdump, "-sass", out_o], capture_output=True, text=True).stdout
+    r = subprocess.run([objdump, "-sass", out_o], capture_output=True, text=True)
+    text = r.stdout
+    if "Function :" not in text:   # e.g. cuobjdump without nvdisasm on PATH: nothing to compare is a failure, not a match
+        sys.exit(f"sass_diff: cuobjdump -sass gave no kernels for {src}:\n{r.stderr[-2000:]}")
     kernels, cur = {}, None
     for line in text.splitlines():
         m = re.match(r"\s+Function : (\S+)", line)
