@@ -451,7 +451,14 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        if (!diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        if (!diag_skip(D_DOWN)) {
+            /* HOTMOE_DOWN_TOPK: after the routed gate/up launch, the down picks its experts itself */
+            const int rc = routed && !diag_skip(D_GATEUP) && gpu_q8_down_topk()
+                               ? gpu_gemv_experts_down_routed(x->type_down, x->down, g->rlog, l->router_bias, c->n_expert, c->router_fn,
+                                                              c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s)
+                               : 1;
+            if (rc > 0) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        }
         mark(g, P_MOE_DOWN);
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);
