@@ -140,35 +140,27 @@ static int inter_for(const hm_ffn_w *f, int tok) {
            gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
 }
 
-/* one matrix of ne1 GGUF rows of ne0 values (host bytes data) in the interleaved layout (NULL with err
- * set on failure) */
+/* one matrix of ne1 GGUF rows of ne0 values (host bytes data) in the interleaved layout, into dst
+ * (device memory the caller owns, gpu_q8_inter_bytes of it) or, dst NULL, a new allocation; NULL
+ * with err set on failure */
 static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, int64_t ne1, const void *data, int nmat, int tok, char *err,
-                                size_t errlen) {
+                                size_t errlen, void *dst = NULL) {
     const size_t nb = gpu_q8_inter_bytes(type, (int)ne0, (int)ne1, nmat, tok);
     void *h = malloc(nb);
     if (!h) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
     const void *d = NULL;
     if (gpu_q8_inter_pack(type, data, (int)ne0, (int)ne1, nmat, tok, h)) fail(err, errlen, "gpu: interleaving failed");
-    else d = upload(g, h, nb, err, errlen);
+    else if (!dst) d = upload(g, h, nb, err, errlen);
+    else if (cudaMemcpy(dst, h, nb, cudaMemcpyHostToDevice) != cudaSuccess) { cudaGetLastError(); fail(err, errlen, "cuda: upload failed"); }
+    else d = dst;
     free(h);
     return d;
 }
 
-static const void *upload_inter_t(gpu_exec *g, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen) {
-    return upload_inter(g, t->type, t->ne[0], t->ne[1], t->data, nmat, tok, err, errlen);
+static const void *upload_inter_t(gpu_exec *g, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen, void *dst = NULL) {
+    return upload_inter(g, t->type, t->ne[0], t->ne[1], t->data, nmat, tok, err, errlen, dst);
 }
 static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
-/* t interleaved into dst (device memory the caller owns); dst, or NULL with err set */
-static const void *upload_inter_to(gpu_exec *g, uint8_t *dst, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen) {
-    const size_t nb = gpu_q8_inter_bytes(t->type, (int)t->ne[0], (int)t->ne[1], nmat, tok);
-    void *h = malloc(nb);
-    if (!h) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
-    int rc = gpu_q8_inter_pack(t->type, t->data, (int)t->ne[0], (int)t->ne[1], nmat, tok, h);
-    if (rc) fail(err, errlen, "gpu: interleaving failed");
-    else if (cudaMemcpy(dst, h, nb, cudaMemcpyHostToDevice) != cudaSuccess) { cudaGetLastError(); fail(err, errlen, "cuda: upload failed"); rc = -1; }
-    free(h);
-    return rc ? NULL : dst;
-}
 
 /* a plain matrix of nrows = ne1 GGUF rows (host bytes) into d: interleaved and registered when
  * inter_mat says so */
@@ -189,38 +181,33 @@ static int upload_w(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_t 
     return upload_rows(g, d, t->type, t->ne[0], t->ne[1], t->data, t->nbytes, err, errlen);
 }
 
-/* Uploads n experts (each its own allocation, so residency can change per expert) and the tables;
+static size_t fsz_up(const hm_ffn_w *f, int tok);   /* an expert's VRAM as uploaded (below) */
+
+/* Uploads n experts (each its own allocation, so residency can change per expert; HOTMOE_AFFINE: one
+ * allocation for all n, resident experts only) and the tables;
  * tok: expert slots a token takes from these tables (the interleaved layout's lanes follow it). */
 static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, int n, int tok, char *err, size_t errlen) {
     x->n = n; x->type_gu = w[0]->gate.type; x->type_down = w[0]->down.type;
     const hm_tensor *g0 = &w[0]->gate, *d0 = &w[0]->down;
     const int inter = inter_for(w[0], tok);
     const void **hg = (const void **)malloc(3 * n * sizeof(void *)), **hu = hg + n, **hd = hg + 2 * n;
-    /* HOTMOE_AFFINE: the layer's experts in one allocation, expert e's gate | up | down at e * stride */
+    /* HOTMOE_AFFINE: the layer's experts in one allocation, expert e's gate | up | down at e * stride
+     * (each 256-byte aligned: gate at 0, up at ou, down at 2 ou) */
     const int affine = inter && gpu_q8_affine();
-    size_t og = 0, ou = 0, od = 0, stride = 0;
+    const size_t ou = affine ? al256(gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok)) : 0,
+                 stride = affine ? fsz_up(w[0], tok) : 0;
     uint8_t *arena = NULL;
-    if (affine) {
-        ou = al256(gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok));
-        od = 2 * ou;
-        stride = od + al256(gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok));
-        if (!(arena = (uint8_t *)dalloc(g, (size_t)n * stride, err, errlen))) { free(hg); return -1; }
-    }
+    if (affine && !(arena = (uint8_t *)dalloc(g, (size_t)n * stride, err, errlen))) { free(hg); return -1; }
     for (int e = 0; e < n; e++) {
         if (w[e]->gate.type != x->type_gu || w[e]->up.type != x->type_gu || w[e]->down.type != x->type_down) {
             free(hg);
             return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types (expert %d differs)", e);
         }
-        if (affine) {
-            uint8_t *b = arena + (size_t)e * stride;
-            if (!(hg[e] = upload_inter_to(g, b + og, &w[e]->gate, 2, tok, err, errlen)) ||
-                !(hu[e] = upload_inter_to(g, b + ou, &w[e]->up, 2, tok, err, errlen)) ||
-                !(hd[e] = upload_inter_to(g, b + od, &w[e]->down, 1, tok, err, errlen))) { free(hg); return -1; }
-            continue;
-        }
-        if (inter) {
-            if (!(hg[e] = upload_inter_t(g, &w[e]->gate, 2, tok, err, errlen)) || !(hu[e] = upload_inter_t(g, &w[e]->up, 2, tok, err, errlen)) ||
-                !(hd[e] = upload_inter_t(g, &w[e]->down, 1, tok, err, errlen))) { free(hg); return -1; }
+        if (inter) {   /* into the arena, or allocations of their own */
+            uint8_t *b = affine ? arena + (size_t)e * stride : NULL;
+            if (!(hg[e] = upload_inter_t(g, &w[e]->gate, 2, tok, err, errlen, b)) ||
+                !(hu[e] = upload_inter_t(g, &w[e]->up, 2, tok, err, errlen, b ? b + ou : NULL)) ||
+                !(hd[e] = upload_inter_t(g, &w[e]->down, 1, tok, err, errlen, b ? b + 2 * ou : NULL))) { free(hg); return -1; }
             continue;
         }
         if (!(hg[e] = upload(g, w[e]->gate.data, w[e]->gate.nbytes, err, errlen)) ||
@@ -237,9 +224,9 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
                   gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
                   gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok)))
         return fail(err, errlen, "gpu: too many interleaved expert tables");
-    if (affine && (gpu_q8_inter_affine((const void *const *)x->gate, arena + og, (int64_t)stride) ||
+    if (affine && (gpu_q8_inter_affine((const void *const *)x->gate, arena, (int64_t)stride) ||
                    gpu_q8_inter_affine((const void *const *)x->up, arena + ou, (int64_t)stride) ||
-                   gpu_q8_inter_affine((const void *const *)x->down, arena + od, (int64_t)stride)))
+                   gpu_q8_inter_affine((const void *const *)x->down, arena + 2 * ou, (int64_t)stride)))
         return fail(err, errlen, "gpu: affine expert tables not registered");
     return 0;
 }

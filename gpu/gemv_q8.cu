@@ -483,19 +483,17 @@ static int q8_sm_count(void) {
 
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    if constexpr (A == 0) {
-        if (p.astride) {   /* HOTMOE_AFFINE (interleaved experts only): instances of their own */
-            if (p.rlog) hm_launch(gemv_q8_kernel<T, NMAT, 0, 1, true, BPS, true>, grid, Q8_THREADS, smem, s, p);   /* its own top-k */
-            else hm_launch(gemv_q8_kernel<T, NMAT, 0, 1, false, BPS, true>, grid, Q8_THREADS, smem, s, p);
-            return;
-        }
-        if constexpr (NMAT == 1)   /* the routed down's own top-k (HOTMOE_DOWN_TOPK; interleaved only) */
-            if (p.rlog) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }
-    }
-    if constexpr (NMAT == 2) {
-        if (p.rlog) { hm_launch(gemv_q8_kernel<T, 2, A, 1, true, BPS>, grid, Q8_THREADS, smem, s, p); return; }   /* its own top-k */
-    }
-    hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS>, grid, Q8_THREADS, smem, s, p);
+    /* p.rlog: the launch's own top-k (the routed gate/up; the routed down, HOTMOE_DOWN_TOPK, only
+     * interleaved); AFF: HOTMOE_AFFINE's instances (interleaved only, p.astride > 0) */
+    auto go = [&](auto aff) {
+        constexpr bool AFF = decltype(aff)::value;
+        if constexpr (NMAT == 2 || A == 0)
+            if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
+        hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
+    };
+    if constexpr (A == 0)
+        if (p.astride) { go(std::true_type()); return; }
+    go(std::false_type());
 }
 
 /* the interleaved kernel for nmat matrices at bps (2, or B3 when that is 3) blocks a SM */
@@ -672,7 +670,7 @@ template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved matrices (gpu_q8_inter_pack): the register kernel on their layout (A = 0) */
-    const int ils = q8_inter_lshift(p.tab0 ? (const void *)p.tab0 : (const void *)p.w);
+    const int i0 = q8_inter_find(p.tab0 ? (const void *)p.tab0 : (const void *)p.w), ils = i0 < 0 ? -1 : g_inter[i0].ls;
     /* HOTMOE_Q8_BPS3's types: lanes for three blocks a SM in every layout (the sums depend on the
      * lanes only, so GGUF rows, interleaved and batched stay bitwise alike); the grid and launch
      * bounds for three only in the interleaved kernel */
@@ -681,16 +679,14 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     p.trig = hm_pdl_trigger_mode();
     if (p.rlog && nmat == 1 && ils < 0) return gemv_fail("gemv_q8: the routed down's own top-k needs interleaved matrices");
     if (ils >= 0) {
-        if (nmat == 2 && q8_inter_lshift(p.tab1) != ils)
-            return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << q8_inter_lshift(p.tab1));
+        const int i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0, ls1 = i1 < 0 ? -1 : g_inter[i1].ls;
+        if (ls1 != ils) return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << ls1);
         if (ils != p.lshift)
             return gemv_fail("gemv_q8: matrices interleaved for %d lanes a row, the launch takes %d", 1 << ils, 1 << p.lshift);
         if (!q8_inter_ok<T>::v) return gemv_fail("gemv_q8: interleaved matrices of a type without the interleaved kernel");
-        if (p.tab0 && gpu_q8_affine()) {   /* both tables affine at one stride, or neither read that way */
-            const int i0 = q8_inter_find(p.tab0), i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0;
-            if (i0 >= 0 && i1 >= 0 && g_inter[i0].stride > 0 && g_inter[i1].stride == g_inter[i0].stride) {
-                p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride;
-            }
+        /* HOTMOE_AFFINE: both tables affine at one stride, or neither read that way */
+        if (p.tab0 && gpu_q8_affine() && g_inter[i0].stride > 0 && g_inter[i1].stride == g_inter[i0].stride) {
+            p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride;
         }
     }
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;

@@ -957,6 +957,27 @@ static int bench(int only_mode, const char *only_type) {   /* only_type: a type 
     return 0;
 }
 
+/* HOTMOE_AFFINE's layout for a test: E experts' nm interleaved matrices (src[m][e], bytes[m] each)
+ * copied into one arena, matrix m of expert e at e * *stride + off[m] (each 256-byte aligned), and
+ * device tables tab[m] that name expert (e + 1) % E's matrix m: a launch that read a table instead of
+ * computing base + id * stride would give other results. The caller frees the arena and tables. */
+static uint8_t *affine_arena(int E, int nm, void *const *const *src, const size_t *bytes, size_t *stride, size_t *off, void **tab[]) {
+    size_t st = 0;
+    for (int m = 0; m < nm; m++) { off[m] = st; st += (bytes[m] + 255) & ~(size_t)255; }
+    uint8_t *arena;
+    CK(cudaMalloc(&arena, E * st));
+    std::vector<void *> t(E);
+    for (int m = 0; m < nm; m++) {
+        for (int e = 0; e < E; e++) {
+            CK(cudaMemcpy(arena + e * st + off[m], src[m][e], bytes[m], cudaMemcpyDeviceToDevice));
+            t[e] = arena + (size_t)((e + 1) % E) * st + off[m];
+        }
+        tab[m] = (void **)dev_upload(t.data(), E * sizeof(void *));
+    }
+    *stride = st;
+    return arena;
+}
+
 /* The interleaved layout (HOTMOE_INTER, gpu_q8_inter_pack): E experts' gate, up (H x I... rows of
  * ncols) and down matrices in the GGUF layout and interleaved for tok slots a token; the SwiGLU
  * launch of k slots, the down launch, and the same for nb tokens at once (x rows, one slot group
@@ -993,23 +1014,15 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     /* the same interleaved experts in one arena at a fixed stride (gate | up | down, 256-byte
      * aligned), registered affine (HOTMOE_AFFINE); their tables name the NEXT expert's matrices, so a
      * launch that read a table instead of computing the address would give other results */
-    const size_t og = 0, ou = (bg + 255) & ~(size_t)255, od = 2 * ou, st = od + ((bd + 255) & ~(size_t)255);
-    uint8_t *arena;
-    void **atab;
-    CK(cudaMalloc(&arena, E * st)); CK(cudaMalloc(&atab, 3 * E * sizeof(void *)));
-    void *at[3 * E];
-    for (int e = 0; e < E; e++) {
-        CK(cudaMemcpy(arena + e * st + og, ig[e], bg, cudaMemcpyDeviceToDevice));
-        CK(cudaMemcpy(arena + e * st + ou, iu[e], bg, cudaMemcpyDeviceToDevice));
-        CK(cudaMemcpy(arena + e * st + od, id[e], bd, cudaMemcpyDeviceToDevice));
-        const size_t nx = (size_t)((e + 1) % E) * st;
-        at[e] = arena + nx + og; at[E + e] = arena + nx + ou; at[2 * E + e] = arena + nx + od;
-    }
-    CK(cudaMemcpy(atab, at, sizeof at, cudaMemcpyHostToDevice));
-    const void *const *t_ag = (const void *const *)atab, *const *t_au = t_ag + E, *const *t_ad = t_ag + 2 * E;
+    void *const *asrc[3] = { ig, iu, id };
+    const size_t abytes[3] = { bg, bg, bd };
+    size_t st, off[3];
+    void **atab[3];
+    uint8_t *arena = affine_arena(E, 3, asrc, abytes, &st, off, atab);
+    const void *const *t_ag = (const void *const *)atab[0], *const *t_au = (const void *const *)atab[1], *const *t_ad = (const void *const *)atab[2];
     if (gpu_q8_inter_register(t_ag, tgu, H, I, 2, k) || gpu_q8_inter_register(t_au, tgu, H, I, 2, k) ||
-        gpu_q8_inter_register(t_ad, tdn, I, H, 1, k) || gpu_q8_inter_affine(t_ag, arena + og, (int64_t)st) ||
-        gpu_q8_inter_affine(t_au, arena + ou, (int64_t)st) || gpu_q8_inter_affine(t_ad, arena + od, (int64_t)st)) {
+        gpu_q8_inter_register(t_ad, tdn, I, H, 1, k) || gpu_q8_inter_affine(t_ag, arena + off[0], (int64_t)st) ||
+        gpu_q8_inter_affine(t_au, arena + off[1], (int64_t)st) || gpu_q8_inter_affine(t_ad, arena + off[2], (int64_t)st)) {
         report(0, what, "", "register the affine tables"); return;
     }
     if (gpu_q8_inter_affine(t_g, arena, (int64_t)st) != -1) { report(0, what, "", "gpu_q8_inter_affine took an unregistered table"); return; }
@@ -1053,7 +1066,8 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
            : same ? "the affine arena's differ" : "differ");
     gpu_q8_inter_unregister(t_ig); gpu_q8_inter_unregister(t_iu); gpu_q8_inter_unregister(t_id);
     gpu_q8_inter_unregister(t_ag); gpu_q8_inter_unregister(t_au); gpu_q8_inter_unregister(t_ad);
-    cudaFree(arena); cudaFree(atab);
+    cudaFree(arena);
+    for (int m = 0; m < 3; m++) cudaFree(atab[m]);
     for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); cudaFree(hd[e]); cudaFree(ig[e]); cudaFree(iu[e]); cudaFree(id[e]); }
     cudaFree(tab); cudaFree(dids); cudaFree(dx);
     for (int v = 0; v < 3; v++) { cudaFree(act[v]); cudaFree(y[v]); }
@@ -1140,21 +1154,18 @@ static void test_routed(int type, int H, int I, int E, int k) {
     const int inter = ib && ig[0] && !gpu_q8_inter_register(itg, type, H, I, 2, k) && !gpu_q8_inter_register(itu, type, H, I, 2, k);
     /* and in one arena at a fixed stride (gate | up), read affine (HOTMOE_AFFINE), with tables that
      * name the next expert's matrices: a launch that read a table would give other activations */
-    const size_t st1 = (ib + 255) & ~(size_t)255, ast = 2 * st1;
     uint8_t *arena = NULL;
     const void **atg = NULL, **atu = NULL;
     int affine = 0;
     if (inter) {
-        CK(cudaMalloc(&arena, E * ast));
-        std::vector<const void *> ag(E), au(E);
-        for (int e = 0; e < E; e++) {
-            CK(cudaMemcpy(arena + e * ast, ig[e], ib, cudaMemcpyDeviceToDevice));
-            CK(cudaMemcpy(arena + e * ast + st1, iu[e], ib, cudaMemcpyDeviceToDevice));
-            ag[e] = arena + (size_t)((e + 1) % E) * ast; au[e] = arena + (size_t)((e + 1) % E) * ast + st1;
-        }
-        atg = (const void **)dev_upload(ag.data(), E * sizeof(void *)); atu = (const void **)dev_upload(au.data(), E * sizeof(void *));
+        void *const *asrc[2] = { ig.data(), iu.data() };
+        const size_t abytes[2] = { ib, ib };
+        size_t ast, off[2];
+        void **atab[2];
+        arena = affine_arena(E, 2, asrc, abytes, &ast, off, atab);
+        atg = (const void **)atab[0]; atu = (const void **)atab[1];
         affine = !gpu_q8_inter_register(atg, type, H, I, 2, k) && !gpu_q8_inter_register(atu, type, H, I, 2, k) &&
-                 !gpu_q8_inter_affine(atg, arena, (int64_t)ast) && !gpu_q8_inter_affine(atu, arena + st1, (int64_t)ast);
+                 !gpu_q8_inter_affine(atg, arena + off[0], (int64_t)ast) && !gpu_q8_inter_affine(atu, arena + off[1], (int64_t)ast);
     }
     const int affine0 = gpu_q8_affine();
     /* Q4_0 down matrices (H rows of I), GGUF and interleaved, for the routed down's own top-k
