@@ -181,52 +181,60 @@ static int upload_w(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_t 
     return upload_rows(g, d, t->type, t->ne[0], t->ne[1], t->data, t->nbytes, err, errlen);
 }
 
-static size_t fsz_up(const hm_ffn_w *f, int tok);   /* an expert's VRAM as uploaded (below) */
+static size_t fsz_up_at(const hm_ffn_w *f, int tok, size_t *ou, size_t *od);   /* an expert's VRAM as uploaded (below) */
+static size_t tsz(const hm_tensor *t);
 
-/* Uploads n experts (each its own allocation, so residency can change per expert; HOTMOE_AFFINE: one
- * allocation for all n, resident experts only) and the tables;
- * tok: expert slots a token takes from these tables (the interleaved layout's lanes follow it). */
+/* Uploads n experts and the tables; tok: expert slots a token takes from these tables (the
+ * interleaved layout's lanes follow it). The n experts go into one allocation, expert e's gate | up |
+ * down at e * stride (each 256-byte aligned; fsz_up): cudaMalloc rounds every allocation up to 2 MiB,
+ * which with an allocation per matrix cost air 21.5 GiB of 71.8 (session 26). Interleaved experts are
+ * then registered affine (gpu_q8_inter_affine, unless HOTMOE_AFFINE=0): the routed launches compute an
+ * expert's address from its id instead of loading it from the table. */
 static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, int n, int tok, char *err, size_t errlen) {
     x->n = n; x->type_gu = w[0]->gate.type; x->type_down = w[0]->down.type;
     const hm_tensor *g0 = &w[0]->gate, *d0 = &w[0]->down;
     const int inter = inter_for(w[0], tok);
+    size_t ou, od;
+    const size_t stride = fsz_up_at(w[0], tok, &ou, &od);
+    uint8_t *arena = (uint8_t *)dalloc(g, (size_t)n * stride, err, errlen);
+    if (!arena) return -1;
     const void **hg = (const void **)malloc(3 * n * sizeof(void *)), **hu = hg + n, **hd = hg + 2 * n;
-    /* HOTMOE_AFFINE: the layer's experts in one allocation, expert e's gate | up | down at e * stride
-     * (each 256-byte aligned: gate at 0, up at ou, down at 2 ou) */
-    const int affine = inter && gpu_q8_affine();
-    const size_t ou = affine ? al256(gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok)) : 0,
-                 stride = affine ? fsz_up(w[0], tok) : 0;
-    uint8_t *arena = NULL;
-    if (affine && !(arena = (uint8_t *)dalloc(g, (size_t)n * stride, err, errlen))) { free(hg); return -1; }
     for (int e = 0; e < n; e++) {
-        if (w[e]->gate.type != x->type_gu || w[e]->up.type != x->type_gu || w[e]->down.type != x->type_down) {
+        const hm_ffn_w *f = w[e];
+        if (f->gate.type != x->type_gu || f->up.type != x->type_gu || f->down.type != x->type_down ||
+            f->gate.nbytes != g0->nbytes || f->up.nbytes != w[0]->up.nbytes || f->down.nbytes != d0->nbytes) {
             free(hg);
-            return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types (expert %d differs)", e);
+            return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types and shapes (expert %d differs)", e);
         }
-        if (inter) {   /* into the arena, or allocations of their own */
-            uint8_t *b = affine ? arena + (size_t)e * stride : NULL;
-            if (!(hg[e] = upload_inter_t(g, &w[e]->gate, 2, tok, err, errlen, b)) ||
-                !(hu[e] = upload_inter_t(g, &w[e]->up, 2, tok, err, errlen, b ? b + ou : NULL)) ||
-                !(hd[e] = upload_inter_t(g, &w[e]->down, 1, tok, err, errlen, b ? b + 2 * ou : NULL))) { free(hg); return -1; }
+        uint8_t *b = arena + (size_t)e * stride;
+        if (inter) {
+            if (!(hg[e] = upload_inter_t(g, &f->gate, 2, tok, err, errlen, b)) ||
+                !(hu[e] = upload_inter_t(g, &f->up, 2, tok, err, errlen, b + ou)) ||
+                !(hd[e] = upload_inter_t(g, &f->down, 1, tok, err, errlen, b + od))) { free(hg); return -1; }
             continue;
         }
-        if (!(hg[e] = upload(g, w[e]->gate.data, w[e]->gate.nbytes, err, errlen)) ||
-            !(hu[e] = upload(g, w[e]->up.data, w[e]->up.nbytes, err, errlen)) ||
-            !(hd[e] = upload(g, w[e]->down.data, w[e]->down.nbytes, err, errlen))) { free(hg); return -1; }
+        if (cudaMemcpy(b, f->gate.data, f->gate.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaMemcpy(b + ou, f->up.data, f->up.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+            cudaMemcpy(b + od, f->down.data, f->down.nbytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+            cudaGetLastError(); free(hg);
+            return fail(err, errlen, "cuda: expert upload failed");
+        }
+        hg[e] = b; hu[e] = b + ou; hd[e] = b + od;
     }
     x->gate = (const void **)upload(g, hg, n * sizeof(void *), err, errlen);
     x->up = (const void **)upload(g, hu, n * sizeof(void *), err, errlen);
     x->down = (const void **)upload(g, hd, n * sizeof(void *), err, errlen);
     free(hg);
     if (!(x->gate && x->up && x->down)) return -1;
-    if (inter) x->inter_tok = tok;
-    if (inter && (gpu_q8_inter_register((const void *const *)x->gate, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
-                  gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
-                  gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok)))
+    if (!inter) return 0;
+    x->inter_tok = tok;
+    if (gpu_q8_inter_register((const void *const *)x->gate, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
+        gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
+        gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok))
         return fail(err, errlen, "gpu: too many interleaved expert tables");
-    if (affine && (gpu_q8_inter_affine((const void *const *)x->gate, arena, (int64_t)stride) ||
-                   gpu_q8_inter_affine((const void *const *)x->up, arena + ou, (int64_t)stride) ||
-                   gpu_q8_inter_affine((const void *const *)x->down, arena + 2 * ou, (int64_t)stride)))
+    if (gpu_q8_affine() && (gpu_q8_inter_affine((const void *const *)x->gate, arena, (int64_t)stride) ||
+                            gpu_q8_inter_affine((const void *const *)x->up, arena + ou, (int64_t)stride) ||
+                            gpu_q8_inter_affine((const void *const *)x->down, arena + od, (int64_t)stride)))
         return fail(err, errlen, "gpu: affine expert tables not registered");
     return 0;
 }
@@ -234,14 +242,19 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
 static size_t tsz(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
 static size_t vsz(const hm_tensor *t) { return t->data ? (size_t)t->ne[0] * 4 : 0; }
 static size_t fsz(const hm_ffn_w *f) { return tsz(&f->gate) + tsz(&f->up) + tsz(&f->down); }
-/* an FFN's VRAM as upload_experts lays it out (interleaved: chunks padded, rows' slots in whole steps) */
-static size_t fsz_up(const hm_ffn_w *f, int tok) {
-    if (!inter_for(f, tok)) return fsz(f);
-    const hm_tensor *g0 = &f->gate, *d0 = &f->down;
-    const size_t gb = gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok),
-                 db = gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
-    return gpu_q8_affine() ? 2 * al256(gb) + al256(db) : 2 * gb + db;   /* HOTMOE_AFFINE: upload_experts' stride */
+/* an expert's VRAM as upload_experts lays it out (interleaved: chunks padded, rows' slots in whole
+ * steps; each matrix 256-byte aligned, up at *ou, down at *od): its stride in the layer's arena */
+static size_t fsz_up_at(const hm_ffn_w *f, int tok, size_t *ou, size_t *od) {
+    size_t gb = tsz(&f->gate), ub = tsz(&f->up), db = tsz(&f->down);
+    if (inter_for(f, tok)) {
+        const hm_tensor *g0 = &f->gate, *d0 = &f->down;
+        gb = ub = gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok);
+        db = gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
+    }
+    *ou = al256(gb); *od = *ou + al256(ub);
+    return *od + al256(db);
 }
+static size_t fsz_up(const hm_ffn_w *f, int tok) { size_t ou, od; return fsz_up_at(f, tok, &ou, &od); }
 
 /* Floats of each batched-decode buffer per row (GPU_BATCH_MAX rows each, allocated when n_seq > 1). */
 typedef struct { size_t x, q, att, logits, rlog, ew, act, ey, sh_act, part; } batch_sizes;
@@ -438,14 +451,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        if (!diag_skip(D_DOWN)) {
-            /* HOTMOE_DOWN_TOPK: after the routed gate/up launch, the down picks its experts itself */
-            const int rc = routed && !diag_skip(D_GATEUP) && gpu_q8_down_topk()
-                               ? gpu_gemv_experts_down_routed(x->type_down, x->down, g->rlog, l->router_bias, c->n_expert, c->router_fn,
-                                                              c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s)
-                               : 1;
-            if (rc > 0) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
-        }
+        if (!diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);

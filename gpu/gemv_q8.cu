@@ -182,8 +182,7 @@ __device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, 
         const float *wsel;
         router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
-        if constexpr (NMAT == 2)   /* the routed down (NMAT 1) reads the same choice; the gate/up stores it */
-            if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp);
     }
@@ -254,17 +253,8 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
      * their wait before they let this launch start, so they are complete here already */
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
-    /* ROUTE with one matrix (the routed down, HOTMOE_DOWN_TOPK): its own top-k, the tables and an L2
-     * prefetch of the warp's first rows before the wait; the router's logits were complete before
-     * the routed gate/up launch passed its wait, which came before it let this launch start */
-    constexpr bool PRE = ROUTE && NMAT == 1;
-    if constexpr (PRE) {
-        q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
-        __syncthreads();
-        prefetch_warp(base0, wslot, wrow);
-    }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    if constexpr (!PRE) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
+    q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -483,11 +473,11 @@ static int q8_sm_count(void) {
 
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    /* p.rlog: the launch's own top-k (the routed gate/up; the routed down, HOTMOE_DOWN_TOPK, only
-     * interleaved); AFF: HOTMOE_AFFINE's instances (interleaved only, p.astride > 0) */
+    /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
+     * p.astride > 0) */
     auto go = [&](auto aff) {
         constexpr bool AFF = decltype(aff)::value;
-        if constexpr (NMAT == 2 || A == 0)
+        if constexpr (NMAT == 2)
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
@@ -601,14 +591,14 @@ static int q8_inter_lshift(const void *tab) {
     return i < 0 ? -1 : g_inter[i].ls;
 }
 extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshift(tab) : -1; }
-/* HOTMOE_AFFINE=1 (an experiment, off by default): the resident experts of a layer in one
- * allocation at a fixed stride (gpu_exec's upload_experts), so that the routed launches compute an
- * expert's matrices from its id instead of loading them from the table: one dependent global load
- * fewer between the top-k (or the ids) and the first weight loads of every block. The interleaved
- * kernel's instances of their own (AFF): tools/sass_diff.py against afb0af1, 201 kernels the same,
- * 36 added. */
+/* HOTMOE_AFFINE: 1 (the default; 0 turns it off): the resident experts of a layer in one
+ * allocation at a fixed stride (gpu_exec's upload_experts) are read affine: the routed launches
+ * compute an expert's matrices from its id instead of loading them from the table, one dependent
+ * global load fewer between the top-k (or the ids) and the first weight loads of every block.
+ * The interleaved kernel's instances of their own (AFF). Session 26, nvidia-h200, one call, 2 runs
+ * each: air 283.3 vs 280.4 tok/s, a3b 517.6 vs 512.4, the same tokens. */
 static std::atomic<int> q8_affine_v(-1);
-extern "C" int gpu_q8_affine(void) { return hm_env_digit("HOTMOE_AFFINE", 0, 1, 0, q8_affine_v); }
+extern "C" int gpu_q8_affine(void) { return hm_env_digit("HOTMOE_AFFINE", 0, 1, 1, q8_affine_v); }
 extern "C" void gpu_q8_affine_set(int on) { q8_affine_v.store(on ? 1 : 0); }
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
@@ -677,7 +667,6 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int bps = q8_bps3_type<T>::v >= 0 ? q8_inter_bps(q8_bps3_type<T>::v) : 2;
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
-    if (p.rlog && nmat == 1 && ils < 0) return gemv_fail("gemv_q8: the routed down's own top-k needs interleaved matrices");
     if (ils >= 0) {
         const int i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0, ls1 = i1 < 0 ? -1 : g_inter[i1].ls;
         if (ls1 != ils) return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << ls1);
@@ -788,27 +777,6 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
-}
-
-/* HOTMOE_DOWN_TOPK=1 (an experiment, off by default): the routed experts' down launch picks its k
- * experts from the router's logits itself (the same router_select as the gate/up launch, so the same
- * ids in the same order), before its PDL wait, and asks L2 for its first rows there, instead of
- * reading the ids the gate/up launch stored after its wait: the chain ids -> table -> weights leaves
- * the critical path. Interleaved matrices only. */
-static std::atomic<int> q8_down_topk_v(-1);
-extern "C" int gpu_q8_down_topk(void) { return hm_env_digit("HOTMOE_DOWN_TOPK", 0, 1, 0, q8_down_topk_v); }
-extern "C" void gpu_q8_down_topk_set(int on) { q8_down_topk_v.store(on ? 1 : 0); }
-/* y[j] = W_{id_j} x_j for the router's top-k ids of rlog (k slots, x and y rows of ncols and nrows):
- * 0, -1 with the reason recorded, 1 when not taken (a shape gemv_q8_routed_ok refuses, or w_tab not
- * interleaved) */
-extern "C" int gpu_gemv_experts_down_routed(int type, const void *const *w_tab, const float *rlog, const float *rbias, int rn, int rfn,
-                                            int k, const float *x, float *y, int ncols, int nrows, void *stream) {
-    if (!gemv_q8_routed_ok(type, ncols, rn, k) || !w_tab || gpu_q8_inter_lshift(w_tab) < 0) return 1;
-    const q8_type *t = q8_find(type);
-    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { NULL, w_tab, NULL, NULL, x, ncols, y, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    NULL, 0, 0, rlog, rbias, rn, rfn, 0, 1.f, NULL, NULL, NULL, NULL, 0 };
-    return t->run(p, k, 1, (cudaStream_t)stream);
 }
 
 /* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */

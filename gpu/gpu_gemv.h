@@ -48,23 +48,13 @@ size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
 int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok);
 int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst);
 int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok);
-/* HOTMOE_AFFINE=1 (an experiment, off by default; gpu_q8_affine_set for tests): a registered
+/* HOTMOE_AFFINE (1 by default, 0 turns it off; gpu_q8_affine_set for tests): a registered
  * table whose expert id's matrix is at base + id * stride is read that way (the launches compute
  * the address instead of loading it); gpu_exec then uploads a layer's resident experts into one
  * allocation at a fixed stride and says so here. -1: tab not registered or stride <= 0. */
 int gpu_q8_affine(void);
 void gpu_q8_affine_set(int on);
 int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride);
-/* HOTMOE_DOWN_TOPK=1 (an experiment, off by default; gpu_q8_down_topk_set for tests): the routed
- * experts' down launch picks its k experts from the router's logits itself, before its PDL wait
- * (router_select, as the routed gate/up launch: the same ids in the same order), instead of reading
- * the ids that launch stores. y row j = W_{id_j} x row j (rows of ncols and nrows). Interleaved
- * tables only: 1 when not taken (the caller then launches gpu_gemv_experts with the stored ids), 0,
- * or -1 with gpu_gemv_error set. */
-int gpu_q8_down_topk(void);
-void gpu_q8_down_topk_set(int on);
-int gpu_gemv_experts_down_routed(int type, const void *const *w_tab, const float *rlog, const float *rbias, int rn, int rfn,
-                                 int k, const float *x, float *y, int ncols, int nrows, void *stream);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved matrices of the type hold rearranged chunks (Q3_K: q3r unless HOTMOE_Q3R=0;
