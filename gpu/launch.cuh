@@ -147,12 +147,16 @@ static inline int hm_pdl_enabled(void) {
  * memory, set per kernel and device at its launches: the same for every kernel, so that kernels with
  * different shared memory needs stop asking an SM to change its carveout, which it can only do once
  * the blocks on it have drained; a dependent launch's early start (PDL) cannot land on such an SM.
- * 100 by default (hm_carveout_def); an executor with cold experts (--cold stream|cpu) sets -1, the
- * driver's choice per kernel. H200 (bench/README.md, twenty-third pass), tok/s in one call, 100 vs
- * the driver's choice: resident air 280.6 vs 276.7, a3b 509.9 vs 499.2; a3b at 8 GiB --cold stream
- * 103.8 vs 108.2, --cold cpu 157.1 vs 164.8. HOTMOE_CARVEOUT=N (0-100) sets N for every executor,
+ * 50 by default (hm_carveout_def); an executor with cold experts (--cold stream|cpu) sets -1, the
+ * driver's choice per kernel (a kernel that needs more shared memory gets more: the value is a
+ * preference). H200 (bench/README.md, twenty-third and twenty-fourth passes), tok/s in one call:
+ * 100 vs the driver's choice, resident air 280.6 vs 276.7, a3b 509.9 vs 499.2; a3b at 8 GiB
+ * --cold stream 103.8 vs 108.2, --cold cpu 157.1 vs 164.8. 50 vs 100 in four calls: air 282.9 vs
+ * 279.0, 285.2 vs 282.2, 284.9 vs 281.3, 284.3 vs 282.1 (+1.1%); a3b 506.3 vs 508.5, 511.9 vs
+ * 514.9, 511.4 vs 511.1, 512.3 vs 513.9 (-0.3%); 75: air +1%, a3b -0.7%. Prefill at 50 not yet
+ * measured (the driver's choice vs 100 made no difference there: a3b 8K 17,132 vs 17,152). HOTMOE_CARVEOUT=N (0-100) sets N for every executor,
  * HOTMOE_CARVEOUT=off the driver's choice. */
-inline std::atomic<int> hm_carveout_def{100};
+inline std::atomic<int> hm_carveout_def{50};
 static inline int hm_carveout(void) {
     static std::atomic<int> v(-3);   /* -3: not read yet; -2: unset */
     int c = v.load(std::memory_order_relaxed);
