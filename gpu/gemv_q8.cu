@@ -197,7 +197,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool PF0 = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; PF0: HOTMOE_Q8_PF0 */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -264,6 +264,10 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
+    /* PF0 (HOTMOE_Q8_PF0=1, affine launches): the warp's first round asked of L2 too. A routed launch
+     * is one round, so the loop's prefetch of the next round never fires and each lane's chunks come
+     * from DRAM one after another, a round trip each */
+    if constexpr (PF0) prefetch_warp(base0, wslot, wrow);
 
     float *ybase = q8_ybase(p, e);
     /* warp-uniform steps (the shuffles need every lane) */
@@ -475,15 +479,19 @@ template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
      * p.astride > 0) */
-    auto go = [&](auto aff) {
-        constexpr bool AFF = decltype(aff)::value;
+    auto go = [&](auto aff, auto pf0) {
+        constexpr bool AFF = decltype(aff)::value, PF0 = decltype(pf0)::value;
         if constexpr (NMAT == 2)
-            if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
-        hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
+            if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, PF0>, grid, Q8_THREADS, smem, s, p); return; }
+        hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF, PF0>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)
-        if (p.astride) { go(std::true_type()); return; }
-    go(std::false_type());
+        if (p.astride) {
+            if (gpu_q8_pf0()) go(std::true_type(), std::true_type());
+            else go(std::true_type(), std::false_type());
+            return;
+        }
+    go(std::false_type(), std::false_type());
 }
 
 /* the interleaved kernel for nmat matrices at bps (2, or B3 when that is 3) blocks a SM */
@@ -600,6 +608,12 @@ extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshi
 static std::atomic<int> q8_affine_v(-1);
 extern "C" int gpu_q8_affine(void) { return hm_env_digit("HOTMOE_AFFINE", 0, 1, 1, q8_affine_v); }
 extern "C" void gpu_q8_affine_set(int on) { q8_affine_v.store(on ? 1 : 0); }
+/* HOTMOE_Q8_PF0=1 (an experiment, off by default): the affine launches ask L2 for each warp's first
+ * round of rows once the tables are known (session 14 tried it before the interleaved layout, when
+ * launches had more rounds: lost 3%). Instances of their own (PF0). */
+static std::atomic<int> q8_pf0_v(-1);
+extern "C" int gpu_q8_pf0(void) { return hm_env_digit("HOTMOE_Q8_PF0", 0, 1, 0, q8_pf0_v); }
+extern "C" void gpu_q8_pf0_set(int on) { q8_pf0_v.store(on ? 1 : 0); }
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
