@@ -1033,14 +1033,14 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     std::vector<float> x((size_t)nb * H);
     for (auto &v : x) v = rndf();
     int *dids = (int *)dev_upload(ids.data(), sizeof(int) * K);
-    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[4], *y[4];
-    for (int v = 0; v < 4; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[5], *y[5];
+    for (int v = 0; v < 5; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
     int rc = 0;
-    for (int v = 0; v < 4; v++) {   /* 0: GGUF layout, 1: interleaved, 2: interleaved in the arena, read affine; 3: and HOTMOE_Q8_PF0 */
+    for (int v = 0; v < 5; v++) {   /* 0: GGUF layout, 1: interleaved, 2: interleaved in the arena, read affine; 3, 4: and HOTMOE_Q8_PF0=1, 2 */
         const void *const *tg = v == 0 ? t_g : v == 1 ? t_ig : t_ag, *const *tu = v == 0 ? t_u : v == 1 ? t_iu : t_au,
                           *const *td = v == 0 ? t_d : v == 1 ? t_id : t_ad;
         gpu_q8_affine_set(v >= 2);
-        gpu_q8_pf0_set(v == 3);
+        gpu_q8_pf0_set(v >= 3 ? v - 2 : 0);
         CK(cudaMemset(act[v], 0xFF, sizeof(float) * K * I)); CK(cudaMemset(y[v], 0xFF, sizeof(float) * K * H));
         if (nb == 1) rc |= gpu_gemv_experts_swiglu_q8x(tgu, tg, tu, dids, k, dx, NULL, act[v], H, I, NULL);
         else rc |= gpu_gemv_experts_swiglu_x(tgu, tg, tu, dids, K, dx, H, k, act[v], H, I, NULL);
@@ -1051,10 +1051,12 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     }
     gpu_q8_affine_set(affine0);
     gpu_q8_pf0_set(pf00);
-    std::vector<float> a0((size_t)K * I), a1((size_t)K * I), a2((size_t)K * I), a3((size_t)K * I), y0((size_t)K * H), y1((size_t)K * H),
-                       y2((size_t)K * H), y3((size_t)K * H);
+    std::vector<float> a0((size_t)K * I), a1((size_t)K * I), a2((size_t)K * I), a3((size_t)K * I), a4((size_t)K * I), y0((size_t)K * H),
+                       y1((size_t)K * H), y2((size_t)K * H), y3((size_t)K * H), y4((size_t)K * H);
     CK(cudaMemcpy(a3.data(), act[3], sizeof(float) * a3.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(y3.data(), y[3], sizeof(float) * y3.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(a4.data(), act[4], sizeof(float) * a4.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y4.data(), y[4], sizeof(float) * y4.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(a0.data(), act[0], sizeof(float) * a0.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(a1.data(), act[1], sizeof(float) * a1.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(a2.data(), act[2], sizeof(float) * a2.size(), cudaMemcpyDeviceToHost));
@@ -1066,9 +1068,10 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     const size_t na = sizeof(float) * a0.size(), ny = sizeof(float) * y0.size();
     const bool same = !rc && finite && !memcmp(a0.data(), a1.data(), na) && !memcmp(y0.data(), y1.data(), ny);
     const bool same2 = same && !memcmp(a0.data(), a2.data(), na) && !memcmp(y0.data(), y2.data(), ny);
-    const bool same3 = same2 && !memcmp(a0.data(), a3.data(), na) && !memcmp(y0.data(), y3.data(), ny);
+    const bool same3 = same2 && !memcmp(a0.data(), a3.data(), na) && !memcmp(y0.data(), y3.data(), ny) &&
+                       !memcmp(a0.data(), a4.data(), na) && !memcmp(y0.data(), y4.data(), ny);
     report(same3, what, hm_type_get(tgu)->name,
-           same3 ? "activations and outputs bitwise the GGUF layout's (tables, affine, affine with the first round prefetched)"
+           same3 ? "activations and outputs bitwise the GGUF layout's (tables, affine, affine with HOTMOE_Q8_PF0=1 and 2)"
            : rc ? gpu_gemv_error() : same2 ? "with HOTMOE_Q8_PF0 they differ" : same ? "the affine arena's differ" : "differ");
     gpu_q8_inter_unregister(t_ig); gpu_q8_inter_unregister(t_iu); gpu_q8_inter_unregister(t_id);
     gpu_q8_inter_unregister(t_ag); gpu_q8_inter_unregister(t_au); gpu_q8_inter_unregister(t_ad);
@@ -1076,7 +1079,7 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     for (int m = 0; m < 3; m++) cudaFree(atab[m]);
     for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); cudaFree(hd[e]); cudaFree(ig[e]); cudaFree(iu[e]); cudaFree(id[e]); }
     cudaFree(tab); cudaFree(dids); cudaFree(dx);
-    for (int v = 0; v < 4; v++) { cudaFree(act[v]); cudaFree(y[v]); }
+    for (int v = 0; v < 5; v++) { cudaFree(act[v]); cudaFree(y[v]); }
 }
 
 /* A plain matrix (ncols x nrows rows: q|k|v, the o-projection, the head) interleaved with nmat 1 and
@@ -1241,7 +1244,8 @@ static void test_routed(int type, int H, int I, int E, int k) {
             CK(cudaMemset(ids[1], 0xFF, sizeof(int) * k));
             gpu_q8_affine_set(1);
             const int pf00 = gpu_q8_pf0();
-            gpu_q8_pf0_set((int)(&c - cf) & 1);   /* HOTMOE_Q8_PF0 on the second and fourth settings */
+            const int ci = (int)(&c - cf);
+            gpu_q8_pf0_set(ci & 1 ? 1 + (ci >> 1) : 0);   /* HOTMOE_Q8_PF0=1 on the second setting, 2 on the fourth */
             rc |= !affine || gpu_gemv_experts_swiglu_routed(type, (const void *const *)atg, (const void *const *)atu, dlog, b, E, c.fn, c.norm,
                                                             c.scale, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
             gpu_q8_pf0_set(pf00);
