@@ -326,7 +326,19 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             continue;
         }
         float acc = 0.f;
-        if (ok)
+        if constexpr (PF0 == 3) {   /* a second chunk in flight a lane: the next one's loads issued before this one's dot
+                                       (register double buffer; two blocks a SM only: ~56 registers of chunks) */
+            uint32_t wa[NW], wb[NW];
+            int c = li;
+            if (ok && c < nchunks) load(c, wa);
+            for (; ok && c < nchunks; c += 2 * L) {   /* the sums in the order of the loop below */
+                if (c + L < nchunks) load(c + L, wb);
+                acc += T::dot(wa, xs + c * Q8_REC);
+                if (c + L >= nchunks) break;
+                if (c + 2 * L < nchunks) load(c + 2 * L, wa);
+                acc += T::dot(wb, xs + (c + L) * Q8_REC);
+            }
+        } else if (ok)
             for (int c = li; c < nchunks; c += L) {
                 /* PF0 == 2 (interleaved, NMAT 2): the first lane of the gate's and of the up's first
                  * group asks L2 for the next step of chunks of its RW-row group (tstep bytes) while
@@ -484,7 +496,8 @@ static int q8_sm_count(void) {
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
-     * p.astride > 0); PF0: HOTMOE_Q8_PF0's (affine only; 2 for the gate/up only) */
+     * p.astride > 0); PF0: HOTMOE_Q8_PF0's (affine only; 2 for the gate/up only, 3 at two blocks a SM and
+     * chunks up to Q5_K's only) */
     auto go = [&](auto aff, auto pf0) {
         constexpr bool AFF = decltype(aff)::value;
         constexpr int PF0 = decltype(pf0)::value;
@@ -498,6 +511,8 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
             if (pf == 1) { go(std::true_type(), std::integral_constant<int, 1>()); return; }
             if constexpr (NMAT == 2)
                 if (pf == 2) { go(std::true_type(), std::integral_constant<int, 2>()); return; }
+            if constexpr (BPS == 2 && T::CB <= 176)   /* Q6_K's and Q8_0's two chunks spill */
+                if (pf == 3) { go(std::true_type(), std::integral_constant<int, 3>()); return; }
             go(std::true_type(), std::integral_constant<int, 0>());
             return;
         }
@@ -622,10 +637,12 @@ extern "C" void gpu_q8_affine_set(int on) { q8_affine_v.store(on ? 1 : 0); }
  * round of rows once the tables are known (session 14 tried it before the interleaved layout, when
  * launches had more rounds: lost 3%); 2, the affine gate/up launches ask for each warp's next step of
  * chunks as they load one (a bounded distance: a whole round is the layer's 40 MB on air, most of
- * L2). Instances of their own (PF0). */
+ * L2); 3, the affine launches at two blocks a SM (HOTMOE_Q8_BPS3=0 for Q3_K) keep a second chunk in
+ * flight a lane (session 7's HOTMOE_Q8_DB lost when launches had several rounds). Instances of their
+ * own (PF0). */
 static std::atomic<int> q8_pf0_v(-1);
-extern "C" int gpu_q8_pf0(void) { return hm_env_digit("HOTMOE_Q8_PF0", 0, 2, 0, q8_pf0_v); }
-extern "C" void gpu_q8_pf0_set(int v) { q8_pf0_v.store(v < 0 ? 0 : v > 2 ? 2 : v); }
+extern "C" int gpu_q8_pf0(void) { return hm_env_digit("HOTMOE_Q8_PF0", 0, 3, 0, q8_pf0_v); }
+extern "C" void gpu_q8_pf0_set(int v) { q8_pf0_v.store(v < 0 ? 0 : v > 3 ? 3 : v); }
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352
