@@ -43,10 +43,16 @@ static void *dalloc(gpu_exec *g, size_t n, char *err, size_t errlen) {
     return p;
 }
 
+/* n host bytes into device memory at dst: 0, or -1 with err set */
+static int put(void *dst, const void *src, size_t n, char *err, size_t errlen) {
+    if (cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice) == cudaSuccess) return 0;
+    cudaGetLastError();
+    return fail(err, errlen, "cuda: upload failed");
+}
+
 static const void *upload(gpu_exec *g, const void *src, size_t n, char *err, size_t errlen) {
     void *d = dalloc(g, n, err, errlen);
-    if (d && cudaMemcpy(d, src, n, cudaMemcpyHostToDevice) != cudaSuccess) { fail(err, errlen, "cuda: upload failed"); return NULL; }
-    return d;
+    return d && !put(d, src, n, err, errlen) ? d : NULL;
 }
 
 /* 1-D tensors go up as F32 whatever their file type. */
@@ -151,8 +157,7 @@ static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, int64_t ne1,
     const void *d = NULL;
     if (gpu_q8_inter_pack(type, data, (int)ne0, (int)ne1, nmat, tok, h)) fail(err, errlen, "gpu: interleaving failed");
     else if (!dst) d = upload(g, h, nb, err, errlen);
-    else if (cudaMemcpy(dst, h, nb, cudaMemcpyHostToDevice) != cudaSuccess) { cudaGetLastError(); fail(err, errlen, "cuda: upload failed"); }
-    else d = dst;
+    else if (!put(dst, h, nb, err, errlen)) d = dst;
     free(h);
     return d;
 }
@@ -181,8 +186,22 @@ static int upload_w(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_t 
     return upload_rows(g, d, t->type, t->ne[0], t->ne[1], t->data, t->nbytes, err, errlen);
 }
 
-static size_t fsz_up_at(const hm_ffn_w *f, int tok, size_t *ou, size_t *od);   /* an expert's VRAM as uploaded (below) */
-static size_t tsz(const hm_tensor *t);
+static size_t tsz(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
+static size_t vsz(const hm_tensor *t) { return t->data ? (size_t)t->ne[0] * 4 : 0; }
+static size_t fsz(const hm_ffn_w *f) { return tsz(&f->gate) + tsz(&f->up) + tsz(&f->down); }
+/* an expert's VRAM as upload_experts lays it out (interleaved: chunks padded, rows' slots in whole
+ * steps; each matrix 256-byte aligned, up at *ou, down at *od): its stride in the layer's arena */
+static size_t fsz_up_at(const hm_ffn_w *f, int tok, size_t *ou, size_t *od) {
+    size_t gb = tsz(&f->gate), ub = tsz(&f->up), db = tsz(&f->down);
+    if (inter_for(f, tok)) {
+        const hm_tensor *g0 = &f->gate, *d0 = &f->down;
+        gb = ub = gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok);
+        db = gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
+    }
+    *ou = al256(gb); *od = *ou + al256(ub);
+    return *od + al256(db);
+}
+static size_t fsz_up(const hm_ffn_w *f, int tok) { size_t ou, od; return fsz_up_at(f, tok, &ou, &od); }
 
 /* Uploads n experts and the tables; tok: expert slots a token takes from these tables (the
  * interleaved layout's lanes follow it). The n experts go into one allocation, expert e's gate | up |
@@ -213,12 +232,8 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
                 !(hd[e] = upload_inter_t(g, &f->down, 1, tok, err, errlen, b + od))) { free(hg); return -1; }
             continue;
         }
-        if (cudaMemcpy(b, f->gate.data, f->gate.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-            cudaMemcpy(b + ou, f->up.data, f->up.nbytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-            cudaMemcpy(b + od, f->down.data, f->down.nbytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-            cudaGetLastError(); free(hg);
-            return fail(err, errlen, "cuda: expert upload failed");
-        }
+        if (put(b, f->gate.data, f->gate.nbytes, err, errlen) || put(b + ou, f->up.data, f->up.nbytes, err, errlen) ||
+            put(b + od, f->down.data, f->down.nbytes, err, errlen)) { free(hg); return -1; }
         hg[e] = b; hu[e] = b + ou; hd[e] = b + od;
     }
     x->gate = (const void **)upload(g, hg, n * sizeof(void *), err, errlen);
@@ -238,23 +253,6 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
         return fail(err, errlen, "gpu: affine expert tables not registered");
     return 0;
 }
-
-static size_t tsz(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
-static size_t vsz(const hm_tensor *t) { return t->data ? (size_t)t->ne[0] * 4 : 0; }
-static size_t fsz(const hm_ffn_w *f) { return tsz(&f->gate) + tsz(&f->up) + tsz(&f->down); }
-/* an expert's VRAM as upload_experts lays it out (interleaved: chunks padded, rows' slots in whole
- * steps; each matrix 256-byte aligned, up at *ou, down at *od): its stride in the layer's arena */
-static size_t fsz_up_at(const hm_ffn_w *f, int tok, size_t *ou, size_t *od) {
-    size_t gb = tsz(&f->gate), ub = tsz(&f->up), db = tsz(&f->down);
-    if (inter_for(f, tok)) {
-        const hm_tensor *g0 = &f->gate, *d0 = &f->down;
-        gb = ub = gpu_q8_inter_bytes(g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok);
-        db = gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
-    }
-    *ou = al256(gb); *od = *ou + al256(ub);
-    return *od + al256(db);
-}
-static size_t fsz_up(const hm_ffn_w *f, int tok) { size_t ou, od; return fsz_up_at(f, tok, &ou, &od); }
 
 /* Floats of each batched-decode buffer per row (GPU_BATCH_MAX rows each, allocated when n_seq > 1). */
 typedef struct { size_t x, q, att, logits, rlog, ew, act, ey, sh_act, part; } batch_sizes;
