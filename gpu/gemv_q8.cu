@@ -197,7 +197,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, int PF0 = 0>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; PF0: HOTMOE_Q8_PF0 */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -264,10 +264,6 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
-    /* PF0 (HOTMOE_Q8_PF0, affine launches): 1, the warp's first round asked of L2 too. A routed launch
-     * is one round, so the loop's prefetch of the next round never fires and each lane's chunks come
-     * from DRAM one after another, a round trip each. (2: the next step only, in the loop below.) */
-    if constexpr (PF0 == 1) prefetch_warp(base0, wslot, wrow);
 
     float *ybase = q8_ybase(p, e);
     /* warp-uniform steps (the shuffles need every lane) */
@@ -326,26 +322,8 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             continue;
         }
         float acc = 0.f;
-        if constexpr (PF0 == 3) {   /* a second chunk in flight a lane: the next one's loads issued before this one's dot
-                                       (register double buffer; two blocks a SM only: ~56 registers of chunks) */
-            uint32_t wa[NW], wb[NW];
-            int c = li;
-            if (ok && c < nchunks) load(c, wa);
-            for (; ok && c < nchunks; c += 2 * L) {   /* the sums in the order of the loop below */
-                if (c + L < nchunks) load(c + L, wb);
-                acc += T::dot(wa, xs + c * Q8_REC);
-                if (c + L >= nchunks) break;
-                if (c + 2 * L < nchunks) load(c + 2 * L, wa);
-                acc += T::dot(wb, xs + (c + L) * Q8_REC);
-            }
-        } else if (ok)
+        if (ok)
             for (int c = li; c < nchunks; c += L) {
-                /* PF0 == 2 (interleaved, NMAT 2): the first lane of the gate's and of the up's first
-                 * group asks L2 for the next step of chunks of its RW-row group (tstep bytes) while
-                 * this one loads */
-                if constexpr (PF0 == 2 && INTER && NMAT == 2)
-                    if (li == 0 && gi < NMAT && c + L < nchunks)
-                        q8_prefetch_l2(wp[m][slot] + (size_t)(row & ~(gpw / NMAT - 1)) * rs + (size_t)((c >> p.lshift) + 1) * tstep, tstep);
                 uint32_t w[NW];
                 load(c, w);
                 acc += T::dot(w, xs + c * Q8_REC);
@@ -496,27 +474,16 @@ static int q8_sm_count(void) {
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
-     * p.astride > 0); PF0: HOTMOE_Q8_PF0's (affine only; 2 for the gate/up only, 3 at two blocks a SM and
-     * chunks up to Q5_K's only) */
-    auto go = [&](auto aff, auto pf0) {
+     * p.astride > 0) */
+    auto go = [&](auto aff) {
         constexpr bool AFF = decltype(aff)::value;
-        constexpr int PF0 = decltype(pf0)::value;
         if constexpr (NMAT == 2)
-            if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, PF0>, grid, Q8_THREADS, smem, s, p); return; }
-        hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF, PF0>, grid, Q8_THREADS, smem, s, p);
+            if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
+        hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)
-        if (p.astride) {
-            const int pf = gpu_q8_pf0();
-            if (pf == 1) { go(std::true_type(), std::integral_constant<int, 1>()); return; }
-            if constexpr (NMAT == 2)
-                if (pf == 2) { go(std::true_type(), std::integral_constant<int, 2>()); return; }
-            if constexpr (BPS == 2 && T::CB <= 176)   /* Q6_K's and Q8_0's two chunks spill */
-                if (pf == 3) { go(std::true_type(), std::integral_constant<int, 3>()); return; }
-            go(std::true_type(), std::integral_constant<int, 0>());
-            return;
-        }
-    go(std::false_type(), std::integral_constant<int, 0>());
+        if (p.astride) { go(std::true_type()); return; }
+    go(std::false_type());
 }
 
 /* the interleaved kernel for nmat matrices at bps (2, or B3 when that is 3) blocks a SM */
@@ -633,16 +600,6 @@ extern "C" int gpu_q8_inter_lshift(const void *tab) { return tab ? q8_inter_lshi
 static std::atomic<int> q8_affine_v(-1);
 extern "C" int gpu_q8_affine(void) { return hm_env_digit("HOTMOE_AFFINE", 0, 1, 1, q8_affine_v); }
 extern "C" void gpu_q8_affine_set(int on) { q8_affine_v.store(on ? 1 : 0); }
-/* HOTMOE_Q8_PF0 (an experiment, 0 by default): 1, the affine launches ask L2 for each warp's first
- * round of rows once the tables are known (session 14 tried it before the interleaved layout, when
- * launches had more rounds: lost 3%); 2, the affine gate/up launches ask for each warp's next step of
- * chunks as they load one (a bounded distance: a whole round is the layer's 40 MB on air, most of
- * L2); 3, the affine launches at two blocks a SM (HOTMOE_Q8_BPS3=0 for Q3_K) keep a second chunk in
- * flight a lane (session 7's HOTMOE_Q8_DB lost when launches had several rounds). Instances of their
- * own (PF0). */
-static std::atomic<int> q8_pf0_v(-1);
-extern "C" int gpu_q8_pf0(void) { return hm_env_digit("HOTMOE_Q8_PF0", 0, 3, 0, q8_pf0_v); }
-extern "C" void gpu_q8_pf0_set(int v) { q8_pf0_v.store(v < 0 ? 0 : v > 3 ? 3 : v); }
 /* HOTMOE_Q8_BPS3: 1 (the default; 0 turns it off), Q3_K's interleaved register kernel at three
  * blocks a SM (launch bounds for 3: 76-80 registers, no spills, against 106 at 2),
  * its grid and its lanes a row chosen for three blocks a SM (air's routed gate/up: 4 lanes, 352

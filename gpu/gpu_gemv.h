@@ -55,11 +55,6 @@ int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows
 int gpu_q8_affine(void);
 void gpu_q8_affine_set(int on);
 int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride);
-/* HOTMOE_Q8_PF0 (an experiment, 0 by default; gpu_q8_pf0_set for tests): 1, the affine launches ask L2
- * for each warp's first round of rows; 2, the affine gate/up launches for each warp's next step of
- * chunks; 3, the affine launches at two blocks a SM keep a second chunk in flight a lane; the same results */
-int gpu_q8_pf0(void);
-void gpu_q8_pf0_set(int v);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved matrices of the type hold rearranged chunks (Q3_K: q3r unless HOTMOE_Q3R=0;

@@ -1026,21 +1026,20 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
         report(0, what, "", "register the affine tables"); return;
     }
     if (gpu_q8_inter_affine(t_g, arena, (int64_t)st) != -1) { report(0, what, "", "gpu_q8_inter_affine took an unregistered table"); return; }
-    const int affine0 = gpu_q8_affine(), pf00 = gpu_q8_pf0();
+    const int affine0 = gpu_q8_affine();
     const int K = k * nb;
     std::vector<int> ids(K);
     for (int j = 0; j < K; j++) ids[j] = (int)(rnd32() % E);
     std::vector<float> x((size_t)nb * H);
     for (auto &v : x) v = rndf();
     int *dids = (int *)dev_upload(ids.data(), sizeof(int) * K);
-    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[6], *y[6];
-    for (int v = 0; v < 6; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[3], *y[3];
+    for (int v = 0; v < 3; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
     int rc = 0;
-    for (int v = 0; v < 6; v++) {   /* 0: GGUF layout, 1: interleaved, 2: interleaved in the arena, read affine; 3-5: and HOTMOE_Q8_PF0=1-3 */
+    for (int v = 0; v < 3; v++) {   /* 0: GGUF layout, 1: interleaved, 2: interleaved in the arena, read affine */
         const void *const *tg = v == 0 ? t_g : v == 1 ? t_ig : t_ag, *const *tu = v == 0 ? t_u : v == 1 ? t_iu : t_au,
                           *const *td = v == 0 ? t_d : v == 1 ? t_id : t_ad;
-        gpu_q8_affine_set(v >= 2);
-        gpu_q8_pf0_set(v >= 3 ? v - 2 : 0);
+        gpu_q8_affine_set(v == 2);
         CK(cudaMemset(act[v], 0xFF, sizeof(float) * K * I)); CK(cudaMemset(y[v], 0xFF, sizeof(float) * K * H));
         if (nb == 1) rc |= gpu_gemv_experts_swiglu_q8x(tgu, tg, tu, dids, k, dx, NULL, act[v], H, I, NULL);
         else rc |= gpu_gemv_experts_swiglu_x(tgu, tg, tu, dids, K, dx, H, k, act[v], H, I, NULL);
@@ -1050,7 +1049,6 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
         CK(cudaDeviceSynchronize());
     }
     gpu_q8_affine_set(affine0);
-    gpu_q8_pf0_set(pf00);
     std::vector<float> a0((size_t)K * I), y0((size_t)K * H), av(a0.size()), yv(y0.size());
     const size_t na = sizeof(float) * a0.size(), ny = sizeof(float) * y0.size();
     CK(cudaMemcpy(a0.data(), act[0], na, cudaMemcpyDeviceToHost));
@@ -1058,16 +1056,15 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     int finite = 1;
     for (float v : y0) finite &= isfinite(v);
     int bad = 0;   /* the first variant whose activations or outputs differ from the GGUF layout's */
-    for (int v = 1; v < 6 && !bad; v++) {
+    for (int v = 1; v < 3 && !bad; v++) {
         CK(cudaMemcpy(av.data(), act[v], na, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(yv.data(), y[v], ny, cudaMemcpyDeviceToHost));
         if (memcmp(a0.data(), av.data(), na) || memcmp(y0.data(), yv.data(), ny)) bad = v;
     }
-    static const char *differ[6] = { "", "differ", "the affine arena's differ", "with HOTMOE_Q8_PF0=1 they differ",
-                                     "with HOTMOE_Q8_PF0=2 they differ", "with HOTMOE_Q8_PF0=3 they differ" };
+    static const char *differ[3] = { "", "differ", "the affine arena's differ" };
     const bool same = !rc && finite && !bad;
     report(same, what, hm_type_get(tgu)->name,
-           same ? "activations and outputs bitwise the GGUF layout's (tables, affine, affine with HOTMOE_Q8_PF0=1-3)"
+           same ? "activations and outputs bitwise the GGUF layout's (tables and affine)"
            : rc ? gpu_gemv_error() : bad ? differ[bad] : "not finite");
     gpu_q8_inter_unregister(t_ig); gpu_q8_inter_unregister(t_iu); gpu_q8_inter_unregister(t_id);
     gpu_q8_inter_unregister(t_ag); gpu_q8_inter_unregister(t_au); gpu_q8_inter_unregister(t_ad);
@@ -1075,7 +1072,7 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     for (int m = 0; m < 3; m++) cudaFree(atab[m]);
     for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); cudaFree(hd[e]); cudaFree(ig[e]); cudaFree(iu[e]); cudaFree(id[e]); }
     cudaFree(tab); cudaFree(dids); cudaFree(dx);
-    for (int v = 0; v < 6; v++) { cudaFree(act[v]); cudaFree(y[v]); }
+    for (int v = 0; v < 3; v++) { cudaFree(act[v]); cudaFree(y[v]); }
 }
 
 /* A plain matrix (ncols x nrows rows: q|k|v, the o-projection, the head) interleaved with nmat 1 and
@@ -1239,13 +1236,8 @@ static void test_routed(int type, int H, int I, int E, int k) {
             CK(cudaMemset(act[1], 0xFF, sizeof(float) * k * I)); CK(cudaMemset(w[1], 0xFF, sizeof(float) * k));
             CK(cudaMemset(ids[1], 0xFF, sizeof(int) * k));
             gpu_q8_affine_set(1);
-            const int pf00 = gpu_q8_pf0();
-            const int ci = (int)(&c - cf);
-            static const int pfv[4] = { 0, 1, 3, 2 };   /* HOTMOE_Q8_PF0 of each setting */
-            gpu_q8_pf0_set(pfv[ci & 3]);
             rc |= !affine || gpu_gemv_experts_swiglu_routed(type, (const void *const *)atg, (const void *const *)atu, dlog, b, E, c.fn, c.norm,
                                                             c.scale, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
-            gpu_q8_pf0_set(pf00);
             gpu_q8_affine_set(affine0);
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpy(a4.data(), act[1], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
@@ -1265,7 +1257,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
     }
     if (ok)
         snprintf(detail, sizeof detail, "ids, weights and activations bitwise op_router + the GEMV's (4 settings; x's records given "
-                 "before the wait too%s)", inter ? "; interleaved experts too, by table and affine, HOTMOE_Q8_PF0=0-3" : "");
+                 "before the wait too%s)", inter ? "; interleaved experts too, by table and affine" : "");
     report(ok, what, hm_type_get(type)->name, detail);
     const int r1 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, E, 2, 1, 1.f, ids[1], w[1], 65, dx, NULL, act[1], H, I, 0, NULL);
     const int r2 = gpu_gemv_experts_swiglu_routed(type, tg, tu, dlog, NULL, 257, 2, 1, 1.f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
