@@ -110,7 +110,8 @@ static int router_early(const dlayer *l) {
  * those launches of every layer, so that the step's time without them measures what each costs on
  * the step's critical path (what ktrace's stamps, which include waits, cannot): v, qk (q|k or
  * q|k|v), post (k_qkv_post), attn (attention and merge), oproj, norm1 (the norm after the
- * o-projection), router (its GEMV), topk (op_router, when not inside the routed launch), gateup
+ * o-projection), router (its GEMV), topk (op_router; inside the routed launch: that launch's top-k,
+ * the experts then read by table from ids fixed at 0 .. k-1, so each layer's bytes stay the same), gateup
  * (the routed gate/up), down (the routed down), shared (the shared expert or dense FFN), reduce */
 enum { D_V, D_QK, D_POST, D_ATTN, D_OPROJ, D_NORM1, D_ROUTER, D_TOPK, D_GATEUP, D_DOWN, D_SHARED, D_REDUCE, D_COUNT };
 static int diag_skip(int what) {
@@ -442,7 +443,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
         }
         if (diag_skip(D_GATEUP)) {
-        } else if (routed)
+        } else if (routed && !diag_skip(D_TOPK))
             gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
                                            c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
                                            c->n_ff_exp, early, s);
@@ -977,7 +978,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(GPU_BATCH_MAX), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
-        CK(cudaMemset(g->ids, 0, sizeof(int) * 64));   /* valid ids before any router ran (HOTMOE_DIAG_SKIP=gateup) */
+        {   /* valid, distinct ids before any router ran (HOTMOE_DIAG_SKIP=gateup, topk: the experts then stay 0, 1, ...) */
+            int h[64];
+            for (int i = 0; i < 64; i++) h[i] = c->n_expert > 0 ? i % c->n_expert : 0;
+            CK(cudaMemcpy(g->ids, h, sizeof h, cudaMemcpyHostToDevice));
+        }
         CK(cudaMemset(g->am_scratch, 0, op_argmax_scratch_bytes(GPU_BATCH_MAX)));
         if (g->n_seq > 1) {   /* batched decode: GPU_BATCH_MAX rows of each buffer (in the estimate: batch_workspace) */
             const batch_sizes b = batch_rows(c);
