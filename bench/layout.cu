@@ -17,13 +17,14 @@
  * Each launch reads a different copy of the matrix (enough copies to overflow L2), 100 launches
  * per CUDA graph; us a launch and the fraction of the device's copy bandwidth.
  *
- *   bench_layout [--reps N]        (exit 77 without a GPU) */
+ *   bench_layout [--reps N] [--spread GB]        (exit 77 without a GPU) */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 #include <vector>
+#include <algorithm>
 #include "gemv_q8.cuh"
 #include "gpu_gemv.h"
 #include "gpu.h"
@@ -91,6 +92,7 @@ __global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowb
     if (li == 0 && row < nrows) y[row] = acc;
 }
 
+static size_t g_spread = 0;   /* --spread: bytes the copies of a matrix span (0: ~3 L2s) */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -133,10 +135,13 @@ static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const ui
             }
         }
     const size_t l2 = 64u << 20;
-    const int ncopy = (int)(3 * l2 / h.size()) + 2;
+    /* --spread GB: copies over that many bytes (each launch of the graph its own), as a model's
+     * layers spread over VRAM (what address translation sees), instead of ~3 L2s' worth */
+    const int ncopy = g_spread ? (int)std::min<size_t>(g_spread / h.size(), 4000) : (int)(3 * l2 / h.size()) + 2;
     uint8_t *dm;
     CK(cudaMalloc(&dm, h.size() * ncopy + 64));
-    for (int i = 0; i < ncopy; i++) CK(cudaMemcpy(dm + h.size() * i, h.data(), h.size(), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dm, h.data(), h.size(), cudaMemcpyHostToDevice));
+    for (int i = 1; i < ncopy; i++) CK(cudaMemcpy(dm + h.size() * i, dm, h.size(), cudaMemcpyDeviceToDevice));
     const int warps = (R + rpw - 1) / rpw, blocks = (warps + 7) / 8;
     const size_t smem = (size_t)N * Q8_REC;
     CK(cudaMemset(dy, 0xFF, sizeof(float) * R));
@@ -148,7 +153,7 @@ static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const ui
     CK(cudaStreamCreate(&s));
     cudaGraph_t gr;
     cudaGraphExec_t ge;
-    const int per = 100;
+    const int per = g_spread ? ncopy : 100;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < per; i++)
         k_layout<T, CBP, LAY, RA><<<blocks, 256, smem, s>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, cs.lshift, dy);
@@ -215,10 +220,12 @@ int main(int argc, char **argv) {
     int reps = 5;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--spread") && i + 1 < argc) g_spread = (size_t)(atof(argv[++i]) * (1u << 30));
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || !nd) { printf("SKIP: no CUDA device (bench_layout needs a GPU)\n"); return 77; }
     const double ceil_gbs = gpu_measure_d2d(0);
-    printf("bench_layout: device copy bandwidth %.0f GB/s; fractions of it count the GGUF bytes\n\n", ceil_gbs);
+    printf("bench_layout: device copy bandwidth %.0f GB/s; fractions of it count the GGUF bytes; copies over %s\n\n", ceil_gbs,
+           g_spread ? "--spread GB, a launch each" : "~3 L2s, 100 launches a graph");
     printf("| shape | layout | us a launch | GB/s | of copy BW | vs rows | outputs |\n|---|---|---|---|---|---|---|\n");
     int bad = 0;
     bad += run_case<Q8W_Q3_K, 112, 1>({ "air gate|up Q3_K 22528x4096, 2 lanes", 3, 22528, 4096, 1, 0 }, reps, ceil_gbs);
