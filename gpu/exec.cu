@@ -884,7 +884,15 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         }
     }
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
+    {   /* HOTMOE_S2_PRIO=1 (an experiment, off by default): the second stream (v, the shared expert) at the
+         * device's greatest priority, so that its blocks are dispatched before the step's pending ones */
+        const char *e = getenv("HOTMOE_S2_PRIO");
+        int least = 0, greatest = 0;
+        if (e && e[0] == '1' && cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
+            CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, greatest));
+        else
+            CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
+    }
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
