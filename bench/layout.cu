@@ -194,9 +194,12 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
     std::vector<float> ref, got;
     double by = 0, t_rows = 0;
     int bad = 0;
-    std::vector<uint8_t> krows = rows;   /* the kernel's chunks: q3r (the model's Q3_K layout) repacked from GGUF's */
-    if (cs.q3r)
-        for (size_t c = 0; c + 110 <= (size_t)R * rb_in; c += 110) q3r_pack_chunk(&rows[c], &krows[c]);
+    std::vector<uint8_t> q3r;   /* the kernel's chunks for a q3r case: the model's Q3_K layout, repacked from GGUF's */
+    if (cs.q3r) {
+        q3r = rows;
+        for (size_t c = 0; c + T::CB <= (size_t)R * rb_in; c += T::CB) q3r_pack_chunk(&rows[c], &q3r[c]);
+    }
+    const std::vector<uint8_t> &krows = cs.q3r ? q3r : rows;
     for (int lay = 0; lay < 4; lay++) {
         double t;
         switch (lay) {

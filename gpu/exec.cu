@@ -403,7 +403,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         /* resident experts, no recorded routing, no group limit: the routed
          * gate/up launch runs the top-k itself (gpu_gemv_experts_swiglu_routed), one kernel fewer */
-        const int routed = route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
+        const int routed = !diag_skip(D_TOPK) && route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
                            gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
         /* the routed launch then follows the router GEMV directly (router_early) */
         const int early = routed && !diag_skip(D_ROUTER) && !diag_skip(D_GATEUP) && router_early(l);
@@ -443,7 +443,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             }
         }
         if (diag_skip(D_GATEUP)) {
-        } else if (routed && !diag_skip(D_TOPK))
+        } else if (routed)
             gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
                                            c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
                                            c->n_ff_exp, early, s);
@@ -886,12 +886,10 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
     {   /* HOTMOE_S2_PRIO=1 (an experiment, off by default): the second stream (v, the shared expert) at the
          * device's greatest priority, so that its blocks are dispatched before the step's pending ones */
-        const char *e = getenv("HOTMOE_S2_PRIO");
+        static std::atomic<int> s2_prio(-1);
         int least = 0, greatest = 0;
-        if (e && e[0] == '1' && cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess)
-            CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, greatest));
-        else
-            CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
+        if (hm_env_digit("HOTMOE_S2_PRIO", 0, 1, 0, s2_prio)) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, greatest));   /* 0: the default priority */
     }
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));

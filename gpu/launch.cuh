@@ -153,8 +153,8 @@ static inline int hm_pdl_enabled(void) {
  * 100 vs the driver's choice, resident air 280.6 vs 276.7, a3b 509.9 vs 499.2; a3b at 8 GiB
  * --cold stream 103.8 vs 108.2, --cold cpu 157.1 vs 164.8. 50 vs 100 in four calls: air 282.9 vs
  * 279.0, 285.2 vs 282.2, 284.9 vs 281.3, 284.3 vs 282.1 (+1.1%); a3b 506.3 vs 508.5, 511.9 vs
- * 514.9, 511.4 vs 511.1, 512.3 vs 513.9 (-0.3%); 75: air +1%, a3b -0.7%. Prefill at 50 not yet
- * measured (the driver's choice vs 100 made no difference there: a3b 8K 17,132 vs 17,152).
+ * 514.9, 511.4 vs 511.1, 512.3 vs 513.9 (-0.3%); 75: air +1%, a3b -0.7%. Prefill 8K at 50 vs 100
+ * (session 27): a3b 17,140 vs 17,156, air 5,787 vs 5,791.
  * HOTMOE_CARVEOUT=N (0-100) sets N for every executor, HOTMOE_CARVEOUT=off the driver's choice. */
 inline std::atomic<int> hm_carveout_def{50};
 static inline int hm_carveout(void) {
