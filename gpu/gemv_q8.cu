@@ -359,35 +359,35 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
  * not taken yet (the gate/up units never wait), so the grid needs no co-residency. The counters
  * are a layer's own; the grid's last block to leave zeroes them for the next step. */
 #define Q8_MOE_MAXK 16
-static_assert(GPU_MOE_CTR == 3 + Q8_MOE_MAXK, "a fused MoE launch's counters (gpu_gemv.h)");
+#define Q8_MOE_LINE 32 /* ints between two counters: each its own 128-byte line (an L2 slice's spinning readers and atomics apart) */
+static_assert(GPU_MOE_CTR == (3 + Q8_MOE_MAXK) * Q8_MOE_LINE, "a fused MoE launch's counters (gpu_gemv.h)");
 struct q8_moe_params {
     q8_params g, d;           /* the routed gate/up launch's and the down launch's */
-    int *ctr;                 /* [0] tickets, [1] blocks out, [2] the ids' flag, [3 + e] slot e's gate/up units done */
+    int *ctr;                 /* lines of Q8_MOE_LINE: 0 tickets past the grid, 1 blocks out, 2 the ids' flag, 3 + e slot e's gate/up units done */
     int ngu, gxd;             /* gate/up units (that launch's grid), down blocks a slot */
     int expect[Q8_MOE_MAXK];  /* gate/up units with rows in slot e */
 };
 
-__device__ __forceinline__ int q8_ld_acquire(const int *p) {
-    int v;
+/* until *p >= n: relaxed loads a little apart, then a fence (what the count covers is visible after) */
+__device__ __forceinline__ void q8_wait_count(const int *p, int n) {
 #ifdef __CUDA_ARCH__
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-#else
-    v = *p;
+    while (*(const volatile int *)p < n) __nanosleep(32);
+    __threadfence();
 #endif
-    return v;
 }
 
 template <class TG, class TD, int BPS>
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_moe_params m) {
     extern __shared__ __align__(16) uint8_t xs[];
     __shared__ int tk, sid[Q8_MOE_MAXK];
-    int *ticket = m.ctr, *out = m.ctr + 1, *ids_out = m.ctr + 2, *done = m.ctr + 3;
+    int *ticket = m.ctr, *out = m.ctr + Q8_MOE_LINE, *ids_out = m.ctr + 2 * Q8_MOE_LINE, *done = m.ctr + 3 * Q8_MOE_LINE;
     const int k = m.g.k, total = m.ngu + k * m.gxd;
     const int per_block = Q8_THREADS >> m.g.lshift, tg = m.ngu * per_block;   /* gate/up items a unit takes a round; a round's */
     q8_params d = m.d;
     d.ids = sid;   /* the ids as the waiting thread read them after the flag */
-    for (;;) {
-        if (threadIdx.x == 0) tk = atomicAdd(ticket, 1);
+    for (int first = 1;; first = 0) {
+        /* block b's first unit is b (the grid is the gate/up launch's), the next ones by ticket */
+        if (threadIdx.x == 0) tk = first ? (int)blockIdx.x : (int)gridDim.x + atomicAdd(ticket, 1);
         __syncthreads();
         const int t = tk;
         if (t >= total) break;
@@ -399,7 +399,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_m
                 int last = -1;
                 for (int b = t * per_block; b < m.g.nitems; b += tg) {
                     const int s0 = b / 2 / m.g.nrows, s1 = (min(b + per_block, m.g.nitems) - 1) / 2 / m.g.nrows;
-                    for (int s = max(s0, last + 1); s <= s1; s++) atomicAdd(done + s, 1);
+                    for (int s = max(s0, last + 1); s <= s1; s++) atomicAdd(done + s * Q8_MOE_LINE, 1);
                     last = s1;
                 }
                 if (t == 0) atomicAdd(ids_out, 1);   /* its thread 0 stored the ids (q8_tables) */
@@ -407,8 +407,8 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_m
         } else {
             const int j = t - m.ngu, e = j / m.gxd;
             if (threadIdx.x == 0) {
-                while (q8_ld_acquire(done + e) < m.expect[e]) {}
-                while (q8_ld_acquire(ids_out) < 1) {}
+                q8_wait_count(done + e * Q8_MOE_LINE, m.expect[e]);
+                q8_wait_count(ids_out, 1);
                 for (int s = 0; s < k; s++) sid[s] = __ldcg(m.d.ids + s);
             }
             __syncthreads();
@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_m
         __threadfence();
         if (atomicAdd(out, 1) == (int)gridDim.x - 1) {   /* every other block has left: the counters back to zero */
             *ticket = 0; *out = 0; *ids_out = 0;
-            for (int s = 0; s < k; s++) done[s] = 0;
+            for (int s = 0; s < k; s++) done[s * Q8_MOE_LINE] = 0;
             __threadfence();
         }
     }

@@ -82,7 +82,7 @@ int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const 
  * launch that may run at once. 1 when not taken (the switch off, or not air's resident layout:
  * Q3_K gate/up and Q4_0 down, interleaved, rearranged and affine, k <= 16): the caller makes the
  * two launches; 0, or -1 with the reason recorded. */
-#define GPU_MOE_CTR 19
+#define GPU_MOE_CTR 608   /* (3 + 16) counters, each on its own 128-byte line */
 void gpu_q8_moe_fuse_set(int mode);   /* HOTMOE_MOE_FUSE's value from now on (tests) */
 int gpu_gemv_moe_routed(int type_gu, const void *const *gate_tab, const void *const *up_tab, const float *logits, const float *bias,
                         int n_expert, int fn, int norm, float scale, int *ids, float *w, int k, const float *x, const void *xq, float *act,
