@@ -1136,7 +1136,7 @@ static void test_inter_mat(int type, int ncols, int nrows) {
  * bitwise the routed launch's followed by the down launch's (every output poisoned before), twice
  * in a row on the same counters, which each launch leaves zero; the experts by table (not affine)
  * are refused (1), as is the switch off. */
-static void test_moe_fused(int tgu, int tdn, int H, int I, int E, int k) {
+static void test_moe_fused(int tgu, int tdn, int H, int I, int E, int k, int bench = 0) {
     char what[160];
     snprintf(what, sizeof what, "fused MoE launch %dx%d / %dx%d, top-%d of %d", I, H, H, I, k, E);
     const size_t rg = hm_row_size(tgu, H) * I, rd = hm_row_size(tdn, I) * H;
@@ -1224,6 +1224,38 @@ static void test_moe_fused(int tgu, int tdn, int H, int I, int E, int k) {
                          r ? (r > 0 ? "not taken" : gpu_gemv_error()) : "differ", bad, y0.size(), zero ? "zero" : "left non-zero");
             ok &= same && zero;
         }
+    }
+    if (ok && bench) {   /* --bench-moe: the two launches against the fused one, 16 routings in turn, 200 steps each, 3 rounds */
+        const int NL = 16, iters = 200;
+        float *dl[NL];
+        for (int j = 0; j < NL; j++) {
+            for (int i = 0; i < E; i++) lg[i] = rndf() * 4.f;
+            dl[j] = (float *)dev_upload(lg.data(), sizeof(float) * E);
+        }
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+        for (int round = 0; round < 3; round++)
+            for (int mode = 0; mode <= 2; mode++) {
+                gpu_q8_moe_fuse_set(mode);
+                CK(cudaEventRecord(e0));
+                for (int it = 0; it < iters; it++) {
+                    if (mode == 0) {
+                        gpu_gemv_experts_swiglu_routed(tgu, atg, atu, dl[it % NL], dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
+                        gpu_gemv_experts(tdn, atd, ids[1], k, act[1], y[1], I, H, NULL);
+                    } else {
+                        gpu_gemv_moe_routed(tgu, atg, atu, dl[it % NL], dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, tdn, atd,
+                                            y[1], ctr, NULL);
+                    }
+                }
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                printf("bench-moe round %d: %s %7.2f us a step\n", round, mode ? (mode == 1 ? "fused (3 blocks a SM)" : "fused (2 blocks a SM)")
+                                                                              : "routed gate/up + down", ms * 1e3 / iters);
+            }
+        for (int j = 0; j < NL; j++) cudaFree(dl[j]);
+        CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
     }
     /* refusals: tables not affine, the switch off */
     const int n1 = gpu_gemv_moe_routed(tgu, ttg, ttu, dlog, dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, tdn, ttd, y[1],
@@ -1444,6 +1476,11 @@ int main(int argc, char **argv) {
     if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
     if (argc > 1 && !strcmp(argv[1], "--bench-xq")) return bench_xq();
     if (argc > 1 && !strcmp(argv[1], "--bench-air")) return bench_air();
+    if (argc > 1 && !strcmp(argv[1], "--bench-moe")) {   /* the fused MoE launch against the two (64 experts: 512 MB, past L2) */
+        gpu_gemv_set_mode(1);
+        test_moe_fused(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 64, 8, 1);
+        return g_fail ? 1 : 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? argv[3] : NULL); /* --bench [mode [type]] */
 
     for (int i = 0; i < NTYPES; i++) {
