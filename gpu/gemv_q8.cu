@@ -201,7 +201,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * end in a partial chunk). */
 /* The kernel's work as block bx of gx along x, slot e (blockIdx.y): gemv_q8_kernel, and the fused
  * MoE launch's units (gemv_q8_moe_kernel). COH: x written by this grid (loaded through L2). */
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool COH = false>
+template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool COH = false, bool XST = false>   /* XST: x's records already in xs */
 __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const int bx, const int e, const int gx, uint8_t *xs) {
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
@@ -262,7 +262,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const int bx, c
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
     if (NB == 1) {
-        if (!xpre) q8_stage_x<COH>(p, e, nchunks, xs);
+        if (!xpre && !XST) q8_stage_x<COH>(p, e, nchunks, xs);
     } else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
@@ -349,22 +349,25 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
 }
 
 /* ---- the fused MoE launch (HOTMOE_MOE_FUSE=1): the routed gate/up and the down in one grid ----
- * Units go out by a ticket counter: first the routed gate/up launch's blocks (in order), then the
- * down launch's blocks slot by slot. A gate/up unit, once its rows are written, adds one to the
- * done count of each slot its rows fall in (and unit 0, which stores the ids, to the ids' flag);
- * a down unit of slot e waits until that count is the number of gate/up units with rows in e
- * (expect[e]) and the ids are out, then runs the down launch's block: the down of expert e starts
- * as soon as its activations are, no launch boundary between. A unit's work is the two launches'
- * (gemv_q8_body), so the sums and their order are theirs, bitwise. No unit waits for one that is
- * not taken yet (the gate/up units never wait), so the grid needs no co-residency. The counters
- * are a layer's own; the grid's last block to leave zeroes them for the next step. */
+ * Every block first runs the router's top-k (router_select, as the routed launch's blocks do; block
+ * 0 stores the ids and weights) and stages x's records, once; then it takes units by a ticket
+ * counter: first the routed gate/up launch's blocks (in order), then the down launch's blocks slot
+ * by slot. A gate/up unit, once its rows are written, adds one to the done count of each slot its
+ * rows fall in; a down unit of slot e waits until that count is the number of gate/up units with
+ * rows in e (expect[e]), then runs the down launch's block: the down of expert e starts as soon as
+ * its activations are, while later slots' gate/up units may still run (a grid smaller than the
+ * gate/up units: HOTMOE_MOE_GRID). A unit's work is the two launches' (gemv_q8_body), so the sums
+ * and their order are theirs, bitwise. Units are taken in order and none waits for one not taken
+ * yet (the gate/up units never wait), so the grid needs no co-residency. The counters are a
+ * layer's own; the grid's last block to leave zeroes them for the next step. */
 #define Q8_MOE_MAXK 16
 #define Q8_MOE_LINE 32 /* ints between two counters: each its own 128-byte line (an L2 slice's spinning readers and atomics apart) */
 static_assert(GPU_MOE_CTR == (3 + Q8_MOE_MAXK) * Q8_MOE_LINE, "a fused MoE launch's counters (gpu_gemv.h)");
 struct q8_moe_params {
     q8_params g, d;           /* the routed gate/up launch's and the down launch's */
-    int *ctr;                 /* lines of Q8_MOE_LINE: 0 tickets past the grid, 1 blocks out, 2 the ids' flag, 3 + e slot e's gate/up units done */
+    int *ctr;                 /* lines of Q8_MOE_LINE: 0 tickets, 1 blocks out, 3 + e slot e's gate/up units done */
     int ngu, gxd;             /* gate/up units (that launch's grid), down blocks a slot */
+    int xrec;                 /* bytes of x's records in shared memory (the down units' records follow) */
     int expect[Q8_MOE_MAXK];  /* gate/up units with rows in slot e */
 };
 
@@ -378,48 +381,55 @@ __device__ __forceinline__ void q8_wait_count(const int *p, int n) {
 
 template <class TG, class TD, int BPS>
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_moe_params m) {
-    extern __shared__ __align__(16) uint8_t xs[];
+    extern __shared__ __align__(16) uint8_t xs[];   /* x's records, then a down unit's */
     __shared__ int tk, sid[Q8_MOE_MAXK];
-    int *ticket = m.ctr, *out = m.ctr + Q8_MOE_LINE, *ids_out = m.ctr + 2 * Q8_MOE_LINE, *done = m.ctr + 3 * Q8_MOE_LINE;
-    const int k = m.g.k, total = m.ngu + k * m.gxd;
+    int *ticket = m.ctr, *out = m.ctr + Q8_MOE_LINE, *done = m.ctr + 3 * Q8_MOE_LINE;
+    const int k = m.g.k, total = m.ngu + k * m.gxd, nchx = m.g.nch + (m.g.nbl > 0);
     const int per_block = Q8_THREADS >> m.g.lshift, tg = m.ngu * per_block;   /* gate/up items a unit takes a round; a round's */
-    q8_params d = m.d;
-    d.ids = sid;   /* the ids as the waiting thread read them after the flag */
-    for (int first = 1;; first = 0) {
-        /* block b's first unit is b (the grid is the gate/up launch's), the next ones by ticket */
-        if (threadIdx.x == 0) tk = first ? (int)blockIdx.x : (int)gridDim.x + atomicAdd(ticket, 1);
-        __syncthreads();
+    /* the top-k and x's records once (the routed launch's prologue: records given early copied before the wait) */
+    const bool xpre = m.g.xpre && m.g.xq;
+    if (xpre) q8_stage_x(m.g, 0, nchx, xs);
+    hm_pdl_wait();
+    {
+        const int *isel;
+        const float *wsel;
+        router_select<Q8_ROUTE_MAX>(m.g.rlog, m.g.rbias, m.g.rn, k, m.g.rfn, 1, 1, &isel, &wsel);
+        if (threadIdx.x < k) sid[threadIdx.x] = isel[threadIdx.x];
+        if (blockIdx.x == 0 && threadIdx.x == 0) router_weights(isel, wsel, k, m.g.rfn, m.g.rnorm, m.g.rscale, m.g.rids, m.g.rw);
+    }
+    if (!xpre) q8_stage_x(m.g, 0, nchx, xs);
+    q8_params g = m.g, d = m.d;
+    g.rlog = nullptr; g.ids = sid;   /* the units read the ids chosen above */
+    d.ids = sid;
+    for (;;) {
+        if (threadIdx.x == 0) tk = atomicAdd(ticket, 1);
+        __syncthreads();   /* also: sid and x's records (first pass) */
         const int t = tk;
         if (t >= total) break;
         if (t < m.ngu) {
-            gemv_q8_body<TG, 2, 0, 1, true, true>(m.g, t, 0, m.ngu, xs);
+            gemv_q8_body<TG, 2, 0, 1, false, true, false, true>(g, t, 0, m.ngu, xs);
             __threadfence();   /* every thread's rows out before the count says so */
             __syncthreads();
             if (threadIdx.x == 0) {
                 int last = -1;
-                for (int b = t * per_block; b < m.g.nitems; b += tg) {
-                    const int s0 = b / 2 / m.g.nrows, s1 = (min(b + per_block, m.g.nitems) - 1) / 2 / m.g.nrows;
+                for (int b = t * per_block; b < g.nitems; b += tg) {
+                    const int s0 = b / 2 / g.nrows, s1 = (min(b + per_block, g.nitems) - 1) / 2 / g.nrows;
                     for (int s = max(s0, last + 1); s <= s1; s++) atomicAdd(done + s * Q8_MOE_LINE, 1);
                     last = s1;
                 }
-                if (t == 0) atomicAdd(ids_out, 1);   /* its thread 0 stored the ids (q8_tables) */
             }
         } else {
             const int j = t - m.ngu, e = j / m.gxd;
-            if (threadIdx.x == 0) {
-                q8_wait_count(done + e * Q8_MOE_LINE, m.expect[e]);
-                q8_wait_count(ids_out, 1);
-                for (int s = 0; s < k; s++) sid[s] = __ldcg(m.d.ids + s);
-            }
+            if (threadIdx.x == 0) q8_wait_count(done + e * Q8_MOE_LINE, m.expect[e]);
             __syncthreads();
-            gemv_q8_body<TD, 1, 0, 1, false, true, true>(d, j % m.gxd, e, m.gxd, xs);
+            gemv_q8_body<TD, 1, 0, 1, false, true, true>(d, j % m.gxd, e, m.gxd, xs + m.xrec);
         }
-        __syncthreads();   /* tk, sid and xs are rewritten by the next unit */
+        __syncthreads();   /* tk and the down records are rewritten by the next unit */
     }
     if (threadIdx.x == 0) {
         __threadfence();
         if (atomicAdd(out, 1) == (int)gridDim.x - 1) {   /* every other block has left: the counters back to zero */
-            *ticket = 0; *out = 0; *ids_out = 0;
+            *ticket = 0; *out = 0;
             for (int s = 0; s < k; s++) done[s * Q8_MOE_LINE] = 0;
             __threadfence();
         }
@@ -943,10 +953,15 @@ int gemv_q8_try_moe(int type_gu, const void *const *gate_tab, const void *const 
             last = s1;
         }
     }
-    const size_t smem = (size_t)std::max((ncols + Q8_CHUNK - 1) / Q8_CHUNK, (nff + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
+    m.xrec = (ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC;
+    const size_t smem = (size_t)m.xrec + (size_t)((nff + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
+    /* HOTMOE_MOE_GRID=N: N blocks a SM (1-9), else the gate/up launch's grid */
+    static std::atomic<int> gc(-1);
+    const int gpsm = hm_env_digit("HOTMOE_MOE_GRID", 1, 9, 0, gc);
+    const int grid = gpsm ? gpsm * q8_sm_count() : gxg;
     const cudaStream_t s = (cudaStream_t)stream;
-    if (mode == 1) hm_launch(gemv_q8_moe_kernel<Q8W_Q3_KR, Q8W_Q4R, 3>, dim3((unsigned)gxg), Q8_THREADS, smem, s, m);
-    else hm_launch(gemv_q8_moe_kernel<Q8W_Q3_KR, Q8W_Q4R, 2>, dim3((unsigned)gxg), Q8_THREADS, smem, s, m);
+    if (mode == 1) hm_launch(gemv_q8_moe_kernel<Q8W_Q3_KR, Q8W_Q4R, 3>, dim3((unsigned)grid), Q8_THREADS, smem, s, m);
+    else hm_launch(gemv_q8_moe_kernel<Q8W_Q3_KR, Q8W_Q4R, 2>, dim3((unsigned)grid), Q8_THREADS, smem, s, m);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return gemv_fail("gemv_q8: fused MoE launch of %d blocks failed: %s", gxg, cudaGetErrorString(err));
     return 0;
