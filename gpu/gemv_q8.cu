@@ -408,9 +408,9 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_m
         if (t >= total) break;
         if (t < m.ngu) {
             gemv_q8_body<TG, 2, 0, 1, false, true, false, true>(g, t, 0, m.ngu, xs);
-            __threadfence();   /* every thread's rows out before the count says so */
-            __syncthreads();
+            __syncthreads();   /* the block's rows written; thread 0's fence then orders them before its counts */
             if (threadIdx.x == 0) {
+                __threadfence();
                 int last = -1;
                 for (int b = t * per_block; b < g.nitems; b += tg) {
                     const int s0 = b / 2 / g.nrows, s1 = (min(b + per_block, g.nitems) - 1) / 2 / g.nrows;
@@ -420,7 +420,13 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_m
             }
         } else {
             const int j = t - m.ngu, e = j / m.gxd;
-            if (threadIdx.x == 0) q8_wait_count(done + e * Q8_MOE_LINE, m.expect[e]);
+            if (threadIdx.x == 0) {
+                /* the unit's first round of rows asked into L2 while the slot's activations are made */
+                const int pbd = Q8_THREADS >> d.lshift, r0 = (j % m.gxd) * pbd, nchd = d.nch + (d.nbl > 0);
+                const size_t rsd = (size_t)(((nchd + (1 << d.lshift) - 1) >> d.lshift) << d.lshift) * ((TD::CB + 15) & ~15);
+                if (r0 < d.nrows) q8_prefetch_l2(d.ab0 + (int64_t)sid[e] * d.astride + (size_t)r0 * rsd, (size_t)min(pbd, d.nrows - r0) * rsd);
+                q8_wait_count(done + e * Q8_MOE_LINE, m.expect[e]);
+            }
             __syncthreads();
             gemv_q8_body<TD, 1, 0, 1, false, true, true>(d, j % m.gxd, e, m.gxd, xs + m.xrec);
         }
