@@ -442,13 +442,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                 mark(g, P_CACHE);
             }
         }
-        /* the routed gate/up and the down in one launch (HOTMOE_MOE_FUSE; 1: not taken, the two launches) */
-        const int fused = routed && !diag_skip(D_GATEUP) && !diag_skip(D_DOWN) &&
-                          gpu_gemv_moe_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn, c->norm_topk,
-                                              c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp,
-                                              early, x->type_down, x->down, g->ey, g->moe_ctr + (size_t)il * GPU_MOE_CTR, s) == 0;
-        if (fused) {
-        } else if (diag_skip(D_GATEUP)) {
+        if (diag_skip(D_GATEUP)) {
         } else if (routed)
             gpu_gemv_experts_swiglu_routed(x->type_gu, x->gate, x->up, g->rlog, l->router_bias, c->n_expert, c->router_fn,
                                            c->norm_topk, c->routed_scale, g->ids, g->ew, c->n_expert_used, g->xn, g->xq_n, g->act, D,
@@ -456,7 +450,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        if (!fused && !diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
+        if (!diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
             cudaStreamWaitEvent(s, g->ov_join, 0);
@@ -987,11 +981,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_next = (int *)dalloc(g, sizeof(int) * GPU_BATCH_MAX, err, errlen)) ||
-            !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(GPU_BATCH_MAX), err, errlen)) ||
-            !(g->moe_ctr = (int *)dalloc(g, sizeof(int) * GPU_MOE_CTR * c->n_layer, err, errlen)))
+            !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(GPU_BATCH_MAX), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
-        CK(cudaMemset(g->moe_ctr, 0, sizeof(int) * GPU_MOE_CTR * c->n_layer));
         {   /* valid, distinct ids before any router ran (HOTMOE_DIAG_SKIP=gateup, topk: the experts then stay 0, 1, ...) */
             int h[64];
             for (int i = 0; i < 64; i++) h[i] = c->n_expert > 0 ? i % c->n_expert : 0;

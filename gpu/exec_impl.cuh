@@ -106,7 +106,6 @@ struct gpu_exec {
     void *xq_n, *xq_att;                  /* q8 records of xn and att, written by the ops that make them, read by the
                                              GEMVs instead of quantizing in every block; NULL: not used (HOTMOE_XQ=0) */
     int *ids, *zero_id, *d_pos;
-    int *moe_ctr;   /* each layer's GPU_MOE_CTR counters of the fused MoE launch (gpu_gemv_moe_routed), zero between launches */
     float *h_x, *h_logits; int *h_pos;    /* pinned */
     int *d_next, *h_next; void *am_scratch;   /* the greedy graphs' tokens (GPU_BATCH_MAX, device and pinned), argmax scratch */
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */

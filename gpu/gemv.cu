@@ -280,18 +280,6 @@ extern "C" int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_
     return rc > 0 ? gemv_fail("gpu_gemv_experts_swiglu_routed: the q8 path refused %s x %d", t->name, ncols) : rc;
 }
 
-extern "C" int gpu_gemv_moe_routed(int type_gu, const void *const *gate_tab, const void *const *up_tab, const float *logits,
-                                   const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w, int k,
-                                   const float *x, const void *xq, float *act, int ncols, int nrows, int xq_ready, int type_down,
-                                   const void *const *down_tab, float *y, int *ctr, void *stream) {
-    if (!gemv_q8_mode() || nrows <= 0 || k <= 0) return 1;
-    if (!gate_tab || !up_tab || !down_tab || !logits || !ids || !w || !x || !act || !y || !ctr)
-        return gemv_fail("gpu_gemv_moe_routed: NULL table, logits, ids, weights, vector or counters");
-    if ((uintptr_t)xq % 16) return gemv_fail("gpu_gemv_moe_routed: records at %p are not 16-byte aligned", xq);
-    return gemv_q8_try_moe(type_gu, gate_tab, up_tab, logits, bias, n_expert, fn, norm, scale, ids, w, k, x, xq, act, ncols, nrows,
-                           xq_ready, type_down, down_tab, y, ctr, stream);
-}
-
 extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, const void *const *up_tab,
                                        const int *ids, int k, const float *x, float *act, int ncols,
                                        int nrows, void *stream) {

@@ -102,7 +102,6 @@ struct q8_params {
  * each; the float operations are q8_quant32's (max is exact in any order, sums are integers), so
  * the records equal what q8_quant32 makes. ncols % 32 == 0: warps run whole (lanes past the end
  * compute zeros and store nothing); the groups of a partial last chunk past ncols are zeroed. */
-template <bool COH = false>   /* COH: x was written by other blocks of this grid (the fused MoE launch): loads through L2 */
 __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t *xs) {   /* x: read-only in the kernel */
     const int n4 = ncols / 4, n4r = (n4 + 31) & ~31;
     /* batches of Q8_XB float4 per thread, all loaded before any is used: one L2 round trip per
@@ -112,7 +111,7 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
 #pragma unroll
         for (int u = 0; u < Q8_XB; u++) {
             const int i = i0 + u * blockDim.x;
-            fb[u] = i < n4 ? (COH ? __ldcg((const float4 *)(x + 4 * i)) : __ldg((const float4 *)(x + 4 * i))) : make_float4(0.f, 0.f, 0.f, 0.f);
+            fb[u] = i < n4 ? __ldg((const float4 *)(x + 4 * i)) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
         for (int u = 0; u < Q8_XB; u++) {
@@ -133,12 +132,11 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
 
 /* Slot e's x as chunk records in xs (nchunks of them, whole 16-byte words): copied from its
  * producer's (p.xq, gpu_gemv_q8x), or quantized here */
-template <bool COH = false>
 __device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunks, uint8_t *xs) {
     if (p.xq)
         for (int i = threadIdx.x; i < nchunks * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
     else
-        q8_quantize_x<COH>(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
+        q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
 }
 
 /* 32-element-block types: rows may end in a partial chunk and start at any even address */
@@ -178,13 +176,13 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
  * NMAT 2, NB 1): the router's top-k chooses them first, the table loads are issued before block
  * (0, 0) stores the ids and makes the weights (p.rids, p.rw). */
 template <int NMAT, bool ROUTE, bool AFF = false>
-__device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK], bool first) {
+__device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK]) {
     if constexpr (ROUTE) {
         const int *isel;
         const float *wsel;
         router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
-        if (first && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
+        if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp);
     }
@@ -199,10 +197,9 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-/* The kernel's work as block bx of gx along x, slot e (blockIdx.y): gemv_q8_kernel, and the fused
- * MoE launch's units (gemv_q8_moe_kernel). COH: x written by this grid (loaded through L2). */
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool COH = false, bool XST = false>   /* XST: x's records already in xs */
-__device__ __forceinline__ void gemv_q8_body(const q8_params &p, const int bx, const int e, const int gx, uint8_t *xs) {
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables */
+__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
+    extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
     /* A == 0: the matrices are interleaved per warp (gpu_q8_inter_pack): chunks padded to CBP bytes,
@@ -211,14 +208,14 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const int bx, c
     constexpr bool INTER = A == 0;
     constexpr int CBP = (T::CB + 15) & ~15;
     constexpr int NW = INTER ? q8_nw(CBP, 16) : q8_nw(T::CB, A);
-    const int nslot = p.flat ? p.k : 1;
+    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
     const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
-    const int tg = gx * (Q8_THREADS >> p.lshift);                /* groups in this slot's grid */
+    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
     const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP : (size_t)p.nch * T::CB + p.nbl;
-    const int base0 = (bx * (Q8_THREADS / 32) + warp) * gpw;
+    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT. A group's
      * items are base0 + gi + s * tg: its matrix m is fixed (tg and base0 are multiples of NMAT) and
      * its (slot, row) advance by tg / NMAT rows a step, tracked without dividing. */
@@ -257,12 +254,12 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const int bx, c
     const bool xpre = ROUTE && p.xpre && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp, bx == 0 && e == 0);
+    q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
     if (NB == 1) {
-        if (!xpre && !XST) q8_stage_x<COH>(p, e, nchunks, xs);
+        if (!xpre) q8_stage_x(p, e, nchunks, xs);
     } else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
@@ -339,106 +336,6 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const int bx, c
             ybase[slot * p.y_stride + row] = acc;
         }
         advance(&slot, &row);
-    }
-}
-
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables */
-__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
-    extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
-    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF>(p, blockIdx.x, blockIdx.y, gridDim.x, xs);
-}
-
-/* ---- the fused MoE launch (HOTMOE_MOE_FUSE=1): the routed gate/up and the down in one grid ----
- * Every block first runs the router's top-k (router_select, as the routed launch's blocks do; block
- * 0 stores the ids and weights) and stages x's records, once; then it takes units by a ticket
- * counter: first the routed gate/up launch's blocks (in order), then the down launch's blocks slot
- * by slot. A gate/up unit, once its rows are written, adds one to the done count of each slot its
- * rows fall in; a down unit of slot e waits until that count is the number of gate/up units with
- * rows in e (expect[e]), then runs the down launch's block: the down of expert e starts as soon as
- * its activations are, while later slots' gate/up units may still run (a grid smaller than the
- * gate/up units: HOTMOE_MOE_GRID). A unit's work is the two launches' (gemv_q8_body), so the sums
- * and their order are theirs, bitwise. Units are taken in order and none waits for one not taken
- * yet (the gate/up units never wait), so the grid needs no co-residency. The counters are a
- * layer's own; the grid's last block to leave zeroes them for the next step. */
-#define Q8_MOE_MAXK 16
-#define Q8_MOE_LINE 32 /* ints between two counters: each its own 128-byte line (an L2 slice's spinning readers and atomics apart) */
-static_assert(GPU_MOE_CTR == (3 + Q8_MOE_MAXK) * Q8_MOE_LINE, "a fused MoE launch's counters (gpu_gemv.h)");
-struct q8_moe_params {
-    q8_params g, d;           /* the routed gate/up launch's and the down launch's */
-    int *ctr;                 /* lines of Q8_MOE_LINE: 0 tickets, 1 blocks out, 3 + e slot e's gate/up units done */
-    int ngu, gxd;             /* gate/up units (that launch's grid), down blocks a slot */
-    int xrec;                 /* bytes of x's records in shared memory (the down units' records follow) */
-    int expect[Q8_MOE_MAXK];  /* gate/up units with rows in slot e */
-};
-
-/* until *p >= n: relaxed loads a little apart, then a fence (what the count covers is visible after) */
-__device__ __forceinline__ void q8_wait_count(const int *p, int n) {
-#ifdef __CUDA_ARCH__
-    while (*(const volatile int *)p < n) __nanosleep(32);
-    __threadfence();
-#endif
-}
-
-template <class TG, class TD, int BPS>
-__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_moe_kernel(const q8_moe_params m) {
-    extern __shared__ __align__(16) uint8_t xs[];   /* x's records, then a down unit's */
-    __shared__ int tk, sid[Q8_MOE_MAXK];
-    int *ticket = m.ctr, *out = m.ctr + Q8_MOE_LINE, *done = m.ctr + 3 * Q8_MOE_LINE;
-    const int k = m.g.k, total = m.ngu + k * m.gxd, nchx = m.g.nch + (m.g.nbl > 0);
-    const int per_block = Q8_THREADS >> m.g.lshift, tg = m.ngu * per_block;   /* gate/up items a unit takes a round; a round's */
-    /* the top-k and x's records once (the routed launch's prologue: records given early copied before the wait) */
-    const bool xpre = m.g.xpre && m.g.xq;
-    if (xpre) q8_stage_x(m.g, 0, nchx, xs);
-    hm_pdl_wait();
-    {
-        const int *isel;
-        const float *wsel;
-        router_select<Q8_ROUTE_MAX>(m.g.rlog, m.g.rbias, m.g.rn, k, m.g.rfn, 1, 1, &isel, &wsel);
-        if (threadIdx.x < k) sid[threadIdx.x] = isel[threadIdx.x];
-        if (blockIdx.x == 0 && threadIdx.x == 0) router_weights(isel, wsel, k, m.g.rfn, m.g.rnorm, m.g.rscale, m.g.rids, m.g.rw);
-    }
-    if (!xpre) q8_stage_x(m.g, 0, nchx, xs);
-    q8_params g = m.g, d = m.d;
-    g.rlog = nullptr; g.ids = sid;   /* the units read the ids chosen above */
-    d.ids = sid;
-    for (;;) {
-        if (threadIdx.x == 0) tk = atomicAdd(ticket, 1);
-        __syncthreads();   /* also: sid and x's records (first pass) */
-        const int t = tk;
-        if (t >= total) break;
-        if (t < m.ngu) {
-            gemv_q8_body<TG, 2, 0, 1, false, true, false, true>(g, t, 0, m.ngu, xs);
-            __syncthreads();   /* the block's rows written; thread 0's fence then orders them before its counts */
-            if (threadIdx.x == 0) {
-                __threadfence();
-                int last = -1;
-                for (int b = t * per_block; b < g.nitems; b += tg) {
-                    const int s0 = b / 2 / g.nrows, s1 = (min(b + per_block, g.nitems) - 1) / 2 / g.nrows;
-                    for (int s = max(s0, last + 1); s <= s1; s++) atomicAdd(done + s * Q8_MOE_LINE, 1);
-                    last = s1;
-                }
-            }
-        } else {
-            const int j = t - m.ngu, e = j / m.gxd;
-            if (threadIdx.x == 0) {
-                /* the unit's first round of rows asked into L2 while the slot's activations are made */
-                const int pbd = Q8_THREADS >> d.lshift, r0 = (j % m.gxd) * pbd, nchd = d.nch + (d.nbl > 0);
-                const size_t rsd = (size_t)(((nchd + (1 << d.lshift) - 1) >> d.lshift) << d.lshift) * ((TD::CB + 15) & ~15);
-                if (r0 < d.nrows) q8_prefetch_l2(d.ab0 + (int64_t)sid[e] * d.astride + (size_t)r0 * rsd, (size_t)min(pbd, d.nrows - r0) * rsd);
-                q8_wait_count(done + e * Q8_MOE_LINE, m.expect[e]);
-            }
-            __syncthreads();
-            gemv_q8_body<TD, 1, 0, 1, false, true, true>(d, j % m.gxd, e, m.gxd, xs + m.xrec);
-        }
-        __syncthreads();   /* tk and the down records are rewritten by the next unit */
-    }
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(out, 1) == (int)gridDim.x - 1) {   /* every other block has left: the counters back to zero */
-            *ticket = 0; *out = 0;
-            for (int s = 0; s < k; s++) done[s * Q8_MOE_LINE] = 0;
-            __threadfence();
-        }
     }
 }
 
@@ -900,77 +797,6 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
-}
-
-/* An interleaved launch's geometry as q8_launch makes it (the lanes, the affine bases, the items,
- * the grid along x), for the fused MoE launch; 1 when the matrices are not interleaved for those
- * lanes, rearranged and affine (the caller then makes the separate launches). */
-static int q8_moe_prep(q8_params &p, int ggml, int nmat, int *gx) {
-    const int i0 = q8_inter_find(p.tab0), i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0;
-    if (i0 < 0 || i1 < 0 || !q8_rearr_on(ggml) || !gpu_q8_affine()) return 1;
-    const int bps = q8_inter_bps(ggml);
-    p.lshift = q8_lshift_of(p.nch + (p.nbl > 0), p.nrows, nmat, p.tok, bps);
-    if (g_inter[i0].ls != p.lshift || g_inter[i1].ls != p.lshift) return 1;
-    if (g_inter[i0].stride <= 0 || g_inter[i1].stride != g_inter[i0].stride) return 1;
-    p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride;
-    p.trig = hm_pdl_trigger_mode();
-    p.flat = p.x_stride == 0;
-    p.nitems = (p.flat ? p.k * p.nrows : p.nrows) * nmat;
-    *gx = q8_grid_x(p.nitems, p.lshift, p.flat ? 1 : p.k, bps);
-    return 0;
-}
-
-/* HOTMOE_MOE_FUSE: 0 (the default) the routed gate/up and the down as two launches; 1 one fused
- * launch (gemv_q8_moe_kernel) at three blocks a SM, 2 the same at two */
-static std::atomic<int> q8_moe_v(-1);
-static int q8_moe_mode(void) { return hm_env_digit("HOTMOE_MOE_FUSE", 0, 2, 0, q8_moe_v); }
-extern "C" void gpu_q8_moe_fuse_set(int mode) { q8_moe_v.store(mode >= 0 && mode <= 2 ? mode : 0); }
-
-/* The routed gate/up (gemv_q8_try_routed's arguments) and the down of its k slots (the down
- * launch's: down_tab, y rows of ncols at ey) in one launch, gemv_q8_moe_kernel; ctr: the layer's
- * GPU_MOE_CTR counters, zero before the first launch (each launch leaves them zero). 1 when not
- * taken: HOTMOE_MOE_FUSE off, or not air's resident layout (Q3_K gate/up, Q4_0 down, interleaved
- * with their rearranged chunks and read affine, k <= Q8_MOE_MAXK); the caller then makes the two
- * launches. */
-int gemv_q8_try_moe(int type_gu, const void *const *gate_tab, const void *const *up_tab, const float *rlog, const float *rbias, int rn,
-                    int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act, int ncols,
-                    int nff, int xq_ready, int type_down, const void *const *down_tab, float *ey, int *ctr, void *stream) {
-    const int mode = q8_moe_mode();
-    if (!mode || type_gu != HM_TYPE_Q3_K || type_down != HM_TYPE_Q4_0 || k > Q8_MOE_MAXK || !ctr || nff % 32 ||
-        !gemv_q8_routed_ok(type_gu, ncols, rn, k))
-        return 1;
-    const int bs32 = q8_find(type_down)->bs32;
-    q8_moe_params m;
-    memset(&m, 0, sizeof m);
-    m.g = { NULL, gate_tab, up_tab, rids, x, 0, act, nff, ncols, nff, k, 0, 0, 0, ncols / Q8_CHUNK, 0, 1, 0, 0, 1, 1, 0, k,
-            (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0 };
-    m.d = { NULL, down_tab, NULL, rids, act, nff, ey, ncols, nff, ncols, k, 0, 0, 0, nff / Q8_CHUNK, nff % Q8_CHUNK / 32 * bs32, 1, 0, 0,
-            1, 1, 0, k, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0 };
-    int gxg, gxd;
-    if (q8_moe_prep(m.g, HM_TYPE_Q3_K, 2, &gxg) || q8_moe_prep(m.d, HM_TYPE_Q4_0, 1, &gxd)) return 1;
-    m.g.trig = 0;   /* the grid's down units let the next kernel launch */
-    m.ctr = ctr; m.ngu = gxg; m.gxd = gxd;
-    const int per_block = Q8_THREADS >> m.g.lshift, tg = gxg * per_block;
-    for (int bx = 0; bx < gxg; bx++) {   /* the gate/up units' slots, as the kernel counts them */
-        int last = -1;
-        for (int b = bx * per_block; b < m.g.nitems; b += tg) {
-            const int s0 = b / 2 / nff, s1 = (std::min(b + per_block, m.g.nitems) - 1) / 2 / nff;
-            for (int sl = std::max(s0, last + 1); sl <= s1; sl++) m.expect[sl]++;
-            last = s1;
-        }
-    }
-    m.xrec = (ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC;
-    const size_t smem = (size_t)m.xrec + (size_t)((nff + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
-    /* HOTMOE_MOE_GRID=N: N blocks a SM (1-9), else the gate/up launch's grid */
-    static std::atomic<int> gc(-1);
-    const int gpsm = hm_env_digit("HOTMOE_MOE_GRID", 1, 9, 0, gc);
-    const int grid = gpsm ? gpsm * q8_sm_count() : gxg;
-    const cudaStream_t s = (cudaStream_t)stream;
-    if (mode == 1) hm_launch(gemv_q8_moe_kernel<Q8W_Q3_KR, Q8W_Q4R, 3>, dim3((unsigned)grid), Q8_THREADS, smem, s, m);
-    else hm_launch(gemv_q8_moe_kernel<Q8W_Q3_KR, Q8W_Q4R, 2>, dim3((unsigned)grid), Q8_THREADS, smem, s, m);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: fused MoE launch of %d blocks failed: %s", gxg, cudaGetErrorString(err));
-    return 0;
 }
 
 /* nb (2..Q8_NB) vectors times one matrix in one launch, each weight row read once; 1 when the

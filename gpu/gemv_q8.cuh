@@ -686,9 +686,6 @@ struct Q8W_Q6_K {
  * per token (the lane choice depends on a token's rows only). xq: x's records (gpu_q8_records'
  * layout), used when x is shared by every slot (x_stride 0), else ignored. */
 int gemv_q8_routed_ok(int type, int ncols, int rn, int k);
-int gemv_q8_try_moe(int type_gu, const void *const *gate_tab, const void *const *up_tab, const float *rlog, const float *rbias, int rn,
-                    int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act, int ncols,
-                    int nff, int xq_ready, int type_down, const void *const *down_tab, float *ey, int *ctr, void *stream);
 int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
                        int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
                        int ncols, int nrows, int xq_ready, void *stream);

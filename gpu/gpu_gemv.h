@@ -75,18 +75,6 @@ int gpu_gemv_experts_routed_ok(int type, int ncols, int n_expert, int k);
 int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const void *const *up_tab, const float *logits,
                                    const float *bias, int n_expert, int fn, int norm, float scale, int *ids, float *w, int k,
                                    const float *x, const void *xq, float *act, int ncols, int nrows, int xq_ready, void *stream);
-/* The routed launch above and the down of its k slots (gpu_gemv_experts(type_down, down_tab, ids,
- * k, act, y, nrows, ncols)) in one launch, with bitwise their results: the down of a slot starts
- * when that slot's activations are written (HOTMOE_MOE_FUSE=1 or 2; off by default). ctr: the
- * caller's GPU_MOE_CTR ints, zero before the first launch and left zero by each, one set per
- * launch that may run at once. 1 when not taken (the switch off, or not air's resident layout:
- * Q3_K gate/up and Q4_0 down, interleaved, rearranged and affine, k <= 16): the caller makes the
- * two launches; 0, or -1 with the reason recorded. */
-#define GPU_MOE_CTR 608   /* (3 + 16) counters, each on its own 128-byte line */
-void gpu_q8_moe_fuse_set(int mode);   /* HOTMOE_MOE_FUSE's value from now on (tests) */
-int gpu_gemv_moe_routed(int type_gu, const void *const *gate_tab, const void *const *up_tab, const float *logits, const float *bias,
-                        int n_expert, int fn, int norm, float scale, int *ids, float *w, int k, const float *x, const void *xq, float *act,
-                        int ncols, int nrows, int xq_ready, int type_down, const void *const *down_tab, float *y, int *ctr, void *stream);
 
 /* For b < nb: y[b * y_stride + r] = sum_c W[r][c] x[b * x_stride + c] (several tokens' vectors
  * times one matrix). In mode 1 the q8 path multiplies up to 4 vectors per launch, reading each

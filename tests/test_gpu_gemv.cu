@@ -1130,154 +1130,6 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     cudaFree(dq); cudaFree(dw); cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
 }
 
-/* The fused MoE launch (gpu_gemv_moe_routed, HOTMOE_MOE_FUSE=1 and 2): E experts' gate|up (tgu)
- * and down (tdn) interleaved for k slots in two arenas read affine, as the executor uploads them;
- * for random router logits with a selection bias, the ids, weights, activations and down rows
- * bitwise the routed launch's followed by the down launch's (every output poisoned before), twice
- * in a row on the same counters, which each launch leaves zero; the experts by table (not affine)
- * are refused (1), as is the switch off. */
-static void test_moe_fused(int tgu, int tdn, int H, int I, int E, int k, int bench = 0) {
-    char what[160];
-    snprintf(what, sizeof what, "fused MoE launch %dx%d / %dx%d, top-%d of %d", I, H, H, I, k, E);
-    const size_t rg = hm_row_size(tgu, H) * I, rd = hm_row_size(tdn, I) * H;
-    const size_t bg = gpu_q8_inter_bytes(tgu, H, I, 2, k), bd = gpu_q8_inter_bytes(tdn, I, H, 1, k);
-    if (!bg || !bd) { report(0, what, "", "gpu_q8_inter_bytes: 0"); return; }
-    std::vector<void *> ig(E), iu(E), id(E);
-    std::vector<uint8_t> a(rg > rd ? rg : rd), pk(bg > bd ? bg : bd);
-    for (int e = 0; e < E; e++) {
-        for (int m = 0; m < 2; m++) {
-            fill_weights(tgu, a.data(), (int64_t)I * H);
-            if (gpu_q8_inter_pack(tgu, a.data(), H, I, 2, k, pk.data())) { report(0, what, "", "gpu_q8_inter_pack failed"); return; }
-            (m ? iu : ig)[e] = dev_upload(pk.data(), bg);
-        }
-        fill_weights(tdn, a.data(), (int64_t)H * I);
-        if (gpu_q8_inter_pack(tdn, a.data(), I, H, 1, k, pk.data())) { report(0, what, "", "gpu_q8_inter_pack failed"); return; }
-        id[e] = dev_upload(pk.data(), bd);
-    }
-    void *const *gsrc[2] = { ig.data(), iu.data() }, *const *dsrc[1] = { id.data() };
-    const size_t gbytes[2] = { bg, bg }, dbytes[1] = { bd };
-    size_t gst, dst, goff[2], doff[1];
-    void **gtab[2], **dtab[1];
-    uint8_t *garena = affine_arena(E, 2, gsrc, gbytes, &gst, goff, gtab), *darena = affine_arena(E, 1, dsrc, dbytes, &dst, doff, dtab);
-    const void *const *atg = gtab[0], *const *atu = gtab[1], *const *atd = dtab[0];
-    int rc = gpu_q8_inter_register(atg, tgu, H, I, 2, k) | gpu_q8_inter_register(atu, tgu, H, I, 2, k) |
-             gpu_q8_inter_register(atd, tdn, I, H, 1, k) | gpu_q8_inter_affine(atg, garena + goff[0], (int64_t)gst) |
-             gpu_q8_inter_affine(atu, garena + goff[1], (int64_t)gst) | gpu_q8_inter_affine(atd, darena + doff[0], (int64_t)dst);
-    /* the same matrices by table only (interleaved, not affine): not taken */
-    const void **ttg = (const void **)dev_upload(ig.data(), E * sizeof(void *)), **ttu = (const void **)dev_upload(iu.data(), E * sizeof(void *));
-    const void **ttd = (const void **)dev_upload(id.data(), E * sizeof(void *));
-    rc |= gpu_q8_inter_register(ttg, tgu, H, I, 2, k) | gpu_q8_inter_register(ttu, tgu, H, I, 2, k) | gpu_q8_inter_register(ttd, tdn, I, H, 1, k);
-    const int affine0 = gpu_q8_affine();
-    gpu_q8_affine_set(1);
-    std::vector<float> x(H), lg(E), bias(E);
-    for (auto &v : x) v = rndf();
-    for (int i = 0; i < E; i++) { lg[i] = rndf() * 4.f; bias[i] = rndf() * 0.5f; }
-    float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *dlog = (float *)dev_upload(lg.data(), sizeof(float) * E);
-    float *dbias = (float *)dev_upload(bias.data(), sizeof(float) * E), *act[2], *w[2], *y[2];
-    int *ids[2], *ctr;
-    for (int v = 0; v < 2; v++) {
-        CK(cudaMalloc(&act[v], sizeof(float) * k * I)); CK(cudaMalloc(&w[v], sizeof(float) * k)); CK(cudaMalloc(&ids[v], sizeof(int) * k));
-        CK(cudaMalloc(&y[v], sizeof(float) * k * H));
-    }
-    CK(cudaMalloc(&ctr, sizeof(int) * GPU_MOE_CTR));
-    CK(cudaMemset(ctr, 0, sizeof(int) * GPU_MOE_CTR));
-    auto poison = [&](int v) {
-        CK(cudaMemset(act[v], 0xFF, sizeof(float) * k * I)); CK(cudaMemset(w[v], 0xFF, sizeof(float) * k));
-        CK(cudaMemset(ids[v], 0xFF, sizeof(int) * k)); CK(cudaMemset(y[v], 0xFF, sizeof(float) * k * H));
-    };
-    auto fetch = [&](int v, std::vector<float> &ha, std::vector<float> &hw, std::vector<int> &hi, std::vector<float> &hy) {
-        CK(cudaDeviceSynchronize());
-        ha.resize(k * I); hw.resize(k); hi.resize(k); hy.resize(k * H);
-        CK(cudaMemcpy(ha.data(), act[v], sizeof(float) * k * I, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(hw.data(), w[v], sizeof(float) * k, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(hi.data(), ids[v], sizeof(int) * k, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(hy.data(), y[v], sizeof(float) * k * H, cudaMemcpyDeviceToHost));
-    };
-    poison(0);
-    rc |= gpu_gemv_experts_swiglu_routed(tgu, atg, atu, dlog, dbias, E, 2, 1, 2.5f, ids[0], w[0], k, dx, NULL, act[0], H, I, 0, NULL);
-    rc |= gpu_gemv_experts(tdn, atd, ids[0], k, act[0], y[0], I, H, NULL);
-    std::vector<float> a0, w0, y0, a1, w1, y1;
-    std::vector<int> i0, i1;
-    fetch(0, a0, w0, i0, y0);
-    int finite = 1;
-    for (float f : y0) finite &= isfinite(f) != 0;
-    int ok = !rc && finite;
-    char detail[200] = "";
-    if (!ok) snprintf(detail, sizeof detail, "reference launches: %s", rc ? gpu_gemv_error() : "non-finite rows");
-    for (int mode = 1; ok && mode <= 2; mode++) {
-        gpu_q8_moe_fuse_set(mode);
-        for (int rep = 0; ok && rep < 2; rep++) {
-            poison(1);
-            const int r = gpu_gemv_moe_routed(tgu, atg, atu, dlog, dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, tdn, atd,
-                                              y[1], ctr, NULL);
-            fetch(1, a1, w1, i1, y1);
-            std::vector<int> hc(GPU_MOE_CTR);
-            CK(cudaMemcpy(hc.data(), ctr, sizeof(int) * GPU_MOE_CTR, cudaMemcpyDeviceToHost));
-            int zero = 1;
-            for (int v : hc) zero &= v == 0;
-            size_t bad = 0;
-            for (size_t i = 0; i < y0.size(); i++) bad += memcmp(&y0[i], &y1[i], 4) != 0;
-            const int same = r == 0 && i0 == i1 && !memcmp(w0.data(), w1.data(), sizeof(float) * k) &&
-                             !memcmp(a0.data(), a1.data(), sizeof(float) * k * I) && !bad;
-            if (!same || !zero)
-                snprintf(detail, sizeof detail, "mode %d, launch %d: %s (%zu of %zu down outputs differ; counters %s)", mode, rep + 1,
-                         r ? (r > 0 ? "not taken" : gpu_gemv_error()) : "differ", bad, y0.size(), zero ? "zero" : "left non-zero");
-            ok &= same && zero;
-        }
-    }
-    if (ok && bench) {   /* --bench-moe: the two launches against the fused one, 16 routings in turn, 200 steps each, 3 rounds */
-        const int NL = 16, iters = 200;
-        float *dl[NL];
-        for (int j = 0; j < NL; j++) {
-            for (int i = 0; i < E; i++) lg[i] = rndf() * 4.f;
-            dl[j] = (float *)dev_upload(lg.data(), sizeof(float) * E);
-        }
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-        for (int round = 0; round < 3; round++)
-            for (int mode = 0; mode <= 2; mode++) {
-                gpu_q8_moe_fuse_set(mode);
-                CK(cudaEventRecord(e0));
-                for (int it = 0; it < iters; it++) {
-                    if (mode == 0) {
-                        gpu_gemv_experts_swiglu_routed(tgu, atg, atu, dl[it % NL], dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, NULL);
-                        gpu_gemv_experts(tdn, atd, ids[1], k, act[1], y[1], I, H, NULL);
-                    } else {
-                        gpu_gemv_moe_routed(tgu, atg, atu, dl[it % NL], dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, tdn, atd,
-                                            y[1], ctr, NULL);
-                    }
-                }
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                float ms;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                printf("bench-moe round %d: %s %7.2f us a step\n", round, mode ? (mode == 1 ? "fused (3 blocks a SM)" : "fused (2 blocks a SM)")
-                                                                              : "routed gate/up + down", ms * 1e3 / iters);
-            }
-        for (int j = 0; j < NL; j++) cudaFree(dl[j]);
-        CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
-    }
-    /* refusals: tables not affine, the switch off */
-    const int n1 = gpu_gemv_moe_routed(tgu, ttg, ttu, dlog, dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, tdn, ttd, y[1],
-                                       ctr, NULL);
-    gpu_q8_moe_fuse_set(0);
-    const int n2 = gpu_gemv_moe_routed(tgu, atg, atu, dlog, dbias, E, 2, 1, 2.5f, ids[1], w[1], k, dx, NULL, act[1], H, I, 0, tdn, atd, y[1],
-                                       ctr, NULL);
-    gpu_q8_affine_set(affine0);
-    if (ok && (n1 != 1 || n2 != 1)) snprintf(detail, sizeof detail, "not refused: by table %d, switch off %d (expected 1, 1)", n1, n2);
-    ok &= n1 == 1 && n2 == 1;
-    if (ok) snprintf(detail, sizeof detail, "ids, weights, activations and %d x %d down rows bitwise the two launches' (fuse 1 and 2, twice "
-                     "each, counters left zero); by table and switched off: not taken", k, H);
-    report(ok, what, hm_type_get(tgu)->name, detail);
-    for (const void *const *t : { atg, atu, atd, (const void *const *)ttg, (const void *const *)ttu, (const void *const *)ttd }) {
-        gpu_q8_inter_unregister(t);
-        cudaFree((void *)t);
-    }
-    for (int e = 0; e < E; e++) { cudaFree(ig[e]); cudaFree(iu[e]); cudaFree(id[e]); }
-    cudaFree(garena); cudaFree(darena); cudaFree(dx); cudaFree(dlog); cudaFree(dbias); cudaFree(ctr);
-    for (int v = 0; v < 2; v++) { cudaFree(act[v]); cudaFree(w[v]); cudaFree(ids[v]); cudaFree(y[v]); }
-}
-
 /* The routed gate/up launch (gpu_gemv_experts_swiglu_routed: the router's top-k inside the GEMV's
  * blocks): for random router logits (sigmoid with a selection bias and a scale, softmax normed and
  * not, logits on a coarse grid so that ties occur), the ids and weights it stores are op_router's,
@@ -1476,11 +1328,6 @@ int main(int argc, char **argv) {
     if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
     if (argc > 1 && !strcmp(argv[1], "--bench-xq")) return bench_xq();
     if (argc > 1 && !strcmp(argv[1], "--bench-air")) return bench_air();
-    if (argc > 1 && !strcmp(argv[1], "--bench-moe")) {   /* the fused MoE launch against the two (64 experts: 512 MB, past L2) */
-        gpu_gemv_set_mode(1);
-        test_moe_fused(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 64, 8, 1);
-        return g_fail ? 1 : 0;
-    }
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? argv[3] : NULL); /* --bench [mode [type]] */
 
     for (int i = 0; i < NTYPES; i++) {
@@ -1534,8 +1381,6 @@ int main(int argc, char **argv) {
     test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
     test_routed(HM_TYPE_Q8_0, 512, 96, 60, 4);
     test_routed(HM_TYPE_Q4_0, 1408, 64, 256, 16);
-    test_moe_fused(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 32, 8);   /* air's routed experts (32 of its 128) */
-    test_moe_fused(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 1024, 320, 16, 4);
     g_q8 = 0;
     gpu_gemv_set_mode(0);
     printf("%d passed, %d failed\n", g_pass, g_fail);
