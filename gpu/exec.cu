@@ -884,13 +884,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         }
     }
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-    {   /* HOTMOE_S2_PRIO=1 (an experiment, off by default): the second stream (v, the shared expert) at the
-         * device's greatest priority, so that its blocks are dispatched before the step's pending ones */
-        static std::atomic<int> s2_prio(-1);
-        int least = 0, greatest = 0;
-        if (hm_env_digit("HOTMOE_S2_PRIO", 0, 1, 0, s2_prio)) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, greatest));   /* 0: the default priority */
-    }
+    CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
