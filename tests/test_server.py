@@ -255,7 +255,9 @@ def test_concurrency_and_disconnects(s):
         if metric(m, "hotmoe_slots_busy") == 0 and metric(m, "hotmoe_queue_length") == 0: break
         time.sleep(0.1)
     m = s.metrics()
-    check(metric(m, "hotmoe_slots_busy") == 0 and metric(m, "hotmoe_queue_length") == 0, "slots freed after %d disconnects" % n)
+    busy, ql = metric(m, "hotmoe_slots_busy"), metric(m, "hotmoe_queue_length")
+    check(busy == 0 and ql == 0, "slots freed after %d disconnects (60 s after the last: %s busy, %s queued; requests: %s)" %
+          (n, busy, ql, "; ".join(l for l in m.splitlines() if l.startswith("hotmoe_requests"))))
     check(s.req("POST", CHAT, {"messages": msgs(), "max_tokens": 3})[0] == 200, "serving after disconnects")
 
 def test_metrics(s):
