@@ -250,12 +250,11 @@ def test_concurrency_and_disconnects(s):
     # the queued requests of closed connections end at their first write; on a loaded 2-core machine
     # that took longer than 20 s once (session 12), so wait up to 60 s (a leak never frees them)
     deadline = time.time() + 60
-    while time.time() < deadline:
+    while True:
         m = s.metrics()
-        if metric(m, "hotmoe_slots_busy") == 0 and metric(m, "hotmoe_queue_length") == 0: break
+        busy, ql = metric(m, "hotmoe_slots_busy"), metric(m, "hotmoe_queue_length")
+        if (busy == 0 and ql == 0) or time.time() >= deadline: break
         time.sleep(0.1)
-    m = s.metrics()
-    busy, ql = metric(m, "hotmoe_slots_busy"), metric(m, "hotmoe_queue_length")
     check(busy == 0 and ql == 0, "slots freed after %d disconnects (60 s after the last: %s busy, %s queued; requests: %s)" %
           (n, busy, ql, "; ".join(l for l in m.splitlines() if l.startswith("hotmoe_requests"))))
     check(s.req("POST", CHAT, {"messages": msgs(), "max_tokens": 3})[0] == 200, "serving after disconnects")
