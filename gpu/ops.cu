@@ -613,136 +613,6 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     }
 }
 
-/* k_attn_gqa_w's work for hd 128 and a group of G q heads (8 or 12) with the tile in registers
- * instead of shared memory (HOTMOE_ATT_R=1): k_attn_gqa_w's twelve warps each re-read the whole K
- * and V tile from shared memory for their head (~3,500 wavefronts a tile on air's 12 heads), here
- * four warps read each K and V element once from global memory into registers and use it for
- * all G heads. Scores: warp w holds dims [32w, 32w + 32) of K row (tile base + lane), its partial
- * dots for every head go to shared memory and one warp a head sums the four (online softmax as
- * before); output: warp w holds V rows tile base + 8w .. + 8 (lane: dims 4 lane .. + 4) and
- * accumulates every head over those rows; the four warps' sums are added at the end. The same
- * splits and partials as k_attn_gqa (k_attn_combine merges either); other sums, so other bits. */
-template <int G>
-__global__ void __launch_bounds__(128) k_attn_gqa_r(const float *__restrict__ q, const float *__restrict__ kc,
-                                                   const float *__restrict__ vc, float *__restrict__ out, float *part,
-                                                   int n_head_kv, const int *pos_p, const int *seq_p, long long seq_stride,
-                                                   long long qs, long long os, long long ps, int f) {
-    constexpr int HD = 128, TP = 32, NW = 4, HPW = (G + NW - 1) / NW;
-    __shared__ __align__(16) float sq[G][HD];
-    __shared__ __align__(16) float ssc[NW][G][TP];
-    __shared__ __align__(16) float spr[G][TP];
-    __shared__ float scl[G], sml[G], sll[G];
-    __shared__ __align__(16) float so[NW][G][HD];
-    hm_pdl_pre(f);
-    const int row = blockIdx.z;
-    q += row * qs; out += row * os; part += row * ps; pos_p += row;
-    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
-    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, kvd = n_head_kv * HD;
-    const int n = *pos_p + 1;
-    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
-    if (sp >= ns) return;
-    const int t0 = sp * len, t1 = min(t0 + len, n);
-    const float *kb = kc + (size_t)kvh * HD + 32 * w, *vb = vc + (size_t)kvh * HD + 4 * lane;
-    float4 kr[8], vr[8];
-    /* tile tb's rows into registers, row skip (this step's, written by the kernel before) left out */
-    auto load = [&](int tb, int nt, int skip) {
-        const int t = tb + lane;
-#pragma unroll
-        for (int c = 0; c < 8; c++) kr[c] = lane < nt && t != skip ? *(const float4 *)(kb + (size_t)t * kvd + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int u = tb + 8 * w + j;
-            vr[j] = 8 * w + j < nt && u != skip ? *(const float4 *)(vb + (size_t)u * kvd) : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-    };
-    load(t0, min(TP, t1 - t0), n - 1);
-    hm_pdl_wait_f(f);
-    if (t0 + TP > n - 1 && t0 <= n - 1) {   /* the first tile holds this step's row */
-        const int r = n - 1;
-        if (t0 + lane == r) {
-#pragma unroll
-            for (int c = 0; c < 8; c++) kr[c] = *(const float4 *)(kb + (size_t)r * kvd + 4 * c);
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (t0 + 8 * w + j == r) vr[j] = *(const float4 *)(vb + (size_t)r * kvd);
-    }
-    for (int i = threadIdx.x; i < G * HD / 4; i += 128) ((float4 *)sq)[i] = ((const float4 *)(q + (size_t)kvh * G * HD))[i];
-    const float scale = 1.0f / sqrtf((float)HD);
-    float m[HPW], l[HPW];
-    float4 acc[G];
-#pragma unroll
-    for (int j = 0; j < HPW; j++) { m[j] = -INFINITY; l[j] = 0.f; }
-#pragma unroll
-    for (int h = 0; h < G; h++) acc[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int tb = t0; tb < t1; tb += TP) {
-        const int nt = min(TP, t1 - tb);
-        if (tb != t0) load(tb, nt, -1);   /* rows of earlier steps only: this step's is in the first tile */
-        __syncthreads();   /* q staged; the previous tile's probabilities consumed */
-#pragma unroll
-        for (int h = 0; h < G; h++) {
-            float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-            for (int c = 0; c < 8; c += 2) {
-                const float4 a = *(const float4 *)&sq[h][32 * w + 4 * c], a2 = *(const float4 *)&sq[h][32 * w + 4 * c + 4];
-                d0 = fmaf(a.x, kr[c].x, d0); d0 = fmaf(a.y, kr[c].y, d0); d0 = fmaf(a.z, kr[c].z, d0); d0 = fmaf(a.w, kr[c].w, d0);
-                d1 = fmaf(a2.x, kr[c + 1].x, d1); d1 = fmaf(a2.y, kr[c + 1].y, d1); d1 = fmaf(a2.z, kr[c + 1].z, d1); d1 = fmaf(a2.w, kr[c + 1].w, d1);
-            }
-            ssc[w][h][lane] = d0 + d1;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int j = 0; j < HPW; j++) {
-            const int h = w + NW * j;
-            if (h < G) {   /* warp-uniform */
-                const float s = lane < nt ? (ssc[0][h][lane] + ssc[1][h][lane] + ssc[2][h][lane] + ssc[3][h][lane]) * scale : -INFINITY;
-                float mt = s;
-                for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-                const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-                l[j] = l[j] * c + warp_sum(pe);
-                m[j] = mn;
-                spr[h][lane] = pe;
-                if (lane == 0) { scl[h] = c; sml[h] = mn; sll[h] = l[j]; }
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int h = 0; h < G; h++) {
-            const float c = scl[h];
-            const float4 p0 = *(const float4 *)&spr[h][8 * w], p1 = *(const float4 *)&spr[h][8 * w + 4];
-            const float p[8] = { p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w };
-            float4 a = acc[h];
-            a.x *= c; a.y *= c; a.z *= c; a.w *= c;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                a.x = fmaf(p[j], vr[j].x, a.x); a.y = fmaf(p[j], vr[j].y, a.y);
-                a.z = fmaf(p[j], vr[j].z, a.z); a.w = fmaf(p[j], vr[j].w, a.w);
-            }
-            acc[h] = a;
-        }
-    }
-#pragma unroll
-    for (int h = 0; h < G; h++) *(float4 *)&so[w][h][4 * lane] = acc[h];
-    __syncthreads();
-    for (int i = threadIdx.x; i < G * HD; i += 128) {
-        const int h = i / HD, d = i - h * HD;
-        const float o = ((so[0][h][d] + so[1][h][d]) + so[2][h][d]) + so[3][h][d];
-        if (ns == 1) out[(size_t)(kvh * G + h) * HD + d] = o / sll[h];
-        else {
-            float *pp = part + ((size_t)(kvh * G + h) * nsplit + sp) * (HD + 2);
-            if (d == 0) { pp[0] = sml[h]; pp[1] = sll[h]; }
-            pp[2 + d] = o;
-        }
-    }
-}
-
-/* HOTMOE_ATT_R=1: k_attn_gqa_r where it applies (hd 128, 8 or 12 q heads a kv head) */
-static int attn_r_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_ATT_R", 0, 1, 0, c);
-}
-
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
@@ -827,10 +697,7 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    if (hd == 128 && (grp == 8 || grp == 12) && attn_r_on()) {   /* the tile in registers (one slab) */
-        if (grp == 8) hm_launch(k_attn_gqa_r<8>, grid, 128, 0, s, q, kcache, vcache, out, part, n_head_kv, pos, seq, seq_stride, qs, os, ps, hm_small_pdl());
-        else hm_launch(k_attn_gqa_r<12>, grid, 128, 0, s, q, kcache, vcache, out, part, n_head_kv, pos, seq, seq_stride, qs, os, ps, hm_small_pdl());
-    } else if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
+    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
         if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
         else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
