@@ -1161,6 +1161,47 @@ bad:
     return -1;
 }
 
+/* HOTMOE_STEP_GAP=1 (a diagnostic): events around every step's graph launch; at exit, the GPU's
+ * time inside the steps and between them (the end of one step's graph to the start of the next:
+ * what the host's synchronize, input and launch leave the GPU idle), as means over the steps */
+#define GAPM_N 65536
+static struct { int on; cudaEvent_t beg, end, prev; double in_ms, gap_ms; long n; float gaps[GAPM_N]; } gapm;   /* on: 0 unread (the environment is read at the first step), 1 off, 2 on */
+static int gapm_cmp(const void *a, const void *b) { const float x = *(const float *)a, y = *(const float *)b; return (x > y) - (x < y); }
+static void gapm_report(void) {
+    if (gapm.n < 2) return;
+    const long m = gapm.n - 1 < GAPM_N ? gapm.n - 1 : GAPM_N;
+    qsort(gapm.gaps, m, sizeof(float), gapm_cmp);
+    fprintf(stderr, "hotmoe: HOTMOE_STEP_GAP: %ld steps, %.2f us a step in the graph (mean), between steps %.2f us (mean), "
+            "%.2f us (median), %.2f us (10th percentile)\n", gapm.n, 1e3 * gapm.in_ms / gapm.n, 1e3 * gapm.gap_ms / (gapm.n - 1),
+            1e3 * gapm.gaps[m / 2], 1e3 * gapm.gaps[m / 10]);
+}
+static void gapm_before(cudaStream_t s) {
+    if (!gapm.on) {
+        const char *e = getenv("HOTMOE_STEP_GAP");
+        gapm.on = e && *e == '1' ? 2 : 1;
+        if (gapm.on == 2) {
+            cudaEventCreate(&gapm.beg); cudaEventCreate(&gapm.end); cudaEventCreate(&gapm.prev);
+            atexit(gapm_report);
+        }
+    }
+    if (gapm.on == 2) cudaEventRecord(gapm.beg, s);
+}
+static void gapm_after(cudaStream_t s) {   /* after the step's launch; the caller synchronizes next */
+    if (gapm.on == 2) cudaEventRecord(gapm.end, s);
+}
+static void gapm_done(void) {   /* after the synchronize */
+    if (gapm.on != 2) return;
+    float a = 0, b = 0;
+    cudaEventElapsedTime(&a, gapm.beg, gapm.end);
+    if (gapm.n > 0 && cudaEventElapsedTime(&b, gapm.prev, gapm.beg) == cudaSuccess) {
+        gapm.gap_ms += b;
+        if (gapm.n - 1 < GAPM_N) gapm.gaps[gapm.n - 1] = b;
+    }
+    gapm.in_ms += a;
+    gapm.n++;
+    cudaEvent_t t = gapm.prev; gapm.prev = gapm.end; gapm.end = t;
+}
+
 /* One step of sequence seq: logits (n_vocab) or next (the greedy token) from the stage with the
  * head, x_out from the others; neither: the step without the head. */
 static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, float *logits, int32_t *next, float *x_out,
@@ -1195,9 +1236,12 @@ static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, i
     } else {
         if (profiled) prof.n = prof.graph_n;
         if (!profiled && !g->graphs[3 * seq + mode] && capture(g, 0, mode, seq, &g->graphs[3 * seq + mode], err, errlen)) return -1;
+        gapm_before(g->s);
         CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[3 * seq + mode], g->s));
+        gapm_after(g->s);
     }
     CK(cudaStreamSynchronize(g->s));
+    if (!profiled) gapm_done();
 #ifdef HM_KTRACE
     if (traced) kt_print(kt_step, pos);
 #endif
