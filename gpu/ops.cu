@@ -613,6 +613,138 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     }
 }
 
+/* k_attn_gqa_w's work for hd 128 and a group of G q heads (8 or 12), with fewer shared-memory
+ * reads (HOTMOE_ATT_R=2): in k_attn_gqa_w each of G warps re-reads the whole K and V tile from
+ * shared memory for its one head (~3,500 wavefronts a tile for 12 heads, the SM's shared memory
+ * busy ~1.8 us). Here G warps too, as four dim quarters (or position octets) x G / 4 head quads:
+ * warp (quarter d, quad g) holds dims [32d, 32d + 32) of K row (tile base + lane) and V rows tile
+ * base + 8d .. + 8 (lane: dims 4 lane .. + 4) in registers, loaded from global memory (the quads
+ * of a quarter load the same bytes, through L1); its partial scores of quad g's four heads go to
+ * shared memory, warp h sums head h's four and runs its online softmax, and warp (d, g)
+ * accumulates quad g's heads over its eight rows; the four quarters' sums are added at the end.
+ * (The first version, four warps each over all G heads, lost 2.5%: one warp a scheduler.) Same
+ * splits and partials as k_attn_gqa (k_attn_combine merges either); other sums, so other bits. */
+template <int G>
+__global__ void __launch_bounds__(32 * G) k_attn_gqa_r2(const float *__restrict__ q, const float *__restrict__ kc,
+                                                       const float *__restrict__ vc, float *__restrict__ out, float *part,
+                                                       int n_head_kv, const int *pos_p, const int *seq_p, long long seq_stride,
+                                                       long long qs, long long os, long long ps, int f) {
+    static_assert(G % 4 == 0, "head quads");
+    constexpr int HD = 128, TP = 32, NT = 32 * G;
+    __shared__ __align__(16) float sq[G][HD];
+    __shared__ __align__(16) float ssc[4][G][TP];
+    __shared__ __align__(16) float spr[G][TP];
+    __shared__ float scl[G], sll[G];
+    __shared__ __align__(16) float so[4][G][HD];
+    hm_pdl_pre(f);
+    const int row = blockIdx.z;
+    q += row * qs; out += row * os; part += row * ps; pos_p += row;
+    if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
+    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, dq = w & 3, g4 = (w >> 2) * 4, kvd = n_head_kv * HD;
+    const int n = *pos_p + 1;
+    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
+    if (sp >= ns) return;
+    const int t0 = sp * len, t1 = min(t0 + len, n);
+    const float *kb = kc + (size_t)kvh * HD + 32 * dq, *vb = vc + (size_t)kvh * HD + 4 * lane;
+    float4 kr[8], vr[8];
+    /* tile tb's rows into registers, row skip (this step's, written by the kernel before) left out */
+    auto load = [&](int tb, int nt, int skip) {
+        const int t = tb + lane;
+#pragma unroll
+        for (int c = 0; c < 8; c++) kr[c] = lane < nt && t != skip ? *(const float4 *)(kb + (size_t)t * kvd + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int u = tb + 8 * dq + j;
+            vr[j] = 8 * dq + j < nt && u != skip ? *(const float4 *)(vb + (size_t)u * kvd) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    };
+    load(t0, min(TP, t1 - t0), n - 1);
+    hm_pdl_wait_f(f);
+    if (t0 + TP > n - 1) {   /* the first tile holds this step's row (t0 <= n - 1 always) */
+        const int r = n - 1;
+        if (t0 + lane == r) {
+#pragma unroll
+            for (int c = 0; c < 8; c++) kr[c] = *(const float4 *)(kb + (size_t)r * kvd + 4 * c);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (t0 + 8 * dq + j == r) vr[j] = *(const float4 *)(vb + (size_t)r * kvd);
+    }
+    for (int i = threadIdx.x; i < G * HD / 4; i += NT) ((float4 *)sq)[i] = ((const float4 *)(q + (size_t)kvh * G * HD))[i];
+    const float scale = 1.0f / sqrtf((float)HD);
+    float m = -INFINITY, l = 0.f;   /* head w's */
+    float4 acc[4];
+#pragma unroll
+    for (int h = 0; h < 4; h++) acc[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int tb = t0; tb < t1; tb += TP) {
+        const int nt = min(TP, t1 - tb);
+        if (tb != t0) load(tb, nt, -1);   /* rows of earlier steps only: this step's is in the first tile */
+        __syncthreads();   /* q staged; the previous tile's probabilities consumed */
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+            for (int c = 0; c < 8; c += 2) {
+                const float4 a = *(const float4 *)&sq[g4 + h][32 * dq + 4 * c], a2 = *(const float4 *)&sq[g4 + h][32 * dq + 4 * c + 4];
+                d0 = fmaf(a.x, kr[c].x, d0); d0 = fmaf(a.y, kr[c].y, d0); d0 = fmaf(a.z, kr[c].z, d0); d0 = fmaf(a.w, kr[c].w, d0);
+                d1 = fmaf(a2.x, kr[c + 1].x, d1); d1 = fmaf(a2.y, kr[c + 1].y, d1); d1 = fmaf(a2.z, kr[c + 1].z, d1); d1 = fmaf(a2.w, kr[c + 1].w, d1);
+            }
+            ssc[dq][g4 + h][lane] = d0 + d1;
+        }
+        __syncthreads();
+        {   /* warp w: head w */
+            const float s = lane < nt ? (ssc[0][w][lane] + ssc[1][w][lane] + ssc[2][w][lane] + ssc[3][w][lane]) * scale : -INFINITY;
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float mn = fmaxf(m, mt), c = expf(m - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l = l * c + warp_sum(pe);
+            m = mn;
+            spr[w][lane] = pe;
+            if (lane == 0) { scl[w] = c; sll[w] = l; }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            const float c = scl[g4 + h];
+            const float4 p0 = *(const float4 *)&spr[g4 + h][8 * dq], p1 = *(const float4 *)&spr[g4 + h][8 * dq + 4];
+            const float p[8] = { p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w };
+            float4 a = acc[h];
+            a.x *= c; a.y *= c; a.z *= c; a.w *= c;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                a.x = fmaf(p[j], vr[j].x, a.x); a.y = fmaf(p[j], vr[j].y, a.y);
+                a.z = fmaf(p[j], vr[j].z, a.z); a.w = fmaf(p[j], vr[j].w, a.w);
+            }
+            acc[h] = a;
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 4; h++) *(float4 *)&so[dq][g4 + h][4 * lane] = acc[h];
+    __syncthreads();
+    /* warp w: head w's 128 dims, four a lane */
+    const float4 o0 = *(const float4 *)&so[0][w][4 * lane], o1 = *(const float4 *)&so[1][w][4 * lane];
+    const float4 o2 = *(const float4 *)&so[2][w][4 * lane], o3 = *(const float4 *)&so[3][w][4 * lane];
+    float4 o = make_float4(((o0.x + o1.x) + o2.x) + o3.x, ((o0.y + o1.y) + o2.y) + o3.y, ((o0.z + o1.z) + o2.z) + o3.z,
+                           ((o0.w + o1.w) + o2.w) + o3.w);
+    if (ns == 1) {
+        const float il = 1.0f / l;
+        o.x *= il; o.y *= il; o.z *= il; o.w *= il;
+        *(float4 *)(out + (size_t)(kvh * G + w) * HD + 4 * lane) = o;
+    } else {
+        float *pp = part + ((size_t)(kvh * G + w) * nsplit + sp) * (HD + 2);
+        if (lane == 0) { pp[0] = m; pp[1] = l; }
+        float *d = pp + 2 + 4 * lane;   /* 8-byte aligned: (HD + 2) floats a partial */
+        d[0] = o.x; d[1] = o.y; d[2] = o.z; d[3] = o.w;
+    }
+}
+
+/* HOTMOE_ATT_R=2: k_attn_gqa_r2 where it applies (hd 128, 8 or 12 q heads a kv head) */
+static int attn_r_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_ATT_R", 0, 2, 0, c) == 2;
+}
+
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
@@ -697,7 +829,10 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
+    if (hd == 128 && (grp == 8 || grp == 12) && attn_r_on()) {   /* fewer shared reads (one slab) */
+        if (grp == 8) hm_launch(k_attn_gqa_r2<8>, grid, 256, 0, s, q, kcache, vcache, out, part, n_head_kv, pos, seq, seq_stride, qs, os, ps, hm_small_pdl());
+        else hm_launch(k_attn_gqa_r2<12>, grid, 384, 0, s, q, kcache, vcache, out, part, n_head_kv, pos, seq, seq_stride, qs, os, ps, hm_small_pdl());
+    } else if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
         if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
         else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
