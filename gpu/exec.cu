@@ -106,6 +106,14 @@ static int router_early(const dlayer *l) {
     return v == 2 || (v == 1 && !l->has_single);
 }
 
+/* HOTMOE_QK_EPI=1 (an experiment, off by default): the q/k/v post inside the q|k and v GEMVs
+ * (gpu_gemv_q8x_post) where they take it, one launch fewer a layer on the step's critical path */
+static int qk_epi_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_QK_EPI"); v = e && *e == '1'; }
+    return v;
+}
+
 /* HOTMOE_DIAG_SKIP=name[/name...] (a diagnostic: the OUTPUT IS WRONG): the decode step leaves out
  * those launches of every layer, so that the step's time without them measures what each costs on
  * the step's critical path (what ktrace's stamps, which include waits, cannot): v, qk (q|k or
@@ -354,13 +362,24 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         /* the norm that follows this layer: the next layer's, or the output's (a stage without the
          * head hands on the raw residual stream: the next stage starts with its first layer's norm) */
         const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : with_logits && g->head ? g->out_norm : NULL;
+        /* HOTMOE_QK_EPI=1: the q/k/v post in the q|k and v launches' epilogues, k and v straight into
+         * the cache (q|k fused, v on its own type, no q/k norms; shapes gpu_gemv_q8x_post takes) */
+        const int epi = qk_epi_on() && l->n_fused == 2 && !l->q_norm && !l->k_norm && !diag_skip(D_V) && !diag_skip(D_QK) &&
+                        !diag_skip(D_POST) && gpu_gemv_q8x_post_ok(l->wqkv.type, l->wqkv.d, D, (int)l->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&
+                        gpu_gemv_q8x_post_ok(l->wv.type, l->wv.d, D, c->kv_dim, 0, c->head_dim, 0);
         if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
-            if (!diag_skip(D_V)) gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
+            if (epi)
+                gpu_gemv_q8x_post(l->wv.type, l->wv.d, g->xn, g->xq_n, D, c->kv_dim, NULL, l->bv, NULL, g->vc + kvoff, 0, c->head_dim, 0,
+                                  c->rope_theta, c->kv_dim, g->d_pos, g->s2);
+            else if (!diag_skip(D_V)) gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
             cudaEventRecord(g->ev_join, g->s2);
         }
         if (diag_skip(D_QK)) {
+        } else if (epi) {
+            gpu_gemv_q8x_post(l->wqkv.type, l->wqkv.d, g->xn, g->xq_n, D, (int)l->wqkv.ne1, l->bq, l->bk, g->q, g->kc + kvoff, c->q_dim,
+                              c->head_dim, c->n_rot, c->rope_theta, c->kv_dim, g->d_pos, s);
         } else if (l->n_fused) {
             gpu_gemv_q8x(l->wqkv.type, l->wqkv.d, g->xn, g->xq_n, g->q, D, (int)l->wqkv.ne1, s);
         } else {
@@ -369,7 +388,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         }
         if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
         mark(g, P_QKV);
-        if (!diag_skip(D_POST))
+        if (!diag_skip(D_POST) && !epi)
             op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                         c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
         mark(g, P_ROPE);

@@ -95,6 +95,17 @@ struct q8_params {
      * (gate or the one matrix) and ab1 + id * astride (up), the tables not read */
     const uint8_t *ab0, *ab1;
     int64_t astride;
+    /* ed1 != NULL (HOTMOE_QK_EPI, gemv_q8_try_post): the q/k/v post in the launch's epilogue, one
+     * matrix of one round whose blocks hold whole rotation pairs: row r < erows0 gets bias eb0[r]
+     * and the NeoX rotation of its head (dims < erot of ehd) at *epos and goes to ed0[r]; a row r
+     * past erows0 gets eb1[r - erows0], the rotation, and goes to ed1[*epos * ekvd + r - erows0]
+     * (the k or v cache row). k_qkv_post's arithmetic (bitwise its results). */
+    const float *eb0, *eb1;
+    float *ed0, *ed1;
+    const int *epos;
+    int erows0, ehd, erot, ekvd;
+    float etheta;
+    int edry;   /* gemv_q8_try_post's check only: 0 when the launch would take it, nothing launched */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -197,7 +208,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1 */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -248,6 +259,27 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
         if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
+    }
+    /* EPI: this thread's row of the block (Q8_THREADS >> lshift rows, one round), its bias and
+     * rotation (weights and the position, copied in before the step: read before the wait) */
+    constexpr int EM = EPI ? Q8_THREADS : 1;   /* a block's rows: Q8_THREADS >> lshift (one round) */
+    __shared__ float esy[EM], esx[EM];
+    float eb = 0.f, ec = 1.f, esn = 0.f;
+    int erow = 0;
+    const int ER = Q8_THREADS >> p.lshift;
+    if constexpr (EPI) {
+        erow = blockIdx.x * ER + threadIdx.x;
+        if (threadIdx.x < ER && erow < p.nrows) {
+            const float *b = erow < p.erows0 ? p.eb0 : p.eb1;
+            if (b) eb = b[erow < p.erows0 ? erow : erow - p.erows0];
+            const int i = (erow < p.erows0 ? erow : erow - p.erows0) % p.ehd;
+            if (i < p.erot) {
+                const int half = p.erot / 2, j = i < half ? i : i - half;
+                const float inv = 1.0f / powf(p.etheta, (float)(2 * j) / (float)p.erot);
+                const float ang = (float)*p.epos * inv;
+                ec = cosf(ang); esn = sinf(ang);
+            }
+        }
     }
     /* p.xpre (routed): x's records were written before the router GEMV ran, whose blocks passed
      * their wait before they let this launch start, so they are complete here already */
@@ -332,10 +364,28 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         if (NMAT == 2) {
             const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
             if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
+        } else if (EPI) {
+            if (li == 0 && ok) esy[row - blockIdx.x * ER] = acc;
         } else if (li == 0 && ok) {
             ybase[slot * p.y_stride + row] = acc;
         }
         advance(&slot, &row);
+    }
+    if constexpr (EPI) {   /* k_qkv_post's bias and rotation (qkv_post_head), then the row to q or the cache */
+        __syncthreads();
+        const int t = threadIdx.x, on = t < ER && erow < p.nrows;
+        float x = 0.f;
+        if (on) { x = esy[t]; x += eb; esx[t] = x; }
+        __syncthreads();
+        if (!on) return;
+        const int i = (erow < p.erows0 ? erow : erow - p.erows0) % p.ehd, half = p.erot / 2;
+        if (i < p.erot) {
+            const int j = i < half ? i : i - half, h0 = t - i;   /* the head's dim 0 in this block */
+            const float a = esx[h0 + j], bb = esx[h0 + j + half];
+            x = i < half ? a * ec - bb * esn : bb * ec + a * esn;
+        }
+        if (erow < p.erows0) p.ed0[erow] = x;
+        else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
     }
 }
 
@@ -479,6 +529,8 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         constexpr bool AFF = decltype(aff)::value;
         if constexpr (NMAT == 2)
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
+        if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF)
+            if (p.ed1) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p); return; }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)
@@ -682,6 +734,14 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     p.k = k;
     const int nslices = p.flat ? 1 : k;
     p.nitems = (p.flat ? k * p.nrows : p.nrows) * nmat;
+    if (p.ed1) {   /* the post epilogue: an interleaved matrix, one round of R-row blocks, rotation pairs inside blocks */
+        const int hd = p.ehd, rot = p.erot, R = Q8_THREADS >> p.lshift;
+        const bool pairs = hd > 0 && rot >= 0 && rot % 2 == 0 && rot <= hd && (rot == 0 || R % hd == 0 || (hd % R == 0 && rot <= R));
+        if (ils < 0 || nmat != 1 || p.nb != 1 || p.tab0 || bps != 2 || p.erows0 % R || p.erows0 % hd || !pairs ||
+            (long)q8_grid_x(p.nitems, p.lshift, nslices, 2) * R < p.nitems || !q8_inter_ok<T>::v)
+            return 1;
+        if (p.edry) return 0;
+    }
     const size_t rs = (size_t)p.nch * T::CB + p.nbl;
     /* else the unaligned loader (A = 1), which only b32 types need; it also takes partial chunks */
     const bool aligned = rs % T::A == 0 && p.nbl == 0;
@@ -775,8 +835,24 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
-                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0 };
+                    tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
+}
+
+/* gemv_q8_try for one interleaved matrix with the q/k/v post in its epilogue (q8_params' ed1):
+ * 0, -1 with the reason recorded, 1 when the launch does not take this shape (the caller then runs
+ * the GEMV and the post) */
+int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, int ncols, int nrows, const float *b0, const float *b1,
+                     float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream, int dry) {
+    const q8_type *t = q8_find(type);
+    if (!t || !d1 || !pos || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
+    if (rows0 > 0 && !d0) return 1;
+    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
+                    (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry };
+    return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
 /* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */
@@ -795,7 +871,8 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0 };
+                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -807,7 +884,8 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0 };
+    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

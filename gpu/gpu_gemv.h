@@ -29,6 +29,16 @@ int gpu_gemv(int type, const void *W, const float *x, float *y, int ncols, int n
  * quantizing x in every thread block; the results are bitwise gpu_gemv's. xq: 16-byte aligned,
  * gpu_q8_records_bytes(ncols) bytes, made from this x. */
 int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, void *stream);
+/* gpu_gemv_q8x with the q/k/v post (bias, NeoX rotation, the cache write) in the launch's epilogue
+ * (HOTMOE_QK_EPI): rows [0, rows0) plus b0 (may be NULL) rotated into d0, the others plus b1 rotated
+ * into the cache row d1 + *pos * kvd; heads of hd rows whose first n_rot dims rotate at *pos by
+ * theta (n_rot 0: a v matrix). Bitwise gpu_gemv_q8x followed by op_qkv_post. 0; -1 (error); 1 when
+ * the launch does not take the shape (an interleaved matrix at 4 lanes a row in one round, whole
+ * rotation pairs in each block of 64 rows; mode 1): the caller runs the two instead. */
+int gpu_gemv_q8x_post(int type, const void *W, const float *x, const void *xq, int ncols, int nrows, const float *b0, const float *b1,
+                      float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream);
+/* whether gpu_gemv_q8x_post takes this matrix and shape (1) or would answer 1 (0) */
+int gpu_gemv_q8x_post_ok(int type, const void *W, int ncols, int nrows, int rows0, int hd, int n_rot);
 /* gpu_gemv_q8x for the router: early 1 lets the next kernel on the stream launch as soon as every
  * block of the F32 path has passed its PDL wait (the q8 path's blocks let it at their last round
  * either way), so that a routed launch after it (xq_ready) copies x's records while it runs */

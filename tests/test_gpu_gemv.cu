@@ -18,6 +18,7 @@
 #include "gpu_gemv.h" /* by path: cpu/gemv.h (the CPU kernels) shares the name */
 #include "gpu_check.h"
 #include "ops.cuh"
+#include "ops.cuh"
 extern "C" {
 #include "quant.h"
 #include "quant_blocks.h"
@@ -1130,6 +1131,87 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     cudaFree(dq); cudaFree(dw); cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
 }
 
+/* The q/k/v post in the GEMVs' epilogues (gpu_gemv_q8x_post, HOTMOE_QK_EPI): an interleaved q|k
+ * matrix (rows0 q rows, heads of hd, n_rot rotated dims) and a v matrix, each x by its launch with
+ * the bias, the rotation at pos and the cache rows written there, against gpu_gemv_q8x then
+ * op_qkv_post: q, the k and v cache rows bitwise, every other cache row left as it was (poisoned);
+ * and a matrix of more than one round is not taken (1). */
+static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int hd, int n_rot, int pos) {
+    char what[160];
+    snprintf(what, sizeof what, "q/k/v post in the epilogue: %d/%d heads of %d, %d rotated, pos %d", n_head, n_kv, hd, n_rot, pos);
+    const int rows0 = n_head * hd, kvd = n_kv * hd, nqk = rows0 + kvd, n_ctx = pos + 2;
+    void *W[2];
+    const int types[2] = { tqk, tv }, rows[2] = { nqk, kvd };
+    for (int m = 0; m < 2; m++) {
+        const size_t rb = hm_row_size(types[m], ncols) * rows[m], ib = gpu_q8_inter_bytes(types[m], ncols, rows[m], 1, 1);
+        if (!ib) { report(0, what, hm_type_get(types[m])->name, "gpu_q8_inter_bytes: 0"); return; }
+        std::vector<uint8_t> a(rb), in(ib);
+        fill_weights(types[m], a.data(), (int64_t)rows[m] * ncols);
+        if (gpu_q8_inter_pack(types[m], a.data(), ncols, rows[m], 1, 1, in.data())) { report(0, what, "", "pack"); return; }
+        W[m] = dev_upload(in.data(), ib);
+        if (gpu_q8_inter_register((const void *const *)W[m], types[m], ncols, rows[m], 1, 1)) { report(0, what, "", "register"); return; }
+    }
+    std::vector<float> x(ncols), bq(rows0), bk(kvd), bv(kvd);
+    for (auto &v : x) v = rndf();
+    for (auto &v : bq) v = rndf() * 0.3f;
+    for (auto &v : bk) v = rndf() * 0.3f;
+    for (auto &v : bv) v = rndf() * 0.3f;
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * ncols), *dbq = (float *)dev_upload(bq.data(), sizeof(float) * rows0);
+    float *dbk = (float *)dev_upload(bk.data(), sizeof(float) * kvd), *dbv = (float *)dev_upload(bv.data(), sizeof(float) * kvd);
+    void *xq;
+    CK(cudaMalloc(&xq, gpu_q8_records_bytes(ncols)));
+    int *dpos = (int *)dev_upload(&pos, sizeof(int));
+    float *yqk, *yv, *q2, *kc[2], *vc[2];
+    const size_t cn = (size_t)n_ctx * kvd;
+    CK(cudaMalloc(&yqk, sizeof(float) * nqk)); CK(cudaMalloc(&yv, sizeof(float) * kvd)); CK(cudaMalloc(&q2, sizeof(float) * rows0));
+    for (int v = 0; v < 2; v++) {
+        CK(cudaMalloc(&kc[v], sizeof(float) * cn)); CK(cudaMalloc(&vc[v], sizeof(float) * cn));
+        CK(cudaMemset(kc[v], 0xFF, sizeof(float) * cn)); CK(cudaMemset(vc[v], 0xFF, sizeof(float) * cn));
+    }
+    CK(cudaMemset(q2, 0xFF, sizeof(float) * rows0));
+    int rc = gpu_q8_records(dx, ncols, xq, NULL);
+    rc |= gpu_gemv_q8x(tqk, W[0], dx, xq, yqk, ncols, nqk, NULL) || gpu_gemv_q8x(tv, W[1], dx, xq, yv, ncols, kvd, NULL);
+    op_qkv_post(yqk, yqk + rows0, yv, dbq, dbk, dbv, NULL, NULL, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, kc[0], vc[0], 0);
+    const int ok0 = gpu_gemv_q8x_post_ok(tqk, W[0], ncols, nqk, rows0, hd, n_rot), ok1 = gpu_gemv_q8x_post_ok(tv, W[1], ncols, kvd, 0, hd, 0);
+    const int r0 = gpu_gemv_q8x_post(tqk, W[0], dx, xq, ncols, nqk, dbq, dbk, q2, kc[1], rows0, hd, n_rot, 10000.0f, kvd, dpos, NULL);
+    const int r1 = gpu_gemv_q8x_post(tv, W[1], dx, xq, ncols, kvd, NULL, dbv, NULL, vc[1], 0, hd, 0, 10000.0f, kvd, dpos, NULL);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> a(rows0), b(rows0), k0(cn), k1(cn), v0(cn), v1(cn);
+    CK(cudaMemcpy(a.data(), yqk, sizeof(float) * rows0, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(b.data(), q2, sizeof(float) * rows0, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(k0.data(), kc[0], sizeof(float) * cn, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(k1.data(), kc[1], sizeof(float) * cn, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(v0.data(), vc[0], sizeof(float) * cn, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(v1.data(), vc[1], sizeof(float) * cn, cudaMemcpyDeviceToHost));
+    int finite = 1;
+    for (int i = 0; i < rows0; i++) finite &= isfinite(a[i]) != 0;
+    for (int i = 0; i < kvd; i++) finite &= isfinite(k0[(size_t)pos * kvd + i]) && isfinite(v0[(size_t)pos * kvd + i]);
+    const int same = finite && !memcmp(a.data(), b.data(), sizeof(float) * rows0) && !memcmp(k0.data(), k1.data(), sizeof(float) * cn) &&
+                     !memcmp(v0.data(), v1.data(), sizeof(float) * cn);
+    char detail[200];
+    snprintf(detail, sizeof detail, "%s (taken %d/%d, rc %d/%d/%d)", same ? "q, the k and v cache bitwise the GEMV + op_qkv_post's, other rows untouched" : "differ",
+             ok0, ok1, rc, r0, r1);
+    report(!rc && ok0 && ok1 && !r0 && !r1 && same, what, hm_type_get(tqk)->name, detail);
+    for (int m = 0; m < 2; m++) gpu_q8_inter_unregister((const void *const *)W[m]);
+    cudaFree(W[0]); cudaFree(W[1]); cudaFree(dx); cudaFree(dbq); cudaFree(dbk); cudaFree(dbv); cudaFree(xq); cudaFree(dpos);
+    cudaFree(yqk); cudaFree(yv); cudaFree(q2);
+    for (int v = 0; v < 2; v++) { cudaFree(kc[v]); cudaFree(vc[v]); }
+}
+
+/* gpu_gemv_q8x_post refuses what its epilogue cannot do: GGUF rows (not interleaved), a matrix of
+ * more than one round of blocks */
+static void test_post_epi_refusals(void) {
+    const char *what = "q/k/v post in the epilogue: refusals";
+    const int ncols = 4096, tall = 65536;
+    const size_t rb = hm_row_size(HM_TYPE_Q6_K, ncols) * tall, ib = gpu_q8_inter_bytes(HM_TYPE_Q6_K, ncols, tall, 1, 1);
+    void *dw, *di;
+    CK(cudaMalloc(&dw, rb)); CK(cudaMemset(dw, 0x11, rb));
+    CK(cudaMalloc(&di, ib)); CK(cudaMemset(di, 0x11, ib));
+    const int reg = ib && !gpu_q8_inter_register((const void *const *)di, HM_TYPE_Q6_K, ncols, tall, 1, 1);
+    const int gguf = gpu_gemv_q8x_post_ok(HM_TYPE_Q6_K, dw, ncols, 1024, 0, 128, 0);
+    const int rounds = gpu_gemv_q8x_post_ok(HM_TYPE_Q6_K, di, ncols, tall, 0, 128, 0);
+    report(reg && !gguf && !rounds, what, "Q6_K", reg ? (!gguf && !rounds ? "GGUF rows and a 65536-row matrix not taken" : "taken") : "register");
+    if (reg) gpu_q8_inter_unregister((const void *const *)di);
+    cudaFree(dw); cudaFree(di);
+}
+
 /* The routed gate/up launch (gpu_gemv_experts_swiglu_routed: the router's top-k inside the GEMV's
  * blocks): for random router logits (sigmoid with a selection bias and a scale, softmax normed and
  * not, logits on a coarse grid so that ties occur), the ids and weights it stores are op_router's,
@@ -1377,6 +1459,10 @@ int main(int argc, char **argv) {
     test_inter_mat(HM_TYPE_Q8_0, 4096, 1024);
     test_inter_mat(HM_TYPE_Q5_K, 4096, 2048);
     test_inter_mat(HM_TYPE_Q3_K, 4096, 2048);
+    test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 300);   /* air's q|k and v */
+    test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 0);
+    test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 32, 4095);   /* a quarter rotated, a far position */
+    test_post_epi_refusals();
     test_routed(HM_TYPE_Q3_K, 4096, 1408, 128, 8);   /* air's routed experts */
     test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
     test_routed(HM_TYPE_Q8_0, 512, 96, 60, 4);
