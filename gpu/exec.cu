@@ -106,11 +106,12 @@ static int router_early(const dlayer *l) {
     return v == 2 || (v == 1 && !l->has_single);
 }
 
-/* HOTMOE_QK_EPI=1 (an experiment, off by default): the q/k/v post inside the q|k and v GEMVs
- * (gpu_gemv_q8x_post) where they take it, one launch fewer a layer on the step's critical path */
+/* The q/k/v post inside the q|k and v GEMVs (gpu_gemv_q8x_post) where they take it, one launch
+ * fewer a layer on the step's critical path (HOTMOE_QK_EPI=0: the post launch). H200, air resident
+ * (bench/README.md, twenty-seventh pass): 288.0 / 288.2 tok/s against 285.9 / 285.9, the same tokens. */
 static int qk_epi_on(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_QK_EPI"); v = e && *e == '1'; }
+    if (v < 0) { const char *e = getenv("HOTMOE_QK_EPI"); v = !(e && *e == '0'); }
     return v;
 }
 
@@ -362,7 +363,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         /* the norm that follows this layer: the next layer's, or the output's (a stage without the
          * head hands on the raw residual stream: the next stage starts with its first layer's norm) */
         const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : with_logits && g->head ? g->out_norm : NULL;
-        /* HOTMOE_QK_EPI=1: the q/k/v post in the q|k and v launches' epilogues, k and v straight into
+        /* qk_epi_on: the q/k/v post in the q|k and v launches' epilogues, k and v straight into
          * the cache (q|k fused, v on its own type, no q/k norms; shapes gpu_gemv_q8x_post takes) */
         const int epi = qk_epi_on() && l->n_fused == 2 && !l->q_norm && !l->k_norm && !diag_skip(D_V) && !diag_skip(D_QK) &&
                         !diag_skip(D_POST) && gpu_gemv_q8x_post_ok(l->wqkv.type, l->wqkv.d, D, (int)l->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&

@@ -1196,10 +1196,10 @@ static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int 
 }
 
 /* gpu_gemv_q8x_post refuses what its epilogue cannot do: GGUF rows (not interleaved), a matrix of
- * more than one round of blocks */
+ * more than one round of blocks (its rows for any lane count past the SMs' two blocks each) */
 static void test_post_epi_refusals(void) {
     const char *what = "q/k/v post in the epilogue: refusals";
-    const int ncols = 4096, tall = 65536;
+    const int ncols = 4096, tall = 262144;   /* 4 rounds of 256-row blocks at least */
     const size_t rb = hm_row_size(HM_TYPE_Q6_K, ncols) * tall, ib = gpu_q8_inter_bytes(HM_TYPE_Q6_K, ncols, tall, 1, 1);
     void *dw, *di;
     CK(cudaMalloc(&dw, rb)); CK(cudaMemset(dw, 0x11, rb));
@@ -1207,7 +1207,7 @@ static void test_post_epi_refusals(void) {
     const int reg = ib && !gpu_q8_inter_register((const void *const *)di, HM_TYPE_Q6_K, ncols, tall, 1, 1);
     const int gguf = gpu_gemv_q8x_post_ok(HM_TYPE_Q6_K, dw, ncols, 1024, 0, 128, 0);
     const int rounds = gpu_gemv_q8x_post_ok(HM_TYPE_Q6_K, di, ncols, tall, 0, 128, 0);
-    report(reg && !gguf && !rounds, what, "Q6_K", reg ? (!gguf && !rounds ? "GGUF rows and a 65536-row matrix not taken" : "taken") : "register");
+    report(reg && !gguf && !rounds, what, "Q6_K", reg ? (!gguf && !rounds ? "GGUF rows and a 262144-row matrix not taken" : "taken") : "register");
     if (reg) gpu_q8_inter_unregister((const void *const *)di);
     cudaFree(dw); cudaFree(di);
 }
