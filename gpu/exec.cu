@@ -108,11 +108,11 @@ static int router_early(const dlayer *l) {
 
 /* The q/k/v post inside the q|k and v GEMVs (gpu_gemv_q8x_post) where they take it, one launch
  * fewer a layer on the step's critical path (HOTMOE_QK_EPI=0: the post launch); resident
- * executors only (record_step). H200, air resident (bench/README.md, twenty-seventh pass): 288.0 /
+ * executors only (record_step), every executor with HOTMOE_QK_EPI=2. H200, air resident (bench/README.md, twenty-seventh pass): 288.0 /
  * 288.2 tok/s against 285.9 / 285.9, and 286.7 / 286.9 against 284.8, the same tokens. */
-static int qk_epi_on(void) {
+static int qk_epi_on(void) {   /* 0 off, 1 resident executors (default), 2 every executor (to test the offload paths with it) */
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_QK_EPI"); v = !(e && *e == '0'); }
+    if (v < 0) { const char *e = getenv("HOTMOE_QK_EPI"); v = e && (*e == '0' || *e == '2') ? *e - '0' : 1; }
     return v;
 }
 
@@ -371,7 +371,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : with_logits && g->head ? g->out_norm : NULL;
         /* qk_epi_on: the q/k/v post in the q|k and v launches' epilogues, k and v straight into
          * the cache (q|k fused, v on its own type, no q/k norms; shapes gpu_gemv_q8x_post takes) */
-        const int epi = qk_epi_on() && all_resident && l->n_fused == 2 && !l->q_norm && !l->k_norm && !diag_skip(D_V) && !diag_skip(D_QK) &&
+        const int epi = qk_epi_on() && (all_resident || qk_epi_on() == 2) && l->n_fused == 2 && !l->q_norm && !l->k_norm && !diag_skip(D_V) && !diag_skip(D_QK) &&
                         !diag_skip(D_POST) && gpu_gemv_q8x_post_ok(l->wqkv.type, l->wqkv.d, D, (int)l->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&
                         gpu_gemv_q8x_post_ok(l->wv.type, l->wv.d, D, c->kv_dim, 0, c->head_dim, 0);
         if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
