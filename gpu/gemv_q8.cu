@@ -266,12 +266,13 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     __shared__ float esy[EM], esx[EM];
     float eb = 0.f, ec = 1.f, esn = 0.f;
     int erow = 0;
+    bool ehb = false;   /* the row has a bias (none: nothing added, as k_qkv_post; x + 0 would turn -0 into +0) */
     const int ER = Q8_THREADS >> p.lshift;
     if constexpr (EPI) {
         erow = blockIdx.x * ER + threadIdx.x;
         if (threadIdx.x < ER && erow < p.nrows) {
             const float *b = erow < p.erows0 ? p.eb0 : p.eb1;
-            if (b) eb = b[erow < p.erows0 ? erow : erow - p.erows0];
+            if (b) { eb = b[erow < p.erows0 ? erow : erow - p.erows0]; ehb = true; }
             const int i = (erow < p.erows0 ? erow : erow - p.erows0) % p.ehd;
             if (i < p.erot) {
                 const int half = p.erot / 2, j = i < half ? i : i - half;
@@ -375,7 +376,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         __syncthreads();
         const int t = threadIdx.x, on = t < ER && erow < p.nrows;
         float x = 0.f;
-        if (on) { x = esy[t]; x += eb; esx[t] = x; }
+        if (on) { x = esy[t]; if (ehb) x += eb; esx[t] = x; }
         __syncthreads();
         if (!on) return;
         const int i = (erow < p.erows0 ? erow : erow - p.erows0) % p.ehd, half = p.erot / 2;

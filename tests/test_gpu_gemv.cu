@@ -1136,9 +1136,10 @@ static void test_inter_mat(int type, int ncols, int nrows) {
  * the bias, the rotation at pos and the cache rows written there, against gpu_gemv_q8x then
  * op_qkv_post: q, the k and v cache rows bitwise, every other cache row left as it was (poisoned);
  * and a matrix of more than one round is not taken (1). */
-static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int hd, int n_rot, int pos) {
+static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int hd, int n_rot, int pos, int bias = 1) {
     char what[160];
-    snprintf(what, sizeof what, "q/k/v post in the epilogue: %d/%d heads of %d, %d rotated, pos %d", n_head, n_kv, hd, n_rot, pos);
+    snprintf(what, sizeof what, "q/k/v post in the epilogue: %d/%d heads of %d, %d rotated, pos %d%s", n_head, n_kv, hd, n_rot, pos,
+             bias ? "" : ", no biases");
     const int rows0 = n_head * hd, kvd = n_kv * hd, nqk = rows0 + kvd, n_ctx = pos + 2;
     void *W[2];
     const int types[2] = { tqk, tv }, rows[2] = { nqk, kvd };
@@ -1171,10 +1172,11 @@ static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int 
     CK(cudaMemset(q2, 0xFF, sizeof(float) * rows0));
     int rc = gpu_q8_records(dx, ncols, xq, NULL);
     rc |= gpu_gemv_q8x(tqk, W[0], dx, xq, yqk, ncols, nqk, NULL) || gpu_gemv_q8x(tv, W[1], dx, xq, yv, ncols, kvd, NULL);
-    op_qkv_post(yqk, yqk + rows0, yv, dbq, dbk, dbv, NULL, NULL, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, kc[0], vc[0], 0);
+    const float *pbq = bias ? dbq : NULL, *pbk = bias ? dbk : NULL, *pbv = bias ? dbv : NULL;
+    op_qkv_post(yqk, yqk + rows0, yv, pbq, pbk, pbv, NULL, NULL, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, kc[0], vc[0], 0);
     const int ok0 = gpu_gemv_q8x_post_ok(tqk, W[0], ncols, nqk, rows0, hd, n_rot), ok1 = gpu_gemv_q8x_post_ok(tv, W[1], ncols, kvd, 0, hd, 0);
-    const int r0 = gpu_gemv_q8x_post(tqk, W[0], dx, xq, ncols, nqk, dbq, dbk, q2, kc[1], rows0, hd, n_rot, 10000.0f, kvd, dpos, NULL);
-    const int r1 = gpu_gemv_q8x_post(tv, W[1], dx, xq, ncols, kvd, NULL, dbv, NULL, vc[1], 0, hd, 0, 10000.0f, kvd, dpos, NULL);
+    const int r0 = gpu_gemv_q8x_post(tqk, W[0], dx, xq, ncols, nqk, pbq, pbk, q2, kc[1], rows0, hd, n_rot, 10000.0f, kvd, dpos, NULL);
+    const int r1 = gpu_gemv_q8x_post(tv, W[1], dx, xq, ncols, kvd, NULL, pbv, NULL, vc[1], 0, hd, 0, 10000.0f, kvd, dpos, NULL);
     CK(cudaDeviceSynchronize());
     std::vector<float> a(rows0), b(rows0), k0(cn), k1(cn), v0(cn), v1(cn);
     CK(cudaMemcpy(a.data(), yqk, sizeof(float) * rows0, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(b.data(), q2, sizeof(float) * rows0, cudaMemcpyDeviceToHost));
@@ -1462,6 +1464,7 @@ int main(int argc, char **argv) {
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 300);   /* air's q|k and v */
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 0);
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 32, 4095);   /* a quarter rotated, a far position */
+    test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 77, 0);   /* no biases: nothing added */
     test_post_epi_refusals();
     test_routed(HM_TYPE_Q3_K, 4096, 1408, 128, 8);   /* air's routed experts */
     test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
