@@ -453,6 +453,17 @@ void workers_stats(workers *w, workers_counters *out, int reset) {
 }
 const char *workers_describe(const workers *w) { return w->desc; }
 
+char *workers_debug(const workers *w, char *buf, size_t n) {
+    struct workers *m = (struct workers *)w;   /* atomic loads of a const pool */
+    int off = snprintf(buf, n, "job %lld submitted, %u finished, %d of %d out, %d asleep, generation %u",
+                       (long long)w->seq, atomic_load(&m->done_seq), atomic_load(&m->left), w->n, atomic_load(&m->sleepers),
+                       atomic_load(&m->gen));
+    for (int ph = 0; ph < N_PHASES && off > 0 && (size_t)off < n; ph++)
+        off += snprintf(buf + off, n - off, "%s%d/%d/%d", ph ? " " : "; phases ", atomic_load(&m->next[ph]), atomic_load(&m->done[ph]),
+                        w->n_items[ph]);
+    return buf;
+}
+
 int workers_poll(const workers *w) {
     return atomic_load_explicit(&((workers *)w)->done_seq, memory_order_acquire) == (uint32_t)w->seq;
 }

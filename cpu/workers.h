@@ -80,6 +80,12 @@ void workers_park(workers *w);
 typedef struct { int64_t jobs; uint64_t bytes; double busy_s; } workers_counters;
 void workers_stats(workers *w, workers_counters *out, int reset);
 
+/* One line of the pool's hand-off state into buf (n bytes), for the message of a waiter that gave
+ * up on a job: the last job submitted and the last finished, the workers out of the job in flight,
+ * those asleep, the wake-up generation, each phase's items taken / done / planned. Reads the
+ * state without waiting or locking (a snapshot, possibly torn); returns buf. */
+char *workers_debug(const workers *w, char *buf, size_t n);
+
 /* The pool's threads and a one-line description of where they run (cores, binding notes). */
 int workers_threads(const workers *w);
 const char *workers_describe(const workers *w);

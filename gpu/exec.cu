@@ -1158,8 +1158,16 @@ static int late_jobs(gpu_exec *g, char *err, size_t errlen) {
         if (g->jobs[h].late) {
             const unsigned st = g->jobs[h].late;
             g->jobs[h].late = 0;
+            char where[160] = "", pool[200] = "";
+            if (g->dispatcher) {
+                const int dh = g->disp_h;
+                snprintf(where, sizeof where, "; the dispatcher at layer %d's job, %s, its last request there %u",
+                         dh >= 0 && dh < g->n_jobs ? g->jobs_layer[dh] : -1, g->disp_phase ? "handing it to the workers" : "waiting for its request",
+                         (unsigned)g->disp_last);
+            }
+            if (g->pool) workers_debug(g->pool, pool, sizeof pool);
             return fail(err, errlen, "gpu: the CPU workers did not return layer %d's experts of step %u within 5 s "
-                        "(dispatcher stalled at request %u, done %u)", g->jobs_layer[h], st, g->jobs[h].req, g->jobs[h].done);
+                        "(its request %u, done %u%s; workers: %s)", g->jobs_layer[h], st, g->jobs[h].req, g->jobs[h].done, where, pool);
         }
     return 0;
 }

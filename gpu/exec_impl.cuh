@@ -135,6 +135,10 @@ struct gpu_exec {
     cudaStream_t side3;                    /* hostfn: the host nodes' branch */
     cudaEvent_t hf_fork, hf_join;
     volatile int stop;
+    /* the dispatcher's place, for the message of a step whose CPU experts came late (late_jobs):
+     * the job it is at, 0 waiting for its request / 1 handing it to the workers, the request it last took there */
+    volatile int disp_h, disp_phase;
+    volatile uint32_t disp_last;
     int *jobs_layer;                       /* (n_jobs) model layer of each job */
     void *zero_rec;                        /* an all-zero expert record: adds exactly 0 */
     int async_copies;                      /* the decode graph forks swap-in copies onto side */

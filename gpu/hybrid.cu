@@ -200,13 +200,16 @@ static void *dispatch_main(void *arg) {
         for (int h = 0; h < g->n_jobs; h++) {
             hjob *j = &g->jobs[h];
             uint32_t v;
+            g->disp_h = h; g->disp_phase = 0; g->disp_last = last[h];
             while ((v = j->req) == last[h]) {
                 if (g->stop) { free(last); return NULL; }
                 cpu_relax();
             }
             __atomic_thread_fence(__ATOMIC_ACQUIRE);
             last[h] = v;
+            g->disp_last = v;
             if (j->n <= 0) continue;   /* the GPU does not wait for an empty job */
+            g->disp_phase = 1;
             workers_job wj = make_job(g, h, v);
             if (workers_submit(g->pool, &wj, err, sizeof err) < 0) {
                 if (j->req != v) continue;   /* torn by the next step's request: handled on the next pass */

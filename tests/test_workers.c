@@ -225,6 +225,23 @@ static void check_many(const fixture *f, int nt) {
         if (memcmp(out, want, sizeof(float) * d)) bad++;
     }
     report(!bad, "%s threads=%d: 1000 small jobs bit-equal, flag written each time (%d bad)", f->s->name, nt, bad);
+    /* the state line for a stalled waiter's message: after the last job, every worker out of it and
+     * the last job's phases all done */
+    char line[256], want_head[96], want_out[48];
+    workers_wait(wk);
+    workers_debug(wk, line, sizeof line);
+    snprintf(want_head, sizeof want_head, "job 1000 submitted, 1000 finished, ");
+    snprintf(want_out, sizeof want_out, " of %d out", nt);
+    const char *q = strstr(line, "; phases ");
+    int phases_done = q != NULL, nph = 0, taken, done, planned, used;
+    for (q = q ? q + 9 : NULL; q && sscanf(q, "%d/%d/%d%n", &taken, &done, &planned, &used) == 3; q += used, nph++)
+        phases_done &= done == planned && taken >= planned;   /* taken / done / planned */
+    phases_done &= nph >= 2;
+    report(!strncmp(line, want_head, strlen(want_head)) && strstr(line, want_out) && phases_done,
+           "%s threads=%d: workers_debug after the jobs: \"%s\"", f->s->name, nt, line);
+    char tiny[16];
+    workers_debug(wk, tiny, sizeof tiny);   /* cut short, still terminated */
+    report(strlen(tiny) == sizeof tiny - 1, "workers_debug into 16 bytes: \"%s\"", tiny);
     free(out);
     free(want);
     workers_free(wk);
