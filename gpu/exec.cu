@@ -362,6 +362,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
      * waiting on the CPU workers (1 of 288; the run before passed all), not yet understood */
     int all_resident = 1;
     for (int il = g->l0; il < g->l1; il++) all_resident &= g->L[il].cache == NULL;
+    const int qe = qk_epi_on(), epi_on = (qe == 2 || (qe == 1 && all_resident)) && !diag_skip(D_V) && !diag_skip(D_QK) && !diag_skip(D_POST);
     int pf_for = -1;   /* --prefetch: the layer whose copies ahead are on the way (joined before its update) */
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
@@ -371,8 +372,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : with_logits && g->head ? g->out_norm : NULL;
         /* qk_epi_on: the q/k/v post in the q|k and v launches' epilogues, k and v straight into
          * the cache (q|k fused, v on its own type, no q/k norms; shapes gpu_gemv_q8x_post takes) */
-        const int epi = qk_epi_on() && (all_resident || qk_epi_on() == 2) && l->n_fused == 2 && !l->q_norm && !l->k_norm && !diag_skip(D_V) && !diag_skip(D_QK) &&
-                        !diag_skip(D_POST) && gpu_gemv_q8x_post_ok(l->wqkv.type, l->wqkv.d, D, (int)l->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&
+        const int epi = epi_on && l->n_fused == 2 && !l->q_norm && !l->k_norm &&
+                        gpu_gemv_q8x_post_ok(l->wqkv.type, l->wqkv.d, D, (int)l->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&
                         gpu_gemv_q8x_post_ok(l->wv.type, l->wv.d, D, c->kv_dim, 0, c->head_dim, 0);
         if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
             cudaEventRecord(g->ev_fork, s);

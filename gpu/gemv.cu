@@ -211,22 +211,23 @@ extern "C" int gpu_gemv_q8x(int type, const void *W, const float *x, const void 
     return gemv_q8x(type, W, x, xq, y, ncols, nrows, 0, stream);
 }
 
+/* the rows gpu_gemv_q8x_post splits and the mode it needs (else it answers 1: not taken) */
+static int post_rows_ok(int nrows, int rows0) { return nrows > 0 && rows0 >= 0 && rows0 <= nrows && gemv_q8_mode(); }
+
 extern "C" int gpu_gemv_q8x_post(int type, const void *W, const float *x, const void *xq, int ncols, int nrows, const float *b0,
                                  const float *b1, float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd,
                                  const int *pos, void *stream) {
     const gemv_type *t;
     if (gemv_check("gpu_gemv_q8x_post", type, x, ncols, nrows, 1, &t)) return -1;
     if ((uintptr_t)W % 16 || (uintptr_t)xq % 16) return gemv_fail("gpu_gemv_q8x_post: W or records not 16-byte aligned");
-    if (nrows <= 0 || rows0 < 0 || rows0 > nrows || !gemv_q8_mode()) return 1;
+    if (!post_rows_ok(nrows, rows0)) return 1;
     const int rc = gemv_q8_try_post(type, W, x, xq, ncols, nrows, b0, b1, d0, d1, rows0, hd, n_rot, theta, kvd, pos, stream);
     return rc > 0 ? 1 : rc;
 }
 
 extern "C" int gpu_gemv_q8x_post_ok(int type, const void *W, int ncols, int nrows, int rows0, int hd, int n_rot) {
-    static float dummy[4];   /* pointers the check needs to be non-NULL; nothing is launched */
-    static int pos0;
-    if (!gemv_find(type) || nrows <= 0 || rows0 < 0 || rows0 > nrows || !gemv_q8_mode()) return 0;
-    return gemv_q8_try_post(type, W, dummy, NULL, ncols, nrows, NULL, NULL, dummy, dummy, rows0, hd, n_rot, 1e4f, 0, &pos0, NULL, 1) == 0;
+    return gemv_find(type) && post_rows_ok(nrows, rows0) &&
+           gemv_q8_try_post(type, W, NULL, NULL, ncols, nrows, NULL, NULL, NULL, NULL, rows0, hd, n_rot, 0.f, 0, NULL, NULL, 1) == 0;
 }
 
 extern "C" int gpu_gemv_router(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, int early,

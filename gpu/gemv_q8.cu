@@ -105,7 +105,7 @@ struct q8_params {
     const int *epos;
     int erows0, ehd, erot, ekvd;
     float etheta;
-    int edry;   /* gemv_q8_try_post's check only: 0 when the launch would take it, nothing launched */
+    int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -265,17 +265,19 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     constexpr int EM = EPI ? Q8_THREADS : 1;   /* a block's rows: Q8_THREADS >> lshift (one round) */
     __shared__ float esy[EM], esx[EM];
     float eb = 0.f, ec = 1.f, esn = 0.f;
-    int erow = 0;
+    int erow = 0, ei = 0;   /* the row, its dim in its head */
     bool ehb = false;   /* the row has a bias (none: nothing added, as k_qkv_post; x + 0 would turn -0 into +0) */
     const int ER = Q8_THREADS >> p.lshift;
     if constexpr (EPI) {
         erow = blockIdx.x * ER + threadIdx.x;
         if (threadIdx.x < ER && erow < p.nrows) {
-            const float *b = erow < p.erows0 ? p.eb0 : p.eb1;
-            if (b) { eb = b[erow < p.erows0 ? erow : erow - p.erows0]; ehb = true; }
-            const int i = (erow < p.erows0 ? erow : erow - p.erows0) % p.ehd;
-            if (i < p.erot) {
-                const int half = p.erot / 2, j = i < half ? i : i - half;
+            const bool q = erow < p.erows0;
+            const int r = q ? erow : erow - p.erows0;   /* its row in q, or in the cache row */
+            const float *b = q ? p.eb0 : p.eb1;
+            if (b) { eb = b[r]; ehb = true; }
+            ei = r % p.ehd;
+            if (ei < p.erot) {
+                const int half = p.erot / 2, j = ei < half ? ei : ei - half;
                 const float inv = 1.0f / powf(p.etheta, (float)(2 * j) / (float)p.erot);
                 const float ang = (float)*p.epos * inv;
                 ec = cosf(ang); esn = sinf(ang);
@@ -379,11 +381,11 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         if (on) { x = esy[t]; if (ehb) x += eb; esx[t] = x; }
         __syncthreads();
         if (!on) return;
-        const int i = (erow < p.erows0 ? erow : erow - p.erows0) % p.ehd, half = p.erot / 2;
-        if (i < p.erot) {
-            const int j = i < half ? i : i - half, h0 = t - i;   /* the head's dim 0 in this block */
+        const int half = p.erot / 2;
+        if (ei < p.erot) {
+            const int j = ei < half ? ei : ei - half, h0 = t - ei;   /* the head's dim 0 in this block */
             const float a = esx[h0 + j], bb = esx[h0 + j + half];
-            x = i < half ? a * ec - bb * esn : bb * ec + a * esn;
+            x = ei < half ? a * ec - bb * esn : bb * ec + a * esn;
         }
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
@@ -735,7 +737,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     p.k = k;
     const int nslices = p.flat ? 1 : k;
     p.nitems = (p.flat ? k * p.nrows : p.nrows) * nmat;
-    if (p.ed1) {   /* the post epilogue: an interleaved matrix, one round of R-row blocks, rotation pairs inside blocks */
+    if (p.ed1 || p.edry) {   /* the post epilogue: an interleaved matrix, one round of R-row blocks, rotation pairs inside blocks */
         const int hd = p.ehd, rot = p.erot, R = Q8_THREADS >> p.lshift;
         const bool pairs = hd > 0 && rot >= 0 && rot % 2 == 0 && rot <= hd && (rot == 0 || R % hd == 0 || (hd % R == 0 && rot <= R));
         if (ils < 0 || nmat != 1 || p.nb != 1 || p.tab0 || bps != 2 || p.erows0 % R || p.erows0 % hd || !pairs ||
@@ -847,8 +849,8 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
 int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, int ncols, int nrows, const float *b0, const float *b1,
                      float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream, int dry) {
     const q8_type *t = q8_find(type);
-    if (!t || !d1 || !pos || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
-    if (rows0 > 0 && !d0) return 1;
+    if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
+    if (!dry && (!d1 || !pos || (rows0 > 0 && !d0))) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,

@@ -696,8 +696,8 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
 /* One interleaved matrix times x with k_qkv_post's bias and NeoX rotation in the launch's epilogue:
  * rows [0, rows0) (q) plus b0 into d0, the rest (k or v) plus b1 into the cache row d1 + *pos * kvd;
  * heads of hd rows, the first n_rot dims of each rotated at *pos by theta (n_rot 0: none). Bitwise
- * the GEMV followed by k_qkv_post. 0, -1, or 1 (not taken: not interleaved at 4 lanes a row, more
- * than one round, or rotation pairs across blocks). dry: the check only, nothing launched. */
+ * the GEMV followed by k_qkv_post. 0, -1, or 1 (not taken: not interleaved, more than one round of
+ * blocks, or rotation pairs across blocks). dry: the check only (pointers may be NULL), nothing launched. */
 int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, int ncols, int nrows, const float *b0, const float *b1,
                      float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream,
                      int dry = 0);

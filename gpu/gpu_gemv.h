@@ -33,8 +33,8 @@ int gpu_gemv_q8x(int type, const void *W, const float *x, const void *xq, float 
  * (HOTMOE_QK_EPI): rows [0, rows0) plus b0 (may be NULL) rotated into d0, the others plus b1 rotated
  * into the cache row d1 + *pos * kvd; heads of hd rows whose first n_rot dims rotate at *pos by
  * theta (n_rot 0: a v matrix). Bitwise gpu_gemv_q8x followed by op_qkv_post. 0; -1 (error); 1 when
- * the launch does not take the shape (an interleaved matrix at 4 lanes a row in one round, whole
- * rotation pairs in each block of 64 rows; mode 1): the caller runs the two instead. */
+ * the launch does not take the shape (it needs mode 1, an interleaved matrix whose launch is one
+ * round of blocks, and whole rotation pairs in each block's rows): the caller runs the two instead. */
 int gpu_gemv_q8x_post(int type, const void *W, const float *x, const void *xq, int ncols, int nrows, const float *b0, const float *b1,
                       float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream);
 /* whether gpu_gemv_q8x_post takes this matrix and shape (1) or would answer 1 (0) */

@@ -1134,8 +1134,7 @@ static void test_inter_mat(int type, int ncols, int nrows) {
 /* The q/k/v post in the GEMVs' epilogues (gpu_gemv_q8x_post, HOTMOE_QK_EPI): an interleaved q|k
  * matrix (rows0 q rows, heads of hd, n_rot rotated dims) and a v matrix, each x by its launch with
  * the bias, the rotation at pos and the cache rows written there, against gpu_gemv_q8x then
- * op_qkv_post: q, the k and v cache rows bitwise, every other cache row left as it was (poisoned);
- * and a matrix of more than one round is not taken (1). */
+ * op_qkv_post: q, the k and v cache rows bitwise, every other cache row left as it was (poisoned). */
 static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int hd, int n_rot, int pos, int bias = 1) {
     char what[160];
     snprintf(what, sizeof what, "q/k/v post in the epilogue: %d/%d heads of %d, %d rotated, pos %d%s", n_head, n_kv, hd, n_rot, pos,
