@@ -208,7 +208,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1 */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false, bool PRE = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; PRE: q8_pre_on */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -259,6 +259,25 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
         if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
+    }
+    /* PRE (one interleaved plain matrix, q8_pre_on): the lane's first chunk of its first row into
+     * registers before the wait (the weights do not depend on the previous kernel), summed first
+     * after it as the loop would (bitwise the same sums) */
+    static_assert(!PRE || (INTER && NMAT == 1 && NB == 1 && !ROUTE && !AFF), "PRE: one interleaved plain matrix");
+    uint32_t wpre[PRE ? NW : 1];
+    if constexpr (PRE) {
+        const int it0 = base0 + gi;
+        if (it0 < p.nitems && li < nchunks) {
+            const uint8_t *b = p.w + (size_t)(it0 & ~(gpw - 1)) * rs + (size_t)(((it0 & (gpw - 1)) << p.lshift) + li) * 16;
+            const size_t jstep = (size_t)gpw * L * 16;
+#pragma unroll
+            for (int j = 0; j < CBP / 16; j++) {
+                const uint4 u = __ldg((const uint4 *)(b + j * jstep));
+                wpre[4 * j] = u.x; wpre[4 * j + 1] = u.y; wpre[4 * j + 2] = u.z; wpre[4 * j + 3] = u.w;
+            }
+#pragma unroll
+            for (int k = CBP / 4; k < NW; k++) wpre[k] = 0;
+        }
     }
     /* EPI: this thread's row of the block (Q8_THREADS >> lshift rows, one round), its bias and
      * rotation (weights and the position, copied in before the step: read before the wait) */
@@ -357,12 +376,16 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             continue;
         }
         float acc = 0.f;
-        if (ok)
-            for (int c = li; c < nchunks; c += L) {
+        if (ok) {
+            int c = li;
+            if constexpr (PRE)
+                if (base == base0 && c < nchunks) { acc += T::dot(wpre, xs + c * Q8_REC); c += L; }
+            for (; c < nchunks; c += L) {
                 uint32_t w[NW];
                 load(c, w);
                 acc += T::dot(w, xs + c * Q8_REC);
             }
+        }
         for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
         if (NMAT == 2) {
             const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
@@ -511,6 +534,14 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
     q8_cp_wait<0>();
 }
 
+/* HOTMOE_Q8_PRE=1: a plain interleaved matrix's launch loads each lane's first chunk into
+ * registers before its PDL wait (gemv_q8_kernel's PRE instances), while the kernel before it
+ * (the merge, the norms) still runs; 0 (default): only the L2 prefetch of the first rows there */
+static int q8_pre_on(void) {
+    static std::atomic<int> on(-1);
+    return hm_env_digit("HOTMOE_Q8_PRE", 0, 1, 0, on);
+}
+
 static int q8_sm_count(void) {
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -532,8 +563,17 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         constexpr bool AFF = decltype(aff)::value;
         if constexpr (NMAT == 2)
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
-        if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF)
-            if (p.ed1) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p); return; }
+        if constexpr (NMAT == 1 && A == 0 && !AFF && std::is_same<T, Q8W_Q4_K>::value) {   /* PRE: Q4_K only (others spill) */
+            const bool pre = !p.tab0 && q8_pre_on();
+            if constexpr (BPS == 2)
+                if (p.ed1) {
+                    if (pre) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, smem, s, p);
+                    else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p);
+                    return;
+                }
+            if constexpr (BPS == 2)   /* at three blocks a SM the PRE instance spills 240 bytes */
+                if (pre) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, true>, grid, Q8_THREADS, smem, s, p); return; }
+        }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)

@@ -712,8 +712,12 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
+    /* HOTMOE_MERGE_EARLY=1: the merge lets the o-projection launch before its own wait, so the
+     * o-projection's blocks read their first weights while the attention still runs */
+    static std::atomic<int> early(-1);
+    const int fm = hm_small_pdl() | (hm_env_digit("HOTMOE_MERGE_EARLY", 0, 1, 0, early) ? HM_PDL_EARLY : 0);
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
-              fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
+              fused ? xq : nullptr, fm);   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 
