@@ -513,8 +513,8 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW, int MINB = 1>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa); MINB: blocks a SM the registers must allow */
-__global__ void __launch_bounds__(32 * NW, MINB == 1 ? 0 : MINB) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
+template <int DPL, int NW, int MINB = 0>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa); MINB > 0: blocks a SM the registers must allow */
+__global__ void __launch_bounds__(32 * NW, MINB) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
@@ -658,7 +658,7 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     }
 }
 
-template <int DPL, int NW, int MINB = 1>
+template <int DPL, int NW, int MINB = 0>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
