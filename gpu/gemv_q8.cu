@@ -563,15 +563,18 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         constexpr bool AFF = decltype(aff)::value;
         if constexpr (NMAT == 2)
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
-        if constexpr (NMAT == 1 && A == 0 && !AFF && std::is_same<T, Q8W_Q4_K>::value) {   /* PRE: Q4_K only (others spill) */
-            const bool pre = !p.tab0 && q8_pre_on();
+        if constexpr (NMAT == 1 && A == 0 && !AFF) {
+            /* PRE (q8_pre_on): Q4_K only, at two blocks a SM (other types and three blocks spill) */
+            constexpr bool PT = std::is_same<T, Q8W_Q4_K>::value && BPS == 2;
+            const bool pre = PT && !p.tab0 && q8_pre_on();
             if constexpr (BPS == 2)
                 if (p.ed1) {
-                    if (pre) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, smem, s, p);
-                    else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p);
+                    if constexpr (PT)
+                        if (pre) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, smem, s, p); return; }
+                    hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p);
                     return;
                 }
-            if constexpr (BPS == 2)   /* at three blocks a SM the PRE instance spills 240 bytes */
+            if constexpr (PT)
                 if (pre) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, true>, grid, Q8_THREADS, smem, s, p); return; }
         }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);

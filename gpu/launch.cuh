@@ -126,9 +126,7 @@ static inline int hm_pdl_trigger_mode(void) {
  * reads, then hm_pdl_wait_f(f). */
 #define HM_PDL_PRE 1
 #define HM_PDL_TRIG 2
-#define HM_PDL_EARLY 4   /* trigger before the wait (the next kernel may launch while the one before this still runs) */
 __device__ __forceinline__ void hm_pdl_pre(int f) {
-    if (f & HM_PDL_EARLY) hm_pdl_trigger();
     if (!(f & HM_PDL_PRE)) hm_pdl_wait();
 }
 __device__ __forceinline__ void hm_pdl_wait_f(int f) {
