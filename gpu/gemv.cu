@@ -6,8 +6,6 @@
  * each x value loaded from L1 serves 4 weight rows; weights are decoded in registers, summed in
  * F32, reduced by warp shuffles then across warps in a fixed order (deterministic). blockIdx.y is
  * the expert slot; its matrix comes from the table at run time, never from base + e*stride. */
-#include <atomic>
-#include <type_traits>
 #include <stdarg.h>
 #include <stdint.h>
 #include "gpu_gemv.h"
@@ -121,51 +119,6 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
     }
 }
 
-/* gemv_kernel<TF32V, 1, 1> (one output a block: the router) with the row's floats loaded into
- * registers before the wait (HOTMOE_F32_PRE=1): a thread's NP parts of 8 floats, parts tid + i *
- * blockDim; then x and the sums in gemv_kernel's order (bitwise its results). */
-template <int NP>
-__global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_f32_pre_kernel(const gemv_params p) {
-    const int nparts = p.ncols / TF32V::QK, r = blockIdx.x;
-    const float *w = (const float *)(p.w + (size_t)r * p.ncols * sizeof(float));
-    float wv[NP][8];
-#pragma unroll
-    for (int i = 0; i < NP; i++) {
-        const int q = threadIdx.x + i * blockDim.x;
-        if (q < nparts) { ld_x4v(w + (size_t)q * 8, wv[i]); ld_x4v(w + (size_t)q * 8 + 4, wv[i] + 4); }
-    }
-    hm_pdl_wait();
-    if (p.trig) hm_pdl_trigger();
-    float acc = 0.f;
-#pragma unroll
-    for (int i = 0; i < NP; i++) {
-        const int q = threadIdx.x + i * blockDim.x;
-        if (q < nparts) {
-            float xv[8];
-            ld_x4v(p.x + (size_t)q * 8, xv); ld_x4v(p.x + (size_t)q * 8 + 4, xv + 4);
-#pragma unroll
-            for (int j = 0; j < 8; j++) acc = fmaf(wv[i][j], xv[j], acc);
-        }
-    }
-    __shared__ float red[GEMV_MAX_THREADS / 32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    if (lane == 0) red[warp] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0 && r < p.nrows) {
-        const int nw = blockDim.x >> 5;
-        float a = 0.f;
-        for (int v = 0; v < nw; v++) a += red[v];
-        p.y[r] = a;
-    }
-}
-
-static int f32_pre_on(void) {
-    static std::atomic<int> on(-1);
-    return hm_env_digit("HOTMOE_F32_PRE", 0, 1, 0, on);
-}
-
 template <class T>
 static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
     const int nparts = p.ncols / T::QK * T::NT;
@@ -179,13 +132,6 @@ static int gemv_launch(const gemv_params &p, int k, int nmat, cudaStream_t s) {
         if (few) hm_launch(gemv_kernel<T, 2, 2>, grid, threads, 0, s, p);
         else hm_launch(gemv_kernel<T, 2, GEMV_NR>, grid, threads, 0, s, p);
     } else {
-        if constexpr (std::is_same<T, TF32V>::value)   /* the router: its row in registers before the wait */
-            if (few && !p.tab0 && k == 1 && p.x_stride == 0 && p.y_stride == 0 && p.yg <= 1 && f32_pre_on() && nparts <= 4 * threads) {
-                if (nparts <= 2 * threads) hm_launch(gemv_f32_pre_kernel<2>, grid, threads, 0, s, p);
-                else hm_launch(gemv_f32_pre_kernel<4>, grid, threads, 0, s, p);
-                CUDA_CHECK_LAUNCH();
-                return 0;
-            }
         if (few) hm_launch(gemv_kernel<T, 1, 1>, grid, threads, 0, s, p);
         else hm_launch(gemv_kernel<T, 1, GEMV_NR>, grid, threads, 0, s, p);
     }

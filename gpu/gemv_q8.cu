@@ -150,9 +150,6 @@ __device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunk
         q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
 }
 
-/* PRE instances: the first chunks' copies start past x's records, 16-byte aligned */
-__host__ __device__ inline size_t q8_pre_xbytes(int ncols) { return ((size_t)(ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~(size_t)15; }
-
 /* 32-element-block types: rows may end in a partial chunk and start at any even address */
 template <class T> struct q8_b32 { static constexpr bool v = false; };
 template <> struct q8_b32<Q8W_Q4_0> { static constexpr bool v = true; };
@@ -211,7 +208,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false, bool PRE = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; PRE: q8_pre_on */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1 */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -262,25 +259,6 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
         if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
-    }
-    /* PRE (one interleaved plain matrix of one round, q8_pre_on): the lane's first chunk of its row
-     * copied into shared memory (cp.async, no registers held) before the wait, since the weights do
-     * not depend on the previous kernel; after it, decoded first from there as the loop would (bitwise
-     * the same sums). The copies sit past x's records (q8_pre_xbytes), CBP bytes a thread. */
-    static_assert(!PRE || (INTER && NMAT == 1 && NB == 1 && !ROUTE && !AFF), "PRE: one interleaved plain matrix");
-    uint8_t *wpre = nullptr;
-    if constexpr (PRE) {
-        wpre = xs + q8_pre_xbytes(p.ncols) + (size_t)threadIdx.x * CBP;
-        const int it0 = base0 + gi;
-        if (it0 < p.nitems && li < nchunks) {
-            const uint8_t *b = p.w + (size_t)(it0 & ~(gpw - 1)) * rs + (size_t)(((it0 & (gpw - 1)) << p.lshift) + li) * 16;
-            const size_t jstep = (size_t)gpw * L * 16;
-            const uint32_t d = (uint32_t)__cvta_generic_to_shared(wpre);
-#pragma unroll
-            for (int j = 0; j < CBP / 16; j++)
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + 16 * j), "l"(b + j * jstep) : "memory");
-        }
-        asm volatile("cp.async.commit_group;" ::: "memory");
     }
     /* EPI: this thread's row of the block (Q8_THREADS >> lshift rows, one round), its bias and
      * rotation (weights and the position, copied in before the step: read before the wait) */
@@ -379,28 +357,12 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             continue;
         }
         float acc = 0.f;
-        if (ok) {
-            int c = li;
-            if constexpr (PRE)
-                if (base == base0 && c < nchunks) {   /* this thread's own copies: its wait makes them visible to it */
-                    asm volatile("cp.async.wait_all;" ::: "memory");
-                    uint32_t w[NW];
-#pragma unroll
-                    for (int j = 0; j < CBP / 16; j++) {
-                        const uint4 u = *(const uint4 *)(wpre + 16 * j);
-                        w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
-                    }
-#pragma unroll
-                    for (int k = CBP / 4; k < NW; k++) w[k] = 0;
-                    acc += T::dot(w, xs + c * Q8_REC);
-                    c += L;
-                }
-            for (; c < nchunks; c += L) {
+        if (ok)
+            for (int c = li; c < nchunks; c += L) {
                 uint32_t w[NW];
                 load(c, w);
                 acc += T::dot(w, xs + c * Q8_REC);
             }
-        }
         for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
         if (NMAT == 2) {
             const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
@@ -549,15 +511,6 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
     q8_cp_wait<0>();
 }
 
-/* HOTMOE_Q8_PRE=1: a plain interleaved Q4_K matrix's launch of one round copies each lane's first
- * chunk into shared memory before its PDL wait (gemv_q8_kernel's PRE instances), while the kernel
- * before it (the merge, the norms) still runs; 0 (default): only the L2 prefetch of the first rows.
- * The first form held the chunk in registers: 128 registers and spills, air 269.6 against 287.4 */
-static int q8_pre_on(void) {
-    static std::atomic<int> on(-1);
-    return hm_env_digit("HOTMOE_Q8_PRE", 0, 1, 0, on);
-}
-
 static int q8_sm_count(void) {
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -579,32 +532,8 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         constexpr bool AFF = decltype(aff)::value;
         if constexpr (NMAT == 2)
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
-        if constexpr (NMAT == 1 && A == 0 && !AFF) {
-            /* PRE (q8_pre_on): Q4_K only, at two blocks a SM (other types and three blocks spill) */
-            constexpr bool PT = std::is_same<T, Q8W_Q4_K>::value && BPS == 2;
-            const size_t psm = q8_pre_xbytes(p.ncols) + (size_t)Q8_THREADS * ((T::CB + 15) & ~15);
-            /* one round (each group's first row is its only one), and the copies' shared memory allowed */
-            auto pre_ok = [&](auto kern) {
-                static std::atomic<unsigned long long> raised(0);
-                return PT && !p.tab0 && q8_pre_on() && (long)grid.x * (Q8_THREADS >> p.lshift) >= p.nitems && grid.y == 1 &&
-                       !hm_allow_smem(kern, psm, sizeof(void *) * Q8_MAXK + 2 * Q8_THREADS * sizeof(float), raised);
-            };
-            if constexpr (BPS == 2)
-                if (p.ed1) {
-                    if constexpr (PT)
-                        if (pre_ok(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>)) {
-                            hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, psm, s, p);
-                            return;
-                        }
-                    hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p);
-                    return;
-                }
-            if constexpr (PT)
-                if (pre_ok(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, true>)) {
-                    hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, true>, grid, Q8_THREADS, psm, s, p);
-                    return;
-                }
-        }
+        if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF)
+            if (p.ed1) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p); return; }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)

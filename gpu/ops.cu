@@ -513,8 +513,8 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW, int MINB = 0>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa); MINB > 0: blocks a SM the registers must allow */
-__global__ void __launch_bounds__(32 * NW, MINB) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
+template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
+__global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
@@ -617,11 +617,9 @@ __global__ void __launch_bounds__(32 * NW, MINB) k_attn_gqa_w(const float *__res
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
-template <bool EARLY = false>   /* EARLY (HOTMOE_MERGE_EARLY): trigger the next kernel before the wait */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
                                long long ps, long long os, uint8_t *__restrict__ xq, int f) {
     const int h = blockIdx.x, row = blockIdx.y;
-    if constexpr (EARLY) hm_pdl_trigger();
     hm_pdl_pre(f);   /* the position is copied in before the step's first kernel */
     const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
     hm_pdl_wait_f(f);
@@ -660,13 +658,13 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     }
 }
 
-template <int DPL, int NW, int MINB = 0>
+template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW, MINB>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL, NW, MINB>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
               qs, os, ps, hm_small_pdl());
 }
 
@@ -687,14 +685,6 @@ static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q
         if (on && grp > 8) go(std::integral_constant<int, 16>());
         else go(std::integral_constant<int, 8>());
     } else {
-        /* HOTMOE_ATT_LB2=1: twelve warps at two blocks a SM (85 registers: air's 264 blocks in one
-         * round; at 102 registers one block a SM fits, past ~528 positions its splits take two) */
-        static std::atomic<int> lb2(-1);
-        if constexpr (DPL == 4)
-            if (on && grp > 8 && grp <= 12 && hm_env_digit("HOTMOE_ATT_LB2", 0, 1, 0, lb2)) {
-                attn_w_go<DPL, 12, 2>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-                return;
-            }
         if (on && grp > 8 && grp <= 12) go(std::integral_constant<int, 12>());
         else go(std::integral_constant<int, 8>());
     }
@@ -722,11 +712,8 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
-    /* HOTMOE_MERGE_EARLY=1: the merge lets the o-projection launch before its own wait, so the
-     * o-projection's blocks read their first weights while the attention still runs */
-    static std::atomic<int> early(-1);
-    hm_launch(hm_env_digit("HOTMOE_MERGE_EARLY", 0, 1, 0, early) ? k_attn_combine<true> : k_attn_combine<false>, dim3(n_head, rows),
-              (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os, fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
+    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
+              fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 
