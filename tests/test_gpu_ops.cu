@@ -313,6 +313,7 @@ int main(void) {
     test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
     test_attention(64, 4, 128, 600, 517);     /* 16 heads a group (a Qwen3-235B shape) */
     test_attention(24, 2, 256, 300, 200);     /* hd 256, 12 heads a group */
+    for (int pos : { 0, 31, 32, 33, 95 }) test_attention(24, 2, 128, 128, pos);   /* air's group (12 heads, hd 128: the twelve-warp kernel), the step's row in each place of a tile */
     for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
     {   /* fn, n, k, norm, scale, groups, groups kept, bias, ties (2: negative choices, still tied) */
         static const struct { int fn, n, k, norm; float scale; int ng, tg, bias, ties; } rc[] = {
