@@ -358,8 +358,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     mark(g, P_NORM);
     const int nl = g->l1 - g->l0;
     /* the post in the GEMVs' epilogues only when every expert is resident (no cache, no CPU
-     * workers): one device run of test_gpu_stream with it everywhere had a --cold cpu case time out
-     * waiting on the CPU workers (1 of 288; the run before passed all), not yet understood */
+     * workers): of seven device runs of test_gpu_stream with it everywhere (HOTMOE_QK_EPI=2), one
+     * had a --cold cpu case time out waiting on the CPU workers (1 of 288 cases), not yet understood */
     int all_resident = 1;
     for (int il = g->l0; il < g->l1; il++) all_resident &= g->L[il].cache == NULL;
     const int qe = qk_epi_on(), epi_on = (qe == 2 || (qe == 1 && all_resident)) && !diag_skip(D_V) && !diag_skip(D_QK) && !diag_skip(D_POST);
