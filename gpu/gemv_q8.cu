@@ -208,7 +208,8 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1 */
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
+          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: q8_nopf */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -256,7 +257,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             }
         }
     };
-    if (!p.tab0) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
+    if (!p.tab0 && !NOPF) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
         if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
     }
@@ -593,6 +594,16 @@ static int q8_sm_count(void) {
     return n;
 }
 
+/* HOTMOE_NOPF (experiment, off by default): a plain interleaved matrix's launch does not ask L2 for
+ * its first rows before its PDL wait (gemv_q8_kernel's NOPF instances): 1 the wide ones (ncols >=
+ * 8192: air's o-projection, whose requests run while the merge before it waits on its own loads),
+ * 2 every plain matrix (q|k, v, the o-projection, the head) */
+static bool q8_nopf(const q8_params &p) {
+    static std::atomic<int> c(-1);
+    const int m = hm_env_digit("HOTMOE_NOPF", 0, 2, 0, c);
+    return !p.tab0 && (m == 2 || (m == 1 && p.ncols >= 8192));
+}
+
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
@@ -601,8 +612,15 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         constexpr bool AFF = decltype(aff)::value;
         if constexpr (NMAT == 2)
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
-        if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF)
-            if (p.ed1) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p); return; }
+        if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF) {
+            const bool nopf = q8_nopf(p);
+            if (p.ed1) {
+                if (nopf) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, smem, s, p);
+                else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p);
+                return;
+            }
+            if (nopf) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, true>, grid, Q8_THREADS, smem, s, p); return; }
+        }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)
