@@ -404,8 +404,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
                               g->n_ctx, g->d_pos, s);
         mark(g, P_ATTN);
-        if (!diag_skip(D_OPROJ) && gpu_gemv_q8x_stage(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s) > 0)
-            gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
+        if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         if (!diag_skip(D_NORM1)) op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_OPROJ);
         const float *shared = NULL;

@@ -230,18 +230,6 @@ extern "C" int gpu_gemv_q8x_post_ok(int type, const void *W, int ncols, int nrow
            gemv_q8_try_post(type, W, NULL, NULL, ncols, nrows, NULL, NULL, NULL, NULL, rows0, hd, n_rot, 0.f, 0, NULL, NULL, 1) == 0;
 }
 
-extern "C" int gpu_gemv_q8x_stage(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows,
-                                  void *stream) {
-    const gemv_type *t;
-    if (gemv_check("gpu_gemv_q8x_stage", type, x, ncols, nrows, 1, &t)) return -1;
-    if ((uintptr_t)W % 16 || (uintptr_t)xq % 16) return gemv_fail("gpu_gemv_q8x_stage: W or records not 16-byte aligned");
-    if (!gemv_q8_mode() || nrows == 0) return 1;
-    const int rc = gemv_q8_try_stage(type, W, xq, y, ncols, nrows, stream);
-    return rc > 0 ? 1 : rc;
-}
-
-extern "C" void gpu_q8_ostage_set(int on, int kb) { gemv_q8_ostage_set(on, kb); }
-
 extern "C" int gpu_gemv_router(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, int early,
                                void *stream) {
     return gemv_q8x(type, W, x, xq, y, ncols, nrows, early, stream);

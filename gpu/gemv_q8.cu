@@ -512,75 +512,6 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
     q8_cp_wait<0>();
 }
 
-/* ---- HOTMOE_OSTAGE (experiment, off by default): a plain interleaved matrix staged in shared
- * memory before the PDL wait ----
- * Units are a warp's gpw rows of the interleaved layout (ub contiguous bytes). Block b takes units
- * [b U, b U + U); before its wait it copies its first S of them into shared memory (cp.async, no
- * registers held) and asks L2 for the rest, since the weights do not depend on the kernel before.
- * After the wait it copies x's records and its warps take units w, w + 8, ...: each lane's chunks,
- * their order and the butterfly are the register kernel's (same lanes), so the results are bitwise
- * its results. Meant for the o-projection after a merge that triggers before its own wait
- * (k_attn_combine<true>): its blocks land beside the attention and copy while it runs. Four
- * blocks' launch bounds (at most 64 registers): a block fits beside air's attention block (102
- * registers x 384 threads) and a merge block (56 x 128) in an SM's 64K registers. */
-template <class T>
-__global__ void __launch_bounds__(Q8_THREADS, 4) gemv_q8_stage_kernel(const q8_params p, int U, int S) {
-    extern __shared__ __align__(16) uint8_t xs[];   /* x's records (xbytes), then S units */
-    constexpr int CBP = (T::CB + 15) & ~15, NW = q8_nw(CBP, 16), NWARP = Q8_THREADS / 32;
-    const int L = 1 << p.lshift, gpw = 32 >> p.lshift, nchunks = p.nch;
-    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
-    const size_t rs = (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP, ub = (size_t)gpw * rs;
-    const int u0 = blockIdx.x * U, nu = min(U, p.nrows / gpw - u0), ns = min(S, nu);
-    const int xbytes = (nchunks * Q8_REC + 15) & ~15;
-    uint8_t *ws = xs + xbytes;
-    const uint8_t *wg = p.w + (size_t)u0 * ub;
-    const uint32_t d0 = (uint32_t)__cvta_generic_to_shared(ws);
-    const size_t n16 = (size_t)ns * ub / 16;
-    for (size_t i = threadIdx.x; i < n16; i += Q8_THREADS) q8_cp16(d0 + (uint32_t)(16 * i), wg + 16 * i);
-    q8_cp_commit();
-    if (nu > ns && threadIdx.x < nu - ns) q8_prefetch_l2(wg + (size_t)(ns + threadIdx.x) * ub, ub);   /* a unit a thread */
-    hm_pdl_wait();   /* x's records come from the kernel before */
-    q8_stage_x(p, 0, nchunks, xs);
-    q8_cp_wait<0>();
-    __syncthreads();
-    const size_t tstep = (size_t)gpw * L * CBP, jstep = (size_t)gpw * L * 16, off = (size_t)((gi << p.lshift) + li) * 16;
-    for (int u = warp; u < nu; u += NWARP) {   /* warp-uniform */
-        if (p.trig && threadIdx.x == 0 && u + NWARP >= nu) hm_pdl_trigger();   /* warp 0 has the block's most units */
-        float acc = 0.f;
-        if (u < ns) {
-            const uint8_t *rp = ws + (size_t)u * ub + off;
-            for (int c = li; c < nchunks; c += L) {
-                const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
-                uint32_t w[NW];
-#pragma unroll
-                for (int j = 0; j < CBP / 16; j++) {
-                    const uint4 v = *(const uint4 *)(b + j * jstep);
-                    w[4 * j] = v.x; w[4 * j + 1] = v.y; w[4 * j + 2] = v.z; w[4 * j + 3] = v.w;
-                }
-#pragma unroll
-                for (int k = CBP / 4; k < NW; k++) w[k] = 0;
-                acc += T::dot(w, xs + c * Q8_REC);
-            }
-        } else {
-            const uint8_t *rp = wg + (size_t)u * ub + off;
-            for (int c = li; c < nchunks; c += L) {
-                const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
-                uint32_t w[NW];
-#pragma unroll
-                for (int j = 0; j < CBP / 16; j++) {
-                    const uint4 v = __ldg((const uint4 *)(b + j * jstep));
-                    w[4 * j] = v.x; w[4 * j + 1] = v.y; w[4 * j + 2] = v.z; w[4 * j + 3] = v.w;
-                }
-#pragma unroll
-                for (int k = CBP / 4; k < NW; k++) w[k] = 0;
-                acc += T::dot(w, xs + c * Q8_REC);
-            }
-        }
-        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-        if (li == 0) p.y[(size_t)(u0 + u) * gpw + gi] = acc;
-    }
-}
-
 static int q8_sm_count(void) {
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -943,53 +874,6 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
                     b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry };
     return t->run(p, 1, 1, (cudaStream_t)stream);
-}
-
-/* HOTMOE_OSTAGE=1 (experiment, off by default; gemv_q8_ostage_set for tests): gemv_q8_try_stage
- * takes the wide plain Q4_K matrices (the o-projection) with their records given; HOTMOE_OSTAGE_KB
- * (default 178) bounds a block's shared memory (x's records + staged units). */
-static std::atomic<int> q8_ostage_v(-1), q8_ostage_kb(-1);
-static int q8_ostage_on(void) { return hm_env_digit("HOTMOE_OSTAGE", 0, 1, 0, q8_ostage_v); }
-static int q8_ostage_budget(void) {
-    int kb = q8_ostage_kb.load(std::memory_order_relaxed);
-    if (kb < 0) {
-        const char *e = getenv("HOTMOE_OSTAGE_KB");
-        kb = e && e[0] ? atoi(e) : 178;
-        if (kb < 0) kb = 0;
-        q8_ostage_kb.store(kb, std::memory_order_relaxed);
-    }
-    return kb * 1024;
-}
-void gemv_q8_ostage_set(int on, int kb) {
-    q8_ostage_v.store(on ? 1 : 0);
-    if (kb >= 0) q8_ostage_kb.store(kb);
-}
-
-int gemv_q8_try_stage(int type, const void *w, const void *xq, float *y, int ncols, int nrows, void *stream) {
-    if (!q8_ostage_on() || type != HM_TYPE_Q4_K || !xq || ncols < 8192 || ncols > Q8_MAX_NCOLS || ncols % Q8_CHUNK || nrows <= 0)
-        return 1;
-    using T = Q8W_Q4_K;
-    const int i0 = q8_inter_find(w), nchunks = ncols / Q8_CHUNK;
-    const int ls = q8_lshift_of(nchunks, nrows, 1, 1, q8_inter_bps(HM_TYPE_Q4_K));
-    if (i0 < 0 || g_inter[i0].ls != ls) return 1;
-    const int L = 1 << ls, gpw = 32 >> ls;
-    if (nrows % gpw) return 1;
-    constexpr int CBP = (T::CB + 15) & ~15;
-    const size_t ub = (size_t)gpw * ((nchunks + L - 1) / L) * L * CBP, xbytes = ((size_t)nchunks * Q8_REC + 15) & ~(size_t)15;
-    const int nunits = nrows / gpw, U = (nunits + 127) / 128, nb = (nunits + U - 1) / U;
-    const size_t budget = (size_t)q8_ostage_budget();
-    size_t S = budget > xbytes ? (budget - xbytes) / ub : 0;
-    if (S > (size_t)U) S = (size_t)U;
-    const size_t smem = xbytes + S * ub;
-    static std::atomic<unsigned long long> raised(0);
-    if (hm_allow_smem(gemv_q8_stage_kernel<T>, smem, 0, raised)) return 1;
-    q8_params p = {};
-    p.w = (const uint8_t *)w; p.y = y; p.ncols = ncols; p.nrows = nrows; p.k = 1; p.lshift = ls; p.nitems = nrows;
-    p.nch = nchunks; p.nb = 1; p.xg = 1; p.yg = 1; p.tok = 1; p.xq = (const uint8_t *)xq; p.trig = hm_pdl_trigger_mode();
-    hm_launch(gemv_q8_stage_kernel<T>, dim3((unsigned)nb), Q8_THREADS, smem, (cudaStream_t)stream, p, U, (int)S);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d staged blocks (%zu bytes of shared memory) failed: %s", nb, smem, cudaGetErrorString(err));
-    return 0;
 }
 
 /* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */

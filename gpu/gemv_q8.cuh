@@ -702,13 +702,6 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
                      float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream,
                      int dry = 0);
 
-/* HOTMOE_OSTAGE (experiment): one wide interleaved Q4_K matrix (ncols >= 8192) times x's records xq
- * with each block's rows copied into shared memory before its PDL wait (gemv_q8_stage_kernel):
- * bitwise the register kernel's results. 0, -1, or 1 (not taken: the switch off, another type or
- * shape, no records). gemv_q8_ostage_set: the switch and the shared memory bound in KB (kb < 0 keeps it). */
-int gemv_q8_try_stage(int type, const void *w, const void *xq, float *y, int ncols, int nrows, void *stream);
-void gemv_q8_ostage_set(int on, int kb);
-
 /* the mode set by gpu_gemv_set_mode (or HOTMOE_GEMV_MODE at first use): 0 or 1 */
 int gemv_q8_mode(void);
 /* nb (2..4) vectors x + b * xb_stride times the matrix w in one launch, each weight row read once;

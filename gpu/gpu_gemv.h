@@ -39,14 +39,6 @@ int gpu_gemv_q8x_post(int type, const void *W, const float *x, const void *xq, i
                       float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream);
 /* whether gpu_gemv_q8x_post takes this matrix and shape (1) or would answer 1 (0) */
 int gpu_gemv_q8x_post_ok(int type, const void *W, int ncols, int nrows, int rows0, int hd, int n_rot);
-/* HOTMOE_OSTAGE=1 (experiment, off by default): gpu_gemv_q8x for a wide interleaved Q4_K matrix (the
- * o-projection) whose blocks copy their rows into shared memory before their PDL wait, while the
- * kernels before (the attention, a merge that lets it launch early) still run. Bitwise
- * gpu_gemv_q8x's results. 0; -1 (error); 1 when not taken (the switch off, another type or shape,
- * no records): the caller runs gpu_gemv_q8x. gpu_q8_ostage_set: the switch and a block's shared
- * memory bound in KB (HOTMOE_OSTAGE_KB, default 178; kb < 0 keeps it), for tests. */
-int gpu_gemv_q8x_stage(int type, const void *W, const float *x, const void *xq, float *y, int ncols, int nrows, void *stream);
-void gpu_q8_ostage_set(int on, int kb);
 /* gpu_gemv_q8x for the router: early 1 lets the next kernel on the stream launch as soon as every
  * block of the F32 path has passed its PDL wait (the q8 path's blocks let it at their last round
  * either way), so that a routed launch after it (xq_ready) copies x's records while it runs */

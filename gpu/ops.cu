@@ -617,11 +617,9 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
-template <bool EARLY = false>   /* EARLY (HOTMOE_OSTAGE): trigger the next kernel before the wait */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
                                long long ps, long long os, uint8_t *__restrict__ xq, int f) {
     const int h = blockIdx.x, row = blockIdx.y;
-    if constexpr (EARLY) hm_pdl_trigger();
     hm_pdl_pre(f);   /* the position is copied in before the step's first kernel */
     const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
     hm_pdl_wait_f(f);
@@ -714,11 +712,8 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
-    /* HOTMOE_OSTAGE=1: the merge lets the o-projection launch before its own wait, so that the staged
-     * o-projection's blocks (gpu_gemv_q8x_stage) copy their weights while the attention still runs */
-    static std::atomic<int> early(-1);
-    hm_launch(hm_env_digit("HOTMOE_OSTAGE", 0, 1, 0, early) ? k_attn_combine<true> : k_attn_combine<false>, dim3(n_head, rows),
-              (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os, fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
+    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
+              fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 

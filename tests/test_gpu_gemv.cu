@@ -1131,72 +1131,6 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     cudaFree(dq); cudaFree(dw); cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
 }
 
-/* HOTMOE_OSTAGE's staged launch (gpu_gemv_q8x_stage): a wide interleaved Q4_K matrix, its blocks'
- * rows in shared memory up to kb KB a block (0: every unit read from global memory), bitwise the
- * register kernel's results (gpu_gemv_q8x) in every element, each output poisoned before; then what
- * it must refuse (answer 1, nothing launched): the switch off, no records, narrow rows, another type. */
-static void test_ostage(int ncols, int nrows, int kb) {
-    char what[160];
-    snprintf(what, sizeof what, "staged matrix %d x %d, %d KB a block", nrows, ncols, kb);
-    const int type = HM_TYPE_Q4_K;
-    const size_t rb = hm_row_size(type, ncols) * nrows, ib = gpu_q8_inter_bytes(type, ncols, nrows, 1, 1);
-    if (!ib) { report(0, what, "q4_K", "gpu_q8_inter_bytes: 0"); return; }
-    std::vector<uint8_t> a(rb), in(ib);
-    fill_weights(type, a.data(), (int64_t)nrows * ncols);
-    if (gpu_q8_inter_pack(type, a.data(), ncols, nrows, 1, 1, in.data())) { report(0, what, "q4_K", "pack"); return; }
-    void *di = dev_upload(in.data(), ib);
-    if (gpu_q8_inter_register((const void *const *)di, type, ncols, nrows, 1, 1)) { report(0, what, "q4_K", "register"); return; }
-    std::vector<float> x(ncols);
-    for (auto &v : x) v = rndf();
-    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *y[2];
-    void *xq;
-    CK(cudaMalloc(&xq, gpu_q8_records_bytes(ncols) + 16));
-    for (int v = 0; v < 2; v++) { CK(cudaMalloc(&y[v], sizeof(float) * nrows)); CK(cudaMemset(y[v], 0xFF, sizeof(float) * nrows)); }
-    int rc = gpu_q8_records(dx, ncols, xq, NULL) || gpu_gemv_q8x(type, di, dx, xq, y[0], ncols, nrows, NULL);
-    gpu_q8_ostage_set(1, kb);
-    const int rs = gpu_gemv_q8x_stage(type, di, dx, xq, y[1], ncols, nrows, NULL);
-    CK(cudaDeviceSynchronize());
-    std::vector<float> h0(nrows), h1(nrows);
-    CK(cudaMemcpy(h0.data(), y[0], sizeof(float) * nrows, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(h1.data(), y[1], sizeof(float) * nrows, cudaMemcpyDeviceToHost));
-    int same = 1;
-    for (int i = 0; i < nrows; i++) same &= isfinite(h0[i]) && !memcmp(&h0[i], &h1[i], sizeof(float));
-    report(!rc && rs == 0 && same, what, "q4_K",
-           rc || rs < 0 ? gpu_gemv_error() : rs ? "not taken" : same ? "bitwise the register kernel's" : "differ (or not finite)");
-    /* the refusals */
-    const int r_nox = gpu_gemv_q8x_stage(type, di, dx, NULL, y[1], ncols, nrows, NULL);
-    gpu_q8_ostage_set(0, -1);
-    const int r_off = gpu_gemv_q8x_stage(type, di, dx, xq, y[1], ncols, nrows, NULL);
-    report(r_nox == 1 && r_off == 1, what, "q4_K", r_nox == 1 && r_off == 1 ? "refused without records and when off" : "not refused");
-    gpu_q8_inter_unregister((const void *const *)di);
-    cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
-}
-
-/* gpu_gemv_q8x_stage's shapes and types it leaves to gpu_gemv_q8x */
-static void test_ostage_refusals(void) {
-    const int ncols = 4096, nrows = 1024;
-    int ok = 1;
-    for (int type : { HM_TYPE_Q4_K, HM_TYPE_Q6_K }) {
-        const int nc = type == HM_TYPE_Q4_K ? ncols : 12288;   /* Q4_K narrow, Q6_K wide */
-        const size_t ib = gpu_q8_inter_bytes(type, nc, nrows, 1, 1), rb = hm_row_size(type, nc) * nrows;
-        std::vector<uint8_t> a(rb), in(ib);
-        fill_weights(type, a.data(), (int64_t)nrows * nc);
-        if (!ib || gpu_q8_inter_pack(type, a.data(), nc, nrows, 1, 1, in.data())) { ok = 0; continue; }
-        void *di = dev_upload(in.data(), ib);
-        gpu_q8_inter_register((const void *const *)di, type, nc, nrows, 1, 1);
-        float *dx, *y;
-        void *xq;
-        CK(cudaMalloc(&dx, sizeof(float) * nc)); CK(cudaMemset(dx, 0, sizeof(float) * nc));
-        CK(cudaMalloc(&xq, gpu_q8_records_bytes(nc) + 16)); CK(cudaMalloc(&y, sizeof(float) * nrows));
-        gpu_q8_ostage_set(1, 178);
-        ok &= gpu_gemv_q8x_stage(type, di, dx, xq, y, nc, nrows, NULL) == 1;
-        gpu_q8_ostage_set(0, -1);
-        gpu_q8_inter_unregister((const void *const *)di);
-        cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y);
-    }
-    report(ok, "staged matrix refusals", "q4_K q6_K", ok ? "Q4_K of 4096 columns and Q6_K refused" : "taken (or setup failed)");
-}
-
 /* The q/k/v post in the GEMVs' epilogues (gpu_gemv_q8x_post, HOTMOE_QK_EPI): an interleaved q|k
  * matrix (rows0 q rows, heads of hd, n_rot rotated dims) and a v matrix, each x by its launch with
  * the bias, the rotation at pos and the cache rows written there, against gpu_gemv_q8x then
@@ -1531,11 +1465,6 @@ int main(int argc, char **argv) {
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 32, 4095);   /* a quarter rotated, a far position */
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 77, 0);   /* no biases: nothing added */
     test_post_epi_refusals();
-    test_ostage(12288, 4096, 178);   /* air's o-projection: 12 of a block's 16 units staged */
-    test_ostage(12288, 4096, 0);     /* none staged: every unit from global memory */
-    test_ostage(12288, 4096, 227);   /* 15 of 16 */
-    test_ostage(8192, 1012, 100);    /* 32 lanes a row, 8 units a block, the last block 4 */
-    test_ostage_refusals();
     test_routed(HM_TYPE_Q3_K, 4096, 1408, 128, 8);   /* air's routed experts */
     test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
     test_routed(HM_TYPE_Q8_0, 512, 96, 60, 4);
