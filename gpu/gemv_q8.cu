@@ -25,7 +25,8 @@
  *     with coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there.
  *     Faster alone on plain matrices; inside the model mode 4 wins (q8_pipe_on).
  * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
- * previous kernel has finished. The register kernel also multiplies one matrix by up to Q8_NB
+ * previous kernel has finished, except the wide ones' (q8_nopf: their requests slowed the merge
+ * before the o-projection more than they helped it). The register kernel also multiplies one matrix by up to Q8_NB
  * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
  * vector's records, each vector's sums in the single-vector order (bitwise its results). */
 #include <atomic>
@@ -209,7 +210,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
 template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
-          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: q8_nopf */
+          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf) */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
@@ -525,14 +526,24 @@ static int q8_sm_count(void) {
     return n;
 }
 
-/* HOTMOE_NOPF (experiment, off by default): a plain interleaved matrix's launch does not ask L2 for
- * its first rows before its PDL wait (gemv_q8_kernel's NOPF instances): 1 the wide ones (ncols >=
- * 8192: air's o-projection, whose requests run while the merge before it waits on its own loads),
- * 2 every plain matrix (q|k, v, the o-projection, the head) */
+/* HOTMOE_NOPF: which plain interleaved matrices' launches do NOT ask L2 for their first rows before
+ * their PDL wait (gemv_q8_kernel's NOPF instances). 1 (the default): the wide ones (ncols >= 8192:
+ * air's o-projection); 0: none (every plain matrix asks, as before session 31); 2: every plain
+ * matrix (q|k, v, the o-projection, the head); 3: those of at least 16 MB (not yet measured).
+ * Why: the o-projection's 28 MB of requests go out while the merge before it runs and delay the
+ * merge's own loads (KTRACE, air at position ~428: the merge 7.99 us from its wait to the
+ * o-projection's with them, 5.30 without), while the o-projection itself gains nothing from them
+ * (11.95 us against 12.08). nvidia-h200, air resident tok/s, session 31: 1 292.1, 293.4, 293.5
+ * against 286.5-287.8 for 0 in the same calls (+2.1%); 2 299.9, 299.1, 300.2 (+4.2%) but a3b 500.9
+ * against 509.7 (1 leaves a3b's launches as they were: none of its plain matrices is that wide).
+ * The same sums: the tokens are unchanged. */
+template <class T>
 static bool q8_nopf(const q8_params &p) {
     static std::atomic<int> c(-1);
-    const int m = hm_env_digit("HOTMOE_NOPF", 0, 2, 0, c);
-    return !p.tab0 && (m == 2 || (m == 1 && p.ncols >= 8192));
+    const int m = hm_env_digit("HOTMOE_NOPF", 0, 3, 1, c);
+    if (p.tab0 || m == 0) return false;
+    if (m == 3) return (size_t)p.nrows * ((size_t)p.nch * T::CB + p.nbl) >= ((size_t)16 << 20);
+    return m == 2 || p.ncols >= 8192;
 }
 
 template <class T, int NMAT, int A, int BPS = 2>
@@ -544,7 +555,7 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         if constexpr (NMAT == 2)
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
         if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF) {
-            const bool nopf = q8_nopf(p);
+            const bool nopf = q8_nopf<T>(p);
             if (p.ed1) {
                 if (nopf) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, smem, s, p);
                 else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p);
