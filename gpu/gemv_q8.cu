@@ -26,9 +26,10 @@
  *     Faster alone on plain matrices; inside the model mode 4 wins (q8_pipe_on).
  * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
  * previous kernel has finished, except the wide ones' (q8_nopf: their requests slowed the merge
- * before the o-projection more than they helped it). The register kernel also multiplies one matrix by up to Q8_NB
- * vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded once, dotted with every
- * vector's records, each vector's sums in the single-vector order (bitwise its results). */
+ * before the o-projection more than they helped it). The register kernel also multiplies one
+ * matrix by up to Q8_NB vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded
+ * once, dotted with every vector's records, each vector's sums in the single-vector order
+ * (bitwise its results). */
 #include <atomic>
 #include <type_traits>
 #include <stdint.h>
@@ -556,12 +557,14 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
             if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
         if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF) {
             const bool nopf = q8_nopf<T>(p);
-            if (p.ed1) {
-                if (nopf) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, smem, s, p);
-                else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, smem, s, p);
-                return;
-            }
-            if (nopf) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, true>, grid, Q8_THREADS, smem, s, p); return; }
+            auto one = [&](auto epi) {   /* the plain matrix's instance: EPI (q8_params' ed1) x NOPF */
+                constexpr bool E = decltype(epi)::value;
+                if (nopf) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E, true>, grid, Q8_THREADS, smem, s, p);
+                else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E>, grid, Q8_THREADS, smem, s, p);
+            };
+            if (p.ed1) one(std::true_type());
+            else one(std::false_type());
+            return;
         }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
