@@ -25,8 +25,8 @@
  *     with coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there.
  *     Faster alone on plain matrices; inside the model mode 4 wins (q8_pipe_on).
  * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
- * previous kernel has finished, except the wide ones' (q8_nopf: their requests slowed the merge
- * before the o-projection more than they helped it). The register kernel also multiplies one
+ * previous kernel has finished, except the large ones' (q8_nopf: their requests slowed the merge
+ * and the norm before them more than they helped). The register kernel also multiplies one
  * matrix by up to Q8_NB vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded
  * once, dotted with every vector's records, each vector's sums in the single-vector order
  * (bitwise its results). */
@@ -528,20 +528,22 @@ static int q8_sm_count(void) {
 }
 
 /* HOTMOE_NOPF: which plain interleaved matrices' launches do NOT ask L2 for their first rows before
- * their PDL wait (gemv_q8_kernel's NOPF instances). 1 (the default): the wide ones (ncols >= 8192:
- * air's o-projection); 0: none (every plain matrix asks, as before session 31); 2: every plain
- * matrix (q|k, v, the o-projection, the head); 3: those of at least 16 MB (not yet measured).
+ * their PDL wait (gemv_q8_kernel's NOPF instances). 3 (the default): those of at least 16 MB (air's
+ * q|k, o-projection and head; none of a3b's that take this kernel); 1: the wide ones (ncols >= 8192:
+ * air's o-projection); 2: every plain matrix (q|k, v, the o-projection, the head); 0: none (every
+ * plain matrix asks, as before session 31).
  * Why: the o-projection's 28 MB of requests go out while the merge before it runs and delay the
  * merge's own loads (KTRACE, air at position ~428: the merge 7.99 us from its wait to the
  * o-projection's with them, 5.30 without), while the o-projection itself gains nothing from them
- * (11.95 us against 12.08). nvidia-h200, air resident tok/s, session 31: 1 292.1, 293.4, 293.5
- * against 286.5-287.8 for 0 in the same calls (+2.1%); 2 299.9, 299.1, 300.2 (+4.2%) but a3b 500.9
- * against 509.7 (1 leaves a3b's launches as they were: none of its plain matrices is that wide).
+ * (11.95 us against 12.08); q|k's do the same to the residual norm before it. nvidia-h200, air
+ * resident tok/s: session 31, 1 292.1, 293.4, 293.5 against 286.5-287.8 for 0 in the same calls;
+ * 2 299.9, 299.1, 300.2 but a3b 500.9 against 509.7. Session 32 (one call): 3 298.6, 298.8 against
+ * 294.6, 292.9 for 1 and 299.3 for 2; a3b 511.2 against 509.6 for 1.
  * The same sums: the tokens are unchanged. */
 template <class T>
 static bool q8_nopf(const q8_params &p) {
     static std::atomic<int> c(-1);
-    const int m = hm_env_digit("HOTMOE_NOPF", 0, 3, 1, c);
+    const int m = hm_env_digit("HOTMOE_NOPF", 0, 3, 3, c);
     if (p.tab0 || m == 0) return false;
     if (m == 3) return (size_t)p.nrows * ((size_t)p.nch * T::CB + p.nbl) >= ((size_t)16 << 20);
     return m == 2 || p.ncols >= 8192;
