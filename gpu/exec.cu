@@ -106,6 +106,19 @@ static int router_early(const dlayer *l) {
     return v == 2 || (v == 1 && !l->has_single);
 }
 
+/* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
+ * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
+ * on the second stream, whose join made the attention's launch wait for both without PDL (KTRACE,
+ * air at position 427: ~4.7 us from v's last block to the attention's first). 1 (default); 0: the
+ * second stream. The same rows, lanes and sums. nvidia-h200, session 32, one call: air 302.4, 304.6
+ * tok/s against 300.4, 299.9; a3b 511.1 against 511.6 (its Q6_K v layers only); v after q|k on the
+ * step's stream instead lost (294.3). */
+static int qkv_pair(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_QKV_PAIR"); v = !(e && e[0] == '0'); }
+    return v;
+}
+
 /* The q/k/v post inside the q|k and v GEMVs (gpu_gemv_q8x_post) where they take it, one launch
  * fewer a layer on the step's critical path (HOTMOE_QK_EPI=0: the post launch); resident
  * executors only (record_step), every executor with HOTMOE_QK_EPI=2. H200, air resident (bench/README.md, twenty-seventh pass): 288.0 /
@@ -375,13 +388,19 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         const int epi = epi_on && l->n_fused == 2 && !l->q_norm && !l->k_norm &&
                         gpu_gemv_q8x_post_ok(l->wqkv.type, l->wqkv.d, D, (int)l->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&
                         gpu_gemv_q8x_post_ok(l->wv.type, l->wv.d, D, c->kv_dim, 0, c->head_dim, 0);
-        if (l->n_fused != 3) { /* v on its own type: beside q|k on the second stream, joined below */
-            cudaEventRecord(g->ev_fork, s);
-            cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
+        auto v_proj = [&](cudaStream_t vs) {   /* v on its own type */
             if (epi)
                 gpu_gemv_q8x_post(l->wv.type, l->wv.d, g->xn, g->xq_n, D, c->kv_dim, NULL, l->bv, NULL, g->vc + kvoff, 0, c->head_dim, 0,
-                                  c->rope_theta, c->kv_dim, g->d_pos, g->s2);
-            else if (!diag_skip(D_V)) gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, g->s2);
+                                  c->rope_theta, c->kv_dim, g->d_pos, vs);
+            else if (!diag_skip(D_V)) gpu_gemv_q8x(l->wv.type, l->wv.d, g->xn, g->xq_n, g->v, D, c->kv_dim, vs);
+        };
+        const int pair = epi && l->n_fused != 3 && qkv_pair() && gpu_q8_pair_ok(l->wqkv.type, l->wv.type);   /* q|k and v in one launch (gpu_q8_pair_begin) */
+        const int vs2 = l->n_fused != 3 && !pair;   /* v beside q|k on the second stream, joined below */
+        if (pair) gpu_q8_pair_begin();
+        if (vs2) {
+            cudaEventRecord(g->ev_fork, s);
+            cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
+            v_proj(g->s2);
             cudaEventRecord(g->ev_join, g->s2);
         }
         if (diag_skip(D_QK)) {
@@ -394,7 +413,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             gpu_gemv_q8x(l->wq.type, l->wq.d, g->xn, g->xq_n, g->q, D, c->q_dim, s);
             gpu_gemv_q8x(l->wk.type, l->wk.d, g->xn, g->xq_n, g->k, D, c->kv_dim, s);
         }
-        if (l->n_fused != 3) cudaStreamWaitEvent(s, g->ev_join, 0);
+        if (vs2) cudaStreamWaitEvent(s, g->ev_join, 0);
+        if (pair) {   /* v's launch takes the parked q|k with it (or goes alone, q|k after it) */
+            v_proj(s);
+            gpu_q8_pair_end(s);
+        }
         mark(g, P_QKV);
         if (!diag_skip(D_POST) && !epi)
             op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,

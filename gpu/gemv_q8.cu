@@ -210,9 +210,13 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * taken by two neighbouring groups of a warp (L <= 16) and joined by a shuffle. A: the load
  * alignment of whole chunks (T::A, or 1 when the row stride is not a multiple of it or the rows
  * end in a partial chunk). */
-template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
-          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf) */
-__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
+/* The body takes its block's index along x and the grid's width (bx, gdx): gemv_q8_kernel passes
+ * blockIdx.x and gridDim.x, gemv_q8_pair_kernel each matrix's share of its grid. */
+template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR>
+__device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned bx, const unsigned gdx) {
+    /* the block's index along x and the grid's width (PAIR: its matrix's share of the pair's grid) */
+#define Q8_BX (PAIR ? bx : blockIdx.x)
+#define Q8_GDX (PAIR ? gdx : gridDim.x)
     extern __shared__ __align__(16) uint8_t xs[]; /* ceil(ncols / 256) * Q8_REC per vector */
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
@@ -225,11 +229,11 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
     const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
-    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
+    const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
     const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP : (size_t)p.nch * T::CB + p.nbl;
-    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
+    const int base0 = (Q8_BX * (Q8_THREADS / 32) + warp) * gpw;
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT. A group's
      * items are base0 + gi + s * tg: its matrix m is fixed (tg and base0 are multiples of NMAT) and
      * its (slot, row) advance by tg / NMAT rows a step, tracked without dividing. */
@@ -272,7 +276,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     bool ehb = false;   /* the row has a bias (none: nothing added, as k_qkv_post; x + 0 would turn -0 into +0) */
     const int ER = Q8_THREADS >> p.lshift;
     if constexpr (EPI) {
-        erow = blockIdx.x * ER + threadIdx.x;
+        erow = Q8_BX * ER + threadIdx.x;
         if (threadIdx.x < ER && erow < p.nrows) {
             const bool q = erow < p.erows0;
             const int r = q ? erow : erow - p.erows0;   /* its row in q, or in the cache row */
@@ -371,7 +375,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
             const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
             if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
         } else if (EPI) {
-            if (li == 0 && ok) esy[row - blockIdx.x * ER] = acc;
+            if (li == 0 && ok) esy[row - Q8_BX * ER] = acc;
         } else if (li == 0 && ok) {
             ybase[slot * p.y_stride + row] = acc;
         }
@@ -393,6 +397,24 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
     }
+#undef Q8_BX
+#undef Q8_GDX
+}
+
+template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
+          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf) */
+__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
+    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false>(p, 0, 0);
+}
+
+/* Two plain interleaved matrices of one x with the post epilogue (q8_params' ed1) in one launch:
+ * blocks [0, nb1) take p1 (T1, NOPF1), the rest p2 (T2), each block its matrix's kernel as a
+ * launch of its own would run it (the same lanes, rows and sums). For q|k and v (gpu_q8_pair_begin,
+ * HOTMOE_QKV_PAIR): one PDL chain q|k|v -> attention instead of v beside q|k on the second stream. */
+template <class T1, bool NOPF1, class T2>
+__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_pair_kernel(const q8_params p1, const q8_params p2, const int nb1) {
+    if ((int)blockIdx.x < nb1) gemv_q8_body<T1, 1, 0, 1, false, false, true, NOPF1, true>(p1, blockIdx.x, nb1);
+    else gemv_q8_body<T2, 1, 0, 1, false, false, true, false, true>(p2, blockIdx.x - nb1, gridDim.x - nb1);
 }
 
 /* ---- the pipelined kernel: weights stream into shared memory through cp.async ----
@@ -549,6 +571,63 @@ static bool q8_nopf(const q8_params &p) {
     return m == 2 || p.ncols >= 8192;
 }
 
+/* gpu_q8_pair_begin .. gpu_q8_pair_end: the first post launch of a pairable type (q|k, T1 below)
+ * is parked here instead of launched; the next post launch (v, Q6_K) then launches both as one
+ * gemv_q8_pair_kernel; what is still parked at the end is launched alone. thread_local: two
+ * executors' graphs may be captured at once. */
+struct q8_pair_state { int collect, pending, tag, nopf, gx, paired; size_t smem; q8_params p; };
+static thread_local q8_pair_state g_pair;
+template <class T> struct q8_pair_tag { static constexpr int v = 0; };   /* the first matrix's types */
+template <> struct q8_pair_tag<Q8W_Q4_K> { static constexpr int v = 1; };
+template <> struct q8_pair_tag<Q8W_Q5_K> { static constexpr int v = 2; };
+
+/* the parked launch with p2 (T2) as one launch: p1's blocks first (the long ones: the short
+ * second matrix's blocks then fill the slots they leave) */
+template <class T2>
+static void q8_pair_go(const q8_params &p2, unsigned gx2, cudaStream_t s) {
+    const q8_pair_state &q = g_pair;
+    const dim3 grid((unsigned)q.gx + gx2);
+    if (q.tag == 1) {
+        if (q.nopf) hm_launch(gemv_q8_pair_kernel<Q8W_Q4_K, true, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
+        else hm_launch(gemv_q8_pair_kernel<Q8W_Q4_K, false, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
+    } else {
+        if (q.nopf) hm_launch(gemv_q8_pair_kernel<Q8W_Q5_K, true, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
+        else hm_launch(gemv_q8_pair_kernel<Q8W_Q5_K, false, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
+    }
+}
+
+/* whether a post launch of type t1 then one of t2 would go out as one (q8_pair_tag's types at two
+ * blocks a SM, then Q6_K) */
+static int q8_inter_bps(int type);
+extern "C" int gpu_q8_pair_ok(int t1, int t2) {
+    return (t1 == HM_TYPE_Q4_K || t1 == HM_TYPE_Q5_K) && t2 == HM_TYPE_Q6_K && q8_inter_bps(t1) == 2 && q8_inter_bps(t2) == 2;
+}
+
+extern "C" void gpu_q8_pair_begin(void) { g_pair.collect = 1; g_pair.pending = 0; g_pair.paired = 0; }
+
+/* 1 when the two launches went out as one, 0 when what was parked went alone (or nothing was), -1
+ * when that launch failed */
+extern "C" int gpu_q8_pair_end(void *stream) {
+    q8_pair_state &q = g_pair;
+    q.collect = 0;
+    if (q.pending) {
+        q.pending = 0;
+        const dim3 grid((unsigned)q.gx);
+        const cudaStream_t s = (cudaStream_t)stream;
+        if (q.tag == 1) {
+            if (q.nopf) hm_launch(gemv_q8_kernel<Q8W_Q4_K, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, q.smem, s, q.p);
+            else hm_launch(gemv_q8_kernel<Q8W_Q4_K, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, q.smem, s, q.p);
+        } else {
+            if (q.nopf) hm_launch(gemv_q8_kernel<Q8W_Q5_K, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, q.smem, s, q.p);
+            else hm_launch(gemv_q8_kernel<Q8W_Q5_K, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, q.smem, s, q.p);
+        }
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return gemv_fail("gemv_q8: the parked launch of %d blocks failed: %s", q.gx, cudaGetErrorString(err));
+        return 0;
+    }
+    return q.paired;
+}
+
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
@@ -561,6 +640,15 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
             const bool nopf = q8_nopf<T>(p);
             auto one = [&](auto epi) {   /* the plain matrix's instance: EPI (q8_params' ed1) x NOPF */
                 constexpr bool E = decltype(epi)::value;
+                if constexpr (E) {   /* gpu_q8_pair_begin: park the first, launch both with the second */
+                    q8_pair_state &q = g_pair;
+                    if (q.collect && q8_pair_tag<T>::v && !q.pending) {
+                        q.collect = 0; q.pending = 1; q.tag = q8_pair_tag<T>::v; q.nopf = nopf; q.gx = (int)grid.x; q.smem = smem; q.p = p;
+                        return;
+                    }
+                    if constexpr (std::is_same<T, Q8W_Q6_K>::value)
+                        if (q.pending && !nopf && smem == q.smem) { q8_pair_go<T>(p, grid.x, s); q.pending = 0; q.paired = 1; return; }
+                }
                 if (nopf) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E, true>, grid, Q8_THREADS, smem, s, p);
                 else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E>, grid, Q8_THREADS, smem, s, p);
             };

@@ -72,6 +72,13 @@ void gpu_q8_inter_unregister(const void *const *tab);
 int gpu_q8_rearranged(int type);
 /* the lane shift tab's matrices are interleaved for, or -1 (not interleaved) */
 int gpu_q8_inter_lshift(const void *tab);
+/* gpu_q8_pair_begin, two gpu_gemv_q8x_post calls of one x (q|k of Q4_K or Q5_K, then v of Q6_K),
+ * gpu_q8_pair_end: both GEMVs in one launch (the same rows, lanes and sums as two). End answers 1
+ * when they went out as one, 0 when the first went alone after the second (or nothing was parked),
+ * -1 when that launch failed. */
+int gpu_q8_pair_ok(int t1, int t2);   /* 1: those types go out as one */
+void gpu_q8_pair_begin(void);
+int gpu_q8_pair_end(void *stream);
 
 /* The routed experts' SwiGLU launch that also picks them: every block runs the router's top-k
  * (router.cuh's router_topk: the op_router rule, groups not limited) over logits[n_expert] with

@@ -1135,10 +1135,12 @@ static void test_inter_mat(int type, int ncols, int nrows) {
  * matrix (rows0 q rows, heads of hd, n_rot rotated dims) and a v matrix, each x by its launch with
  * the bias, the rotation at pos and the cache rows written there, against gpu_gemv_q8x then
  * op_qkv_post: q, the k and v cache rows bitwise, every other cache row left as it was (poisoned). */
-static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int hd, int n_rot, int pos, int bias = 1) {
+/* pair: both launches between gpu_q8_pair_begin and gpu_q8_pair_end, which must answer pair - 1
+ * (2: they went out as one launch; 1: not a pairable type, each alone) */
+static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int hd, int n_rot, int pos, int bias = 1, int pair = 0) {
     char what[160];
-    snprintf(what, sizeof what, "q/k/v post in the epilogue: %d/%d heads of %d, %d rotated, pos %d%s", n_head, n_kv, hd, n_rot, pos,
-             bias ? "" : ", no biases");
+    snprintf(what, sizeof what, "q/k/v post in the epilogue%s: %d/%d heads of %d, %d rotated, pos %d%s",
+             pair == 2 ? ", q|k and v in one launch" : pair == 1 ? ", not paired" : "", n_head, n_kv, hd, n_rot, pos, bias ? "" : ", no biases");
     const int rows0 = n_head * hd, kvd = n_kv * hd, nqk = rows0 + kvd, n_ctx = pos + 2;
     void *W[2];
     const int types[2] = { tqk, tv }, rows[2] = { nqk, kvd };
@@ -1174,8 +1176,10 @@ static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int 
     const float *pbq = bias ? dbq : NULL, *pbk = bias ? dbk : NULL, *pbv = bias ? dbv : NULL;
     op_qkv_post(yqk, yqk + rows0, yv, pbq, pbk, pbv, NULL, NULL, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, kc[0], vc[0], 0);
     const int ok0 = gpu_gemv_q8x_post_ok(tqk, W[0], ncols, nqk, rows0, hd, n_rot), ok1 = gpu_gemv_q8x_post_ok(tv, W[1], ncols, kvd, 0, hd, 0);
+    if (pair) gpu_q8_pair_begin();
     const int r0 = gpu_gemv_q8x_post(tqk, W[0], dx, xq, ncols, nqk, pbq, pbk, q2, kc[1], rows0, hd, n_rot, 10000.0f, kvd, dpos, NULL);
     const int r1 = gpu_gemv_q8x_post(tv, W[1], dx, xq, ncols, kvd, NULL, pbv, NULL, vc[1], 0, hd, 0, 10000.0f, kvd, dpos, NULL);
+    const int pe = pair ? gpu_q8_pair_end(NULL) : -2;
     CK(cudaDeviceSynchronize());
     std::vector<float> a(rows0), b(rows0), k0(cn), k1(cn), v0(cn), v1(cn);
     CK(cudaMemcpy(a.data(), yqk, sizeof(float) * rows0, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(b.data(), q2, sizeof(float) * rows0, cudaMemcpyDeviceToHost));
@@ -1187,9 +1191,9 @@ static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int 
     const int same = finite && !memcmp(a.data(), b.data(), sizeof(float) * rows0) && !memcmp(k0.data(), k1.data(), sizeof(float) * cn) &&
                      !memcmp(v0.data(), v1.data(), sizeof(float) * cn);
     char detail[200];
-    snprintf(detail, sizeof detail, "%s (taken %d/%d, rc %d/%d/%d)", same ? "q, the k and v cache bitwise the GEMV + op_qkv_post's, other rows untouched" : "differ",
-             ok0, ok1, rc, r0, r1);
-    report(!rc && ok0 && ok1 && !r0 && !r1 && same, what, hm_type_get(tqk)->name, detail);
+    snprintf(detail, sizeof detail, "%s (taken %d/%d, rc %d/%d/%d, pair end %d)",
+             same ? "q, the k and v cache bitwise the GEMV + op_qkv_post's, other rows untouched" : "differ", ok0, ok1, rc, r0, r1, pe);
+    report(!rc && ok0 && ok1 && !r0 && !r1 && same && (!pair || pe == pair - 1), what, hm_type_get(tqk)->name, detail);
     for (int m = 0; m < 2; m++) gpu_q8_inter_unregister((const void *const *)W[m]);
     cudaFree(W[0]); cudaFree(W[1]); cudaFree(dx); cudaFree(dbq); cudaFree(dbk); cudaFree(dbv); cudaFree(xq); cudaFree(dpos);
     cudaFree(yqk); cudaFree(yv); cudaFree(q2);
@@ -1464,6 +1468,10 @@ int main(int argc, char **argv) {
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 0);
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 32, 4095);   /* a quarter rotated, a far position */
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 77, 0);   /* no biases: nothing added */
+    test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 300, 1, 2);   /* air's, in one launch (HOTMOE_QKV_PAIR) */
+    test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 32, 4095, 0, 2);
+    test_post_epi(HM_TYPE_Q5_K, HM_TYPE_Q6_K, 2048, 32, 4, 128, 32, 41, 1, 2);    /* the other pairable q|k type */
+    test_post_epi(HM_TYPE_Q6_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 300, 1, 1);   /* q|k of a type that is not paired */
     test_post_epi_refusals();
     test_routed(HM_TYPE_Q3_K, 4096, 1408, 128, 8);   /* air's routed experts */
     test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
