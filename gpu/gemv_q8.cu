@@ -581,19 +581,28 @@ template <class T> struct q8_pair_tag { static constexpr int v = 0; };   /* the 
 template <> struct q8_pair_tag<Q8W_Q4_K> { static constexpr int v = 1; };
 template <> struct q8_pair_tag<Q8W_Q5_K> { static constexpr int v = 2; };
 
+/* f(T1, NOPF1) for the parked launch's instance (q8_tt<T1>, a bool constant): one choice of the
+ * type and NOPF for the pair and for the parked launch alone */
+template <class T> struct q8_tt { using type = T; };
+template <class F>
+static void q8_parked(const q8_pair_state &q, F f) {
+    auto n = [&](auto t1) {
+        if (q.nopf) f(t1, std::true_type());
+        else f(t1, std::false_type());
+    };
+    if (q.tag == 1) n(q8_tt<Q8W_Q4_K>());
+    else n(q8_tt<Q8W_Q5_K>());
+}
+
 /* the parked launch with p2 (T2) as one launch: p1's blocks first (the long ones: the short
  * second matrix's blocks then fill the slots they leave) */
 template <class T2>
 static void q8_pair_go(const q8_params &p2, unsigned gx2, cudaStream_t s) {
     const q8_pair_state &q = g_pair;
     const dim3 grid((unsigned)q.gx + gx2);
-    if (q.tag == 1) {
-        if (q.nopf) hm_launch(gemv_q8_pair_kernel<Q8W_Q4_K, true, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
-        else hm_launch(gemv_q8_pair_kernel<Q8W_Q4_K, false, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
-    } else {
-        if (q.nopf) hm_launch(gemv_q8_pair_kernel<Q8W_Q5_K, true, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
-        else hm_launch(gemv_q8_pair_kernel<Q8W_Q5_K, false, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
-    }
+    q8_parked(q, [&](auto t1, auto n1) {
+        hm_launch(gemv_q8_pair_kernel<typename decltype(t1)::type, decltype(n1)::value, T2>, grid, Q8_THREADS, q.smem, s, q.p, p2, q.gx);
+    });
 }
 
 /* whether a post launch of type t1 then one of t2 would go out as one (q8_pair_tag's types at two
@@ -612,15 +621,10 @@ extern "C" int gpu_q8_pair_end(void *stream) {
     q.collect = 0;
     if (q.pending) {
         q.pending = 0;
-        const dim3 grid((unsigned)q.gx);
-        const cudaStream_t s = (cudaStream_t)stream;
-        if (q.tag == 1) {
-            if (q.nopf) hm_launch(gemv_q8_kernel<Q8W_Q4_K, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, q.smem, s, q.p);
-            else hm_launch(gemv_q8_kernel<Q8W_Q4_K, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, q.smem, s, q.p);
-        } else {
-            if (q.nopf) hm_launch(gemv_q8_kernel<Q8W_Q5_K, 1, 0, 1, false, 2, false, true, true>, grid, Q8_THREADS, q.smem, s, q.p);
-            else hm_launch(gemv_q8_kernel<Q8W_Q5_K, 1, 0, 1, false, 2, false, true>, grid, Q8_THREADS, q.smem, s, q.p);
-        }
+        q8_parked(q, [&](auto t1, auto n1) {
+            hm_launch(gemv_q8_kernel<typename decltype(t1)::type, 1, 0, 1, false, 2, false, true, decltype(n1)::value>, dim3((unsigned)q.gx),
+                      Q8_THREADS, q.smem, (cudaStream_t)stream, q.p);
+        });
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return gemv_fail("gemv_q8: the parked launch of %d blocks failed: %s", q.gx, cudaGetErrorString(err));
         return 0;
