@@ -1136,7 +1136,8 @@ static void test_inter_mat(int type, int ncols, int nrows) {
  * the bias, the rotation at pos and the cache rows written there, against gpu_gemv_q8x then
  * op_qkv_post: q, the k and v cache rows bitwise, every other cache row left as it was (poisoned). */
 /* pair: both launches between gpu_q8_pair_begin and gpu_q8_pair_end, which must answer pair - 1
- * (2: they went out as one launch; 1: not a pairable type, each alone) */
+ * (2: they went out as one launch; 1: not a pairable pair of types, each alone, the parked one by
+ * gpu_q8_pair_end) */
 static void test_post_epi(int tqk, int tv, int ncols, int n_head, int n_kv, int hd, int n_rot, int pos, int bias = 1, int pair = 0) {
     char what[160];
     snprintf(what, sizeof what, "q/k/v post in the epilogue%s: %d/%d heads of %d, %d rotated, pos %d%s",
@@ -1472,6 +1473,7 @@ int main(int argc, char **argv) {
     test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 32, 4095, 0, 2);
     test_post_epi(HM_TYPE_Q5_K, HM_TYPE_Q6_K, 2048, 32, 4, 128, 32, 41, 1, 2);    /* the other pairable q|k type */
     test_post_epi(HM_TYPE_Q6_K, HM_TYPE_Q6_K, 4096, 96, 8, 128, 64, 300, 1, 1);   /* q|k of a type that is not paired */
+    test_post_epi(HM_TYPE_Q4_K, HM_TYPE_Q4_K, 4096, 96, 8, 128, 64, 300, 1, 1);   /* q|k parked, v not Q6_K: q|k launched alone at the end */
     test_post_epi_refusals();
     test_routed(HM_TYPE_Q3_K, 4096, 1408, 128, 8);   /* air's routed experts */
     test_routed(HM_TYPE_Q4_K, 2048, 768, 128, 8);    /* a3b's */
