@@ -331,7 +331,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
 #pragma unroll
                 for (int j = 0; j < CBP / 16; j++) {
-                    const uint4 u = __ldg((const uint4 *)(b + j * jstep));
+                    const uint4 u = q8_ldw(b + j * jstep);
                     w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
                 }
 #pragma unroll

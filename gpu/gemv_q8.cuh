@@ -233,15 +233,32 @@ __device__ __forceinline__ float wf16(const uint32_t *w, int b) {
  * A == 1, for the covering words and their realignment) */
 __host__ __device__ constexpr int q8_nw(int cb, int a) { return a == 1 ? 4 * ((cb + 30) / 16) + 4 : (cb + 3) / 4 + 2; }
 
+/* a 16-byte word of a weight matrix, read once a step: through the read-only path but not kept in
+ * L1 (L1::no_allocate). H200, air resident decode: +4.7-5.6% against the path's default, which
+ * allocates the lines in L1 (bench/README's thirty-second pass); HM_LDP=0 builds that default for
+ * comparison. The L2 side's hints measured there (a 256-byte fetch, evict_first) did not help. */
+#ifndef HM_LDP
+#define HM_LDP 1
+#endif
+__device__ __forceinline__ uint4 q8_ldw(const void *p) {
+#if HM_LDP == 0 || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 700   /* the eviction qualifiers: sm_70 on */
+    return __ldg((const uint4 *)p);
+#else
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+#endif
+}
+
 /* Loads a chunk of CB bytes at p (a multiple of A; any address when A == 1). For A == 1 it reads
  * the 16-byte words that overlap [p, p + CB) (never a word wholly outside it, so never past the
  * allocation's last 16-byte granule) and shifts them into place: two word-select stages and one
  * funnel shift per word, all with compile-time register indices. */
-/* a 16-byte word from global memory (read-only path) or, SM, from shared memory */
+/* a 16-byte word from global memory (q8_ldw) or, SM, from shared memory */
 template <bool SM>
 __device__ __forceinline__ uint4 q8_ld16(const uint8_t *p) {
     if constexpr (SM) return *(const uint4 *)p;
-    else return __ldg((const uint4 *)p);
+    else return q8_ldw(p);
 }
 
 /* The unaligned load (A == 1) of up to CB bytes at p: the 16-byte words that overlap [p, p + n)

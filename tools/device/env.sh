@@ -15,7 +15,7 @@ export PATH="$PATH:/usr/local/cuda/bin"
 # Returns 1 (so the caller builds) when not asked for, or when a wanted target is missing.
 hm_prebuilt() {   # hm_prebuilt TARGET...
   [ -n "${PREBUILT:-}" ] && [ -f build-pre/bin.tgz ] || return 1
-  rm -rf build-alt; tar xzf build-pre/bin.tgz || return 1
+  rm -rf build-alt build-alt-*; tar xzf build-pre/bin.tgz || return 1
   echo "== prebuilt binaries of $(head -1 PREBUILT_COMMIT 2>/dev/null) $(sed -n 2p PREBUILT_COMMIT 2>/dev/null)$([ -f build-alt/COMMIT ] && echo ", alt $(cat build-alt/COMMIT)")"
   local t
   for t in "$@"; do [ -x "build-dev/$t" ] || [ -x "build-dev/tests/$t" ] || { echo "== prebuilt: no $t, building"; return 1; }; done

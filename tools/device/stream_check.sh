@@ -133,6 +133,8 @@ PY
           for t in Q4_K Q3_K Q4_0 Q6_K; do for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_PIPE=$v /"; done; done
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
       alt) B0=$B; B=./build-alt/bench_decode; [ -x $B ] && run resident-alt || echo "-- alt: no build-alt/bench_decode (prebuild.sh ALT=...)"; B=$B0 ;;   # the same run on another commit's binary (build-alt/COMMIT), A/B in one call
+      alt-*) n=${c#alt-}; B0=$B; B=./build-alt-$n/bench_decode   # prebuild.sh ALTS="$n=DIR ...": another build's binary (build-alt-$n/COMMIT)
+             [ -x $B ] && { echo "-- alt-$n is $(cat build-alt-$n/COMMIT 2>/dev/null)"; run resident-alt-$n; } || echo "-- alt-$n: no $B (prebuild.sh ALTS=...)"; B=$B0 ;;
       env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       pfenv-*) kvs=${c#pfenv-}; for kv in ${kvs//+/ }; do export "$kv"; done; run prefill-$kvs --prefill 8192   # the prefill under environment settings
