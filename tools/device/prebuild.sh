@@ -40,6 +40,9 @@ if [ -n "${ALT:-}" ]; then
 fi
 for a in ${ALTS:-}; do
   n=${a%%=*} d=${a#*=}; mkdir -p build-pre/stage/build-alt-$n && cp "$d/bench_decode" build-pre/stage/build-alt-$n/ && strip build-pre/stage/build-alt-$n/bench_decode
+  for t in test_gpu_gemv test_gpu_model; do   # a variant's tests, when built there (run by hand: build-alt-$n/$t)
+    if [ -x "$d/$t" ]; then cp "$d/$t" build-pre/stage/build-alt-$n/ && strip build-pre/stage/build-alt-$n/$t; fi
+  done
   if [ -f "$d/COMMIT" ]; then cp "$d/COMMIT" build-pre/stage/build-alt-$n/; else echo "$n" > build-pre/stage/build-alt-$n/COMMIT; fi
 done
 git rev-parse HEAD > build-pre/stage/PREBUILT_COMMIT
