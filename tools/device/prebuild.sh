@@ -27,23 +27,21 @@ if [ -n "${KTRACE:-}" ]; then
 fi
 # ALT=dir: also another build's bench_decode (e.g. a worktree of the previous main, built there) as
 # build-alt/bench_decode, for stream_check's alt config (the same run on both binaries in one call;
-# tools/device/build_alt.sh COMMIT builds one and prints its ALT)
-# ALTS="name=dir ...": more of them, as build-alt-name/bench_decode (stream_check's config alt-name);
-# dir/COMMIT, when there, says what the build is (e.g. a compile-time variant of this commit)
-if [ -n "${ALT:-}" ]; then [ -x "$ALT/bench_decode" ] || { echo "prebuild: no $ALT/bench_decode" >&2; exit 1; }; fi
-for a in ${ALTS:-}; do [ -x "${a#*=}/bench_decode" ] || { echo "prebuild: no ${a#*=}/bench_decode" >&2; exit 1; }; done
+# tools/device/build_alt.sh COMMIT builds one and prints its ALT). ALTS="name=dir ...": more of
+# them, as build-alt-name/ (stream_check's config alt-name), e.g. compile-time variants of this
+# commit; a dir's test_gpu_gemv / test_gpu_model go with it (run by hand there). build-alt*/COMMIT
+# says what each is: dir/COMMIT when there, else the commit of dir's worktree, else its name.
+alts="${ALT:+=$ALT} ${ALTS:-}"   # name=dir; ALT's name is empty
+for a in $alts; do [ -x "${a#*=}/bench_decode" ] || { echo "prebuild: no ${a#*=}/bench_decode" >&2; exit 1; }; done
 rm -rf build-pre && mkdir -p build-pre/stage
 for f in $files; do mkdir -p "build-pre/stage/$(dirname "$f")"; cp "$f" "build-pre/stage/$f"; strip "build-pre/stage/$f"; done
-if [ -n "${ALT:-}" ]; then
-  mkdir -p build-pre/stage/build-alt && cp "$ALT/bench_decode" build-pre/stage/build-alt/ && strip build-pre/stage/build-alt/bench_decode
-  git -C "$ALT" rev-parse HEAD > build-pre/stage/build-alt/COMMIT
-fi
-for a in ${ALTS:-}; do
-  n=${a%%=*} d=${a#*=}; mkdir -p build-pre/stage/build-alt-$n && cp "$d/bench_decode" build-pre/stage/build-alt-$n/ && strip build-pre/stage/build-alt-$n/bench_decode
-  for t in test_gpu_gemv test_gpu_model; do   # a variant's tests, when built there (run by hand: build-alt-$n/$t)
-    if [ -x "$d/$t" ]; then cp "$d/$t" build-pre/stage/build-alt-$n/ && strip build-pre/stage/build-alt-$n/$t; fi
+for a in $alts; do
+  n=${a%%=*} d=${a#*=}; o=build-pre/stage/build-alt${n:+-$n}; mkdir -p $o
+  for t in bench_decode test_gpu_gemv test_gpu_model; do
+    if [ -x "$d/$t" ]; then cp "$d/$t" $o/ && strip $o/$t; fi
   done
-  if [ -f "$d/COMMIT" ]; then cp "$d/COMMIT" build-pre/stage/build-alt-$n/; else echo "$n" > build-pre/stage/build-alt-$n/COMMIT; fi
+  if [ -f "$d/COMMIT" ]; then cp "$d/COMMIT" $o/
+  else git -C "$d" rev-parse HEAD > $o/COMMIT 2>/dev/null || echo "${n:-alt}" > $o/COMMIT; fi
 done
 git rev-parse HEAD > build-pre/stage/PREBUILT_COMMIT
 git diff --quiet HEAD -- . ':!build-pre' || echo "dirty" >> build-pre/stage/PREBUILT_COMMIT

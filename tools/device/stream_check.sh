@@ -9,7 +9,8 @@
 # PREBUILT=1 (carry .deps and build-pre, made here by tools/device/prebuild.sh with the same targets):
 # no build on the device (~90 s of the call). Compare against the previous main IN THE SAME CALL
 # (machines differ by 1-2% between calls): ALT=dir prebuild.sh packs that build's bench_decode and
-# the config `alt` runs it; the carry limit (64 MiB) then leaves room for about two GPU tests.
+# the config `alt` runs it (ALTS="name=dir ...": several, configs `alt-name`); the carry limit (64 MiB)
+# then leaves room for about two GPU tests, or five more bench_decode.
 set -uo pipefail
 RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
 OUT=${OUT:-/tmp/hotmoe-out}; mkdir -p "$OUT"
@@ -132,9 +133,8 @@ PY
       pipe) for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-pipe$v.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_PIPE=$v: rc=$?"; tail -1 "$OUT/test_gpu_gemv-pipe$v.log"; done
           for t in Q4_K Q3_K Q4_0 Q6_K; do for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_PIPE=$v /"; done; done
           for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
-      alt) B0=$B; B=./build-alt/bench_decode; [ -x $B ] && run resident-alt || echo "-- alt: no build-alt/bench_decode (prebuild.sh ALT=...)"; B=$B0 ;;   # the same run on another commit's binary (build-alt/COMMIT), A/B in one call
-      alt-*) n=${c#alt-}; B0=$B; B=./build-alt-$n/bench_decode   # prebuild.sh ALTS="$n=DIR ...": another build's binary (build-alt-$n/COMMIT)
-             [ -x $B ] && { echo "-- alt-$n is $(cat build-alt-$n/COMMIT 2>/dev/null)"; run resident-alt-$n; } || echo "-- alt-$n: no $B (prebuild.sh ALTS=...)"; B=$B0 ;;
+      alt|alt-*) n=${c#alt}; B0=$B; B=./build-alt$n/bench_decode   # the same run on another build's binary (prebuild.sh ALT=DIR: alt; ALTS="name=DIR ...": alt-name), A/B in one call
+             [ -x $B ] && { echo "-- alt$n is $(cat build-alt$n/COMMIT 2>/dev/null)"; run resident-alt$n; } || echo "-- alt$n: no $B (prebuild.sh ALT= or ALTS=)"; B=$B0 ;;
       env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       pfenv-*) kvs=${c#pfenv-}; for kv in ${kvs//+/ }; do export "$kv"; done; run prefill-$kvs --prefill 8192   # the prefill under environment settings
