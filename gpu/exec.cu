@@ -636,11 +636,18 @@ static void kt_print(long step, int pos) {
     qsort(all, n, sizeof all[0], kt_cmp);
     const unsigned long long t0 = n ? ~all[0].first_ret_n : 0;
     fprintf(stderr, "kt step %ld pos %d: %d kernels; columns: index, grid blocks, threads a block, blocks stamped, "
-                    "first block placed, first and last block past the wait (us from the first kernel's wait)\n", step, pos, n);
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "kt %4d %6u %5u %6u %9.2f %9.2f %9.2f\n", i, all[i].gsz, all[i].bsz, all[i].nblk,
+                    "first block placed, first and last block past the wait, first and last block at its end (HM_KT_END; "
+                    "- where the kernel does not mark it) (us from the first kernel's wait)\n", step, pos, n);
+    for (int i = 0; i < n; i++) {
+        fprintf(stderr, "kt %4d %6u %5u %6u %9.2f %9.2f %9.2f", i, all[i].gsz, all[i].bsz, all[i].nblk,
                 1e-3 * (double)(long long)(~all[i].first_arrive_n - t0), 1e-3 * (double)(long long)(~all[i].first_ret_n - t0),
                 1e-3 * (double)(long long)(all[i].last_ret - t0));
+        if (all[i].nend)
+            fprintf(stderr, " %9.2f %9.2f\n", 1e-3 * (double)(long long)(~all[i].first_end_n - t0),
+                    1e-3 * (double)(long long)(all[i].last_end - t0));
+        else
+            fprintf(stderr, " %9s %9s\n", "-", "-");
+    }
 }
 #endif
 

@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(GEMV_MAX_THREADS) gemv_kernel(const gemv_param
         }
         p.y[(p.yg > 1 ? (e / p.yg) * p.ygs + (e % p.yg) * p.y_stride : e * p.y_stride) + r0 + i] = NMAT == 2 ? a / (1.f + expf(-a)) * b : a;
     }
+    HM_KT_END();
 }
 
 template <class T>

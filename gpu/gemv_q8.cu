@@ -381,6 +381,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         }
         advance(&slot, &row);
     }
+    if constexpr (!EPI) HM_KT_END();
     if constexpr (EPI) {   /* k_qkv_post's bias and rotation (qkv_post_head), then the row to q or the cache */
         __syncthreads();
         const int t = threadIdx.x, on = t < ER && erow < p.nrows;
@@ -396,6 +397,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         }
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
+        HM_KT_END();
     }
 #undef Q8_BX
 #undef Q8_GDX
@@ -534,6 +536,7 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_para
         }
     }
     q8_cp_wait<0>();
+    HM_KT_END();
 }
 
 static int q8_sm_count(void) {

@@ -27,7 +27,8 @@
 #include <vector>
 struct hm_kstamp {
     unsigned long long grid, first_arrive_n, first_ret_n, last_ret; /* _n: ~time */
-    unsigned nblk, gsz, bsz, pad;
+    unsigned nblk, gsz, bsz, nend;
+    unsigned long long first_end_n, last_end;   /* the first and the last block at HM_KT_END (kernels that call it) */
 };
 #define HM_KT_N 2048
 static __device__ hm_kstamp hm_kt[HM_KT_N];
@@ -36,8 +37,8 @@ __device__ __forceinline__ unsigned long long hm_gtime(void) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
-__device__ __forceinline__ void hm_kt_stamp(unsigned long long t0, unsigned long long t1) {
-    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+/* this launch's slot (%gridid hashed, claimed by its first caller) */
+__device__ __forceinline__ hm_kstamp *hm_kt_slot(void) {
     unsigned long long g;
     asm("mov.u64 %0, %%gridid;" : "=l"(g));
     g += 1;   /* 0 marks a free slot */
@@ -46,7 +47,11 @@ __device__ __forceinline__ void hm_kt_stamp(unsigned long long t0, unsigned long
         const unsigned long long old = atomicCAS(&hm_kt[i].grid, 0ull, g);
         if (old == 0 || old == g) break;
     }
-    hm_kstamp *k = &hm_kt[i];
+    return &hm_kt[i];
+}
+__device__ __forceinline__ void hm_kt_stamp(unsigned long long t0, unsigned long long t1) {
+    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+    hm_kstamp *k = hm_kt_slot();
     atomicMax(&k->first_arrive_n, ~t0);
     atomicMax(&k->first_ret_n, ~t1);
     atomicMax(&k->last_ret, t1);
@@ -55,6 +60,18 @@ __device__ __forceinline__ void hm_kt_stamp(unsigned long long t0, unsigned long
         k->bsz = blockDim.x * blockDim.y * blockDim.z;
     }
 }
+/* a block's end, where a kernel marks it (HM_KT_END, after its last store): thread 0's time there, no
+ * barrier (threads that returned earlier cannot hang it); blocks that return before it are not
+ * counted (nend) */
+__device__ __forceinline__ void hm_kt_end(void) {
+    if (threadIdx.x | threadIdx.y | threadIdx.z) return;
+    const unsigned long long t = hm_gtime();
+    hm_kstamp *k = hm_kt_slot();
+    atomicMax(&k->first_end_n, ~t);
+    atomicMax(&k->last_end, t);
+    atomicAdd(&k->nend, 1u);
+}
+#define HM_KT_END() hm_kt_end()
 typedef int (*hm_kt_reader)(hm_kstamp *out, int max);   /* copies this source's table out and clears it; returns entries */
 inline std::vector<hm_kt_reader> &hm_kt_readers(void) {
     static std::vector<hm_kt_reader> v;
@@ -71,6 +88,8 @@ static int hm_kt_read(hm_kstamp *out, int max) {
     return n;
 }
 static struct hm_kt_reg { hm_kt_reg() { hm_kt_readers().push_back(hm_kt_read); } } hm_kt_reg_here;
+#else
+#define HM_KT_END() ((void)0)   /* only KTRACE builds stamp a block's end */
 #endif
 
 __device__ __forceinline__ void hm_pdl_wait(void) {

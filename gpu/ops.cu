@@ -193,6 +193,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
     if (in) ((float4 *)x)[i] = v[0];
     if (!w) return;
     rn_store4(v, v[0].x * v[0].x + v[0].y * v[0].y + v[0].z * v[0].z + v[0].w * v[0].w, wv, out, n, n4, eps, xq);
+    HM_KT_END();
 }
 
 /* k_residual_norm1 spread over a cluster of RN_CL blocks, one float4 a thread: block b takes float4s
@@ -229,6 +230,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const float4 o = make_float4(wv.x * (v.x * inv), wv.y * (v.y * inv), wv.z * (v.z * inv), wv.w * (v.w * inv));
     ((float4 *)out)[i] = o;
     if (xq) q8_quant_f4(o, i, true, xq);
+    HM_KT_END();
 #else
     __trap();
 #endif
@@ -291,6 +293,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
     }
     if (!w) return;
     rn_store4(v, ss, wv, out, n, n4, eps, xq);
+    HM_KT_END();
 }
 
 /* HOTMOE_RN_WIDE=0: the residual norm with two float4s a thread (the loads of a row after the last's sums) */
@@ -611,6 +614,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
 #pragma unroll
         for (int d = 0; d < DPL; d++) dst[lane * DPL + d] = o[j][d] * f;
     }
+    HM_KT_END();
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
@@ -625,6 +629,7 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     hm_pdl_wait_f(f);
     if (ns == 1) {   /* the attention kernel wrote the output: only its records are left to make */
         if (xq && threadIdx.x < hd) q8_quant_lane(out[row * os + (size_t)h * hd + threadIdx.x], h * hd + threadIdx.x, xq);
+        HM_KT_END();
         return;
     }
     __shared__ float cw[64];
@@ -656,6 +661,7 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
         out[(size_t)h * hd + d] = O;
         if (xq) q8_quant_lane(O, h * hd + d, xq);   /* whole warps per 32-group: hd % 32 == 0, blockDim == hd */
     }
+    HM_KT_END();
 }
 
 template <int DPL, int NW>
