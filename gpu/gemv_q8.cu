@@ -381,7 +381,6 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         }
         advance(&slot, &row);
     }
-    if constexpr (!EPI) HM_KT_END();
     if constexpr (EPI) {   /* k_qkv_post's bias and rotation (qkv_post_head), then the row to q or the cache */
         __syncthreads();
         const int t = threadIdx.x, on = t < ER && erow < p.nrows;
@@ -397,8 +396,8 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         }
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
-        HM_KT_END();
     }
+    HM_KT_END();   /* EPI: the threads past the block's rows returned above; thread 0 has a row */
 #undef Q8_BX
 #undef Q8_GDX
 }

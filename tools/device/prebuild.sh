@@ -48,9 +48,8 @@ git diff --quiet HEAD -- . ':!build-pre' || echo "dirty" >> build-pre/stage/PREB
 (cd build-pre/stage && tar czf ../bin.tgz .)
 rm -rf build-pre/stage
 du -h build-pre/bin.tgz
-echo "carry: [\".deps\", \"build-pre\"] and set PREBUILT=1 (64 MiB in all: .deps is $(du -sh .deps 2>/dev/null | cut -f1))"
 # what `run` sends: the tracked and untracked-not-ignored files, and the carried paths; past 64 MiB it refuses the call
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
-sent=$(( tree + $(du -sb .deps 2>/dev/null | cut -f1 || echo 0) + $(stat -c %s build-pre/bin.tgz) ))
-echo "prebuild: the call would send $(( sent / 1048576 )) MiB (the tree $(( tree / 1048576 )) MiB)"
+deps=$(du -sb .deps 2>/dev/null | cut -f1 || true); sent=$(( tree + ${deps:-0} + $(stat -c %s build-pre/bin.tgz) ))
+echo "carry: [\".deps\", \"build-pre\"] and set PREBUILT=1; the call sends $(( sent / 1048576 )) MiB of run's 64 (the tree $(( tree / 1048576 )), .deps $(( ${deps:-0} / 1048576 )))"
 [ $sent -le $(( 64 * 1048576 )) ] || echo "prebuild: WARNING: over run's 64 MiB: pack fewer alts or leave their tests out" >&2
