@@ -14,17 +14,13 @@
  * items of all slots form one list, so one block's quantized x serves rows of several experts; else
  * blockIdx.y is the slot. Sums: per lane in chunk order, then a shuffle butterfly inside the group,
  * written by its lane 0: a fixed order, so results are bitwise reproducible and independent of the
- * grid. Two kernels share this split (and so their results):
- *   gemv_q8_kernel (default): a lane loads its chunk into registers, decodes; lane 0 of a warp
- *     asks L2 for the rows the warp takes next (cp.async.bulk.prefetch, one span per matrix and
- *     slot); a group's (slot, row) advance without divisions; grid at most 2 blocks per SM, rounds
- *     balanced.
- *   gemv_q8p_kernel (default, mode 4: the wide or tall plain matrices, on air the o-projection
- *     and the head; HOTMOE_Q8_PIPE=1 or 2: every GEMV, one or two blocks per SM; 3: the plain
- *     matrices of q8p_auto; 0: none): the lanes of a row copy the spans of chunks they take next
- *     with coalesced cp.async into shared memory, 2-4 spans in flight, and decode from there.
- *     Faster alone on plain matrices; inside the model mode 4 wins (q8_pipe_on).
- * Both are launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
+ * grid. gemv_q8_kernel: a lane loads its chunk into registers and decodes it; lane 0 of a warp asks
+ * L2 for the rows the warp takes next (cp.async.bulk.prefetch, one span per matrix and slot); a
+ * group's (slot, row) advance without divisions; grid at most 2 blocks per SM (3 for some types),
+ * rounds balanced. (A pipelined kernel that copied rows into shared memory through cp.async ran
+ * beside it until session 36; with the weight loads out of L1 it no longer won: bench/README.md,
+ * thirty-third and thirty-fourth passes.)
+ * Launched with PDL (launch.cuh): a plain matrix's first rows are requested before the
  * previous kernel has finished, except the large ones' (q8_nopf: their requests slowed the merge
  * and the norm before them more than they helped). The register kernel also multiplies one
  * matrix by up to Q8_NB vectors (several tokens, gpu_gemv_batch): each chunk loaded and decoded
@@ -418,126 +414,6 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_pair_kernel(const q8_pa
     else gemv_q8_body<T2, 1, 0, 1, false, false, true, false, true>(p2, blockIdx.x - nb1, gridDim.x - nb1);
 }
 
-/* ---- the pipelined kernel: weights stream into shared memory through cp.async ----
- * The lanes of a group (the L lanes of one row) copy the bytes of the L chunks they take next as
- * one span: lane i copies 16-byte words i, i + L, ... of it, so a warp's copy instruction reads
- * consecutive memory (the register kernel's per-lane chunk loads touch 32 lines an instruction).
- * Each lane keeps Q8P stages - 1 such spans in flight while it decodes its own chunk of the oldest
- * from shared memory (a warp barrier between: the chunk was copied by other lanes). No block
- * barrier after the prologue. Work split, sums and their order are the register kernel's (so its
- * results are bitwise equal). BPS blocks per SM: the stages share Q8P_SMEM_STAGES bytes of an SM. */
-
-__device__ __forceinline__ void q8_cp16(uint32_t dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void q8_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void q8_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-#define Q8P_SMEM_STAGES (180 * 1024) /* stage bytes per SM */
-/* bytes of a group's span buffer (L chunks from any 16-byte offset, whole words), of a stage */
-__host__ __device__ constexpr int q8p_gbuf(int cb, int L) { return (L * cb + 30 + 15) & ~15; }
-__host__ __device__ constexpr int q8p_stage(int cb, int lshift) { return (Q8_THREADS >> lshift) * q8p_gbuf(cb, 1 << lshift); }
-/* stages: a stage of 16-lane groups P times within the block's share of the SM, 2..4 (where the
- * shared memory a launch asks for does not fit, the register kernel runs instead) */
-__host__ __device__ constexpr int q8p_stages(int cb, int bps) {
-    const int n = Q8P_SMEM_STAGES / bps / q8p_stage(cb, 4);
-    return n > 4 ? 4 : n < 2 ? 2 : n;
-}
-
-template <class T, int NMAT, bool DIRECT, int BPS>
-__global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8p_kernel(const q8_params p) {
-    extern __shared__ __align__(16) uint8_t sm[]; /* x records, then P stages of group span buffers */
-    __shared__ const uint8_t *wp[NMAT][Q8_MAXK];
-    constexpr int P = q8p_stages(T::CB, BPS);
-    constexpr bool DIR = DIRECT && T::CB % 16 == 0;   /* every lane's chunk 16-byte aligned in its span */
-    constexpr int NW = q8_nw(T::CB, DIR ? 16 : 1);
-    constexpr bool PART = q8_b32<T>::v && !DIRECT;
-    static_assert(P >= 2, "stages");
-    const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
-    const int L = 1 << p.lshift, gpw = 32 >> p.lshift;
-    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
-    const int tg = gridDim.x * (Q8_THREADS >> p.lshift);
-    const int nchunks = p.nch + (p.nbl > 0), J = (nchunks + L - 1) / L;
-    const size_t rs = (size_t)p.nch * T::CB + p.nbl;
-    const int base0 = (blockIdx.x * (Q8_THREADS / 32) + warp) * gpw;
-    const int nsteps = base0 < p.nitems ? (p.nitems - base0 + tg - 1) / tg : 0, ntask = nsteps * J;
-    const int xbytes = ((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~15;
-    const int GB = q8p_gbuf(T::CB, L), SB = q8p_stage(T::CB, p.lshift);
-    uint8_t *xs = sm, *gbuf = sm + xbytes + (threadIdx.x >> p.lshift) * GB;   /* this group's buffer in stage 0 */
-    const uint32_t gbuf0 = (uint32_t)__cvta_generic_to_shared(gbuf);
-
-    if (p.tab0) hm_pdl_wait(); /* ids and tables may come from the previous kernel */
-    q8_slot_tables<NMAT>(p, e, nslot, wp);
-    __syncthreads();
-
-    /* task tau: step tau / J (item base0 + step * tg + gi), chunks c0 .. c0 + L - 1 (c0 = (tau % J) * L),
-     * lane li's chunk c0 + li; the span starts at the row's chunk c0 (NULL: nothing to do) */
-    auto span = [&](int tau, int *it, int *c0) -> const uint8_t * {
-        const int step = tau / J;
-        *it = base0 + step * tg + gi;
-        *c0 = (tau - step * J) * L;
-        if (*it >= p.nitems) return nullptr;
-        const int r = *it / NMAT, sl = p.flat ? r / p.nrows : 0;
-        if (!wp[*it % NMAT][sl]) return nullptr;   /* a skipped slot */
-        return wp[*it % NMAT][sl] + (size_t)(r - sl * p.nrows) * rs + (size_t)*c0 * T::CB;
-    };
-    auto issue = [&](int tau) {
-        int it, c0;
-        const uint8_t *src = tau < ntask ? span(tau, &it, &c0) : nullptr;
-        if (src) {
-            const int whole = min(c0 + L, p.nch) - c0;
-            const int nb = (whole > 0 ? whole : 0) * T::CB + (p.nbl && c0 + L > p.nch ? p.nbl : 0);
-            const uint8_t *b16 = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15);
-            const int nw = ((int)((uintptr_t)src & 15) + nb + 15) >> 4;
-            const uint32_t dst = gbuf0 + (uint32_t)((tau % P) * SB);
-            for (int j = li; j < nw; j += L) q8_cp16(dst + 16 * j, b16 + 16 * j);
-        }
-        q8_cp_commit(); /* empty groups too: the count stays uniform */
-    };
-#pragma unroll
-    for (int t = 0; t < P - 1; t++) issue(t); /* one matrix: before the previous kernel is done */
-    if (!p.tab0) hm_pdl_wait();               /* x may come from it */
-    q8_stage_x(p, e, nchunks, xs);
-    __syncthreads();
-
-    float *ybase = q8_ybase(p, e);
-    float acc = 0.f;
-    for (int tau = 0; tau < ntask; tau++) { /* ntask, J: warp-uniform */
-        __syncwarp();   /* every lane has read the stage that issue() refills */
-        issue(tau + P - 1);
-        /* warp 0 has the block's most tasks: its last copies are issued */
-        if (p.trig && threadIdx.x == 0 && tau == (ntask > P ? ntask - P : 0) && (p.trig != 2 || tau >= J)) hm_pdl_trigger();
-        q8_cp_wait<P - 1>();
-        __syncwarp();   /* the group's copies of stage tau are in */
-        int it, c0;
-        const uint8_t *src = span(tau, &it, &c0);
-        const int c = c0 + li;
-        if (src && c < nchunks) {
-            const uint8_t *slot = gbuf + (tau % P) * SB + ((uintptr_t)src & 15) + li * T::CB;
-            uint32_t w[NW];
-            if constexpr (DIR) q8_load_chunk<T::CB, 16, true>(slot, w);
-            else if (c < p.nch) q8_load_chunk<T::CB, 1, true>(slot, w);
-            else if constexpr (PART) q8_load_part<T::CB, true>(slot, w, p.nbl);
-            acc += T::dot(w, xs + c * Q8_REC);
-        }
-        if (tau % J == J - 1) { /* the item's last task: reduce and write */
-            for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-            const int r = it / NMAT, sl = p.flat && it < p.nitems ? r / p.nrows : 0, row = r - sl * p.nrows;
-            const bool ok = it < p.nitems && wp[0][sl];   /* not a skipped slot */
-            if (NMAT == 2) {
-                const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L);
-                if (li == 0 && ok && !(gi & 1)) ybase[sl * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
-            } else if (li == 0 && ok) {
-                ybase[sl * p.y_stride + row] = acc;
-            }
-            acc = 0.f;
-        }
-    }
-    q8_cp_wait<0>();
-    HM_KT_END();
-}
-
 static int q8_sm_count(void) {
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -699,50 +575,6 @@ static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     return 0;
 }
 
-/* Which decode GEMVs take the pipelined kernel: HOTMOE_Q8_PIPE=0 none (the register kernel), 1 all
- * (one block per SM), 2 all (two blocks per SM), 3 (Q8P_AUTO) the cases measured faster alone with
- * two blocks per SM (test_gpu_gemv --bench, H200: Q4_K 14336x4096 14.1 vs 16.8 us, Q4_0 13.4 vs
- * 16.9, Q6_K 19.5 vs 24.4; slower for the MoE launches, Q3_K and Q6_K 4096x14336), see q8p_auto;
- * unset or 4 (Q8P_BIG, the default) q8p_auto's matrices that are wide (ncols >= 8192) or tall
- * (>= 65536 rows): on air those are the o-projection and the head, which run while the second
- * stream is idle (the pipelined blocks' shared memory keeps v and the shared expert from running
- * beside q|k). H200, air resident (bench/README.md, ninth pass): 178.4 tok/s with 4, 170.9 with
- * the register kernel alone (eighth pass: 174.3 / 168.5, 170.1 with 3); a3b 304.4 vs 305.4. */
-#define Q8P_AUTO 3
-#define Q8P_BIG 4
-static int q8_pipe_on(void) {
-    static std::atomic<int> on(-1);
-    return hm_env_digit("HOTMOE_Q8_PIPE", 0, 4, Q8P_BIG, on);
-}
-/* Q8P_AUTO: one plain matrix (no expert table, not SwiGLU) of Q4_K or Q4_0, or of Q6_K with rows
- * of at most 4096 */
-template <class T>
-static bool q8p_auto(const q8_params &p, int nmat) {
-    if (p.tab0 || nmat != 1) return false;
-    if (std::is_same<T, Q8W_Q4_K>::value || std::is_same<T, Q8W_Q4_0>::value) return true;
-    return std::is_same<T, Q8W_Q6_K>::value && p.ncols <= 4096;
-}
-
-/* Launches the pipelined kernel (BPS blocks per SM) when its shared memory fits; 1 when it does
- * not (the caller then takes the register kernel). */
-template <class T, int NMAT, bool DIRECT, int BPS>
-static int q8p_go(q8_params p, int nslices, cudaStream_t s) {
-    constexpr int P = q8p_stages(T::CB, BPS);
-    const size_t xbytes = ((size_t)(p.ncols + Q8_CHUNK - 1) / Q8_CHUNK * Q8_REC + 15) & ~(size_t)15;
-    const size_t smem = xbytes + (size_t)P * q8p_stage(T::CB, p.lshift);
-    static std::atomic<unsigned long long> raised(0);
-    if (hm_allow_smem(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, BPS);
-    hm_launch(gemv_q8p_kernel<T, NMAT, DIRECT, BPS>, dim3((unsigned)gx, (unsigned)nslices), Q8_THREADS, smem, s, p);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %dx%d pipelined blocks failed: %s", gx, nslices, cudaGetErrorString(err));
-    return 0;
-}
-template <class T, int NMAT, bool DIRECT>
-static int q8p_go_bps(q8_params p, int nslices, cudaStream_t s) {
-    return q8_pipe_on() == 1 ? q8p_go<T, NMAT, DIRECT, 1>(p, nslices, s) : q8p_go<T, NMAT, DIRECT, 2>(p, nslices, s);
-}
-
 /* Lanes in one round of the register kernel's grid (q8_lanes_shift_for): two blocks of Q8_THREADS
  * per SM; HOTMOE_Q8_LANES=N sets it (0: q8_lanes_shift's choice everywhere) */
 static long q8_lane_cap(void) {
@@ -789,7 +621,7 @@ extern "C" void gpu_q8_affine_set(int on) { q8_affine_v.store(on ? 1 : 0); }
  * blocks, ~21 warps a SM against 2 lanes, 176 blocks, ~11); 2, Q4_K and Q5_K too (a3b's routed
  * gate/up: 8 lanes, 384 blocks against 4, 192; air's attention and shared expert keep theirs).
  * The layout is uploaded for those lanes, and every launch of the type takes them (GGUF rows,
- * batched, pipelined), so the layouts stay bitwise alike. Measured (session 20, air resident):
+ * batched), so the layouts stay bitwise alike. Measured (session 20, air resident):
  * 268.5, 267.2 and 268.3 tok/s against 264.5, 263.3 and 264.8 at two (three calls); =2 loses on
  * a3b (466.8 against 479.6). */
 static int q8_bps3_mode(void) {
@@ -891,19 +723,6 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
         return 0;
-    }
-    const int pipe = q8_pipe_on();
-    const bool big = p.ncols >= 8192 || p.nrows >= 65536;
-    if (ils < 0 && !p.rlog && (pipe == 1 || pipe == 2 || (pipe == Q8P_AUTO && q8p_auto<T>(p, nmat)) || (pipe == Q8P_BIG && big && q8p_auto<T>(p, nmat)))) {
-        const bool direct = T::A == 16 && rs % 16 == 0 && p.nbl == 0;
-        int rc;
-        if constexpr (T::A == 16) {
-            if (nmat == 2) rc = direct ? q8p_go_bps<T, 2, true>(p, nslices, s) : q8p_go_bps<T, 2, false>(p, nslices, s);
-            else rc = direct ? q8p_go_bps<T, 1, true>(p, nslices, s) : q8p_go_bps<T, 1, false>(p, nslices, s);
-        } else {
-            rc = nmat == 2 ? q8p_go_bps<T, 2, false>(p, nslices, s) : q8p_go_bps<T, 1, false>(p, nslices, s);
-        }
-        if (rc <= 0) return rc;
     }
     const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);

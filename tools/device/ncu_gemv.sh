@@ -11,7 +11,6 @@ for spec in ${1:-"Q4_K:dense2 Q3_K:gu"}; do
     dense1) re="gemv_q8_kernel<.*, \\(int\\)1, \\(int\\)[0-9]+, \\(int\\)1>"; skip=5 ;;
     dense2) re="gemv_q8_kernel<.*, \\(int\\)1, \\(int\\)[0-9]+, \\(int\\)1>"; skip=108 ;;
     gu) re="gemv_q8_kernel<.*, \\(int\\)2, \\(int\\)[0-9]+, \\(int\\)1>"; skip=5 ;;
-    pdense1) re="gemv_q8p_kernel<.*, \\(int\\)1, \\(bool\\)[01], \\(int\\)[12]>"; skip=5 ;;   # the pipelined kernel (HOTMOE_Q8_PIPE=1, 2 or 3 set by the caller)
     down) re="gemv_q8_kernel<.*, \\(int\\)1, \\(int\\)[0-9]+, \\(int\\)1>"; skip=210 ;;
   esac
   timeout 90 "$NCU" --kernel-name-base demangled --kernel-name "regex:$re" --launch-skip $skip --launch-count 1 \

@@ -130,9 +130,6 @@ PY
       s3-batch) for n in 2 4; do run s3-batch$n --runs 1 --gpus 0,1 --gpu-mem 16,16 --cold cpu --streams $n; done ;;
       all-cpu-experts1) run all-cpu-experts --runs 1 --gpu-mem $gib --cold cpu --static-experts 0 --cache-slots 0 ;;
       no-swap-replay) run no-swap-replay --gpu-mem $gib --cold cpu --no-swap --routing "$T" --replay-routing "$T" ;;   # the exchange's "before" under the replayed trace
-      pipe) for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 150 ./build-dev/tests/test_gpu_gemv >"$OUT/test_gpu_gemv-pipe$v.log" 2>&1; echo "-- test_gpu_gemv with HOTMOE_Q8_PIPE=$v: rc=$?"; tail -1 "$OUT/test_gpu_gemv-pipe$v.log"; done
-          for t in Q4_K Q3_K Q4_0 Q6_K; do for v in 0 1 2; do HOTMOE_Q8_PIPE=$v timeout 60 ./build-dev/tests/test_gpu_gemv --bench 1 $t 2>&1 | grep -E "^$t" | sed "s/^/HOTMOE_Q8_PIPE=$v /"; done; done
-          for v in 1 2; do export HOTMOE_Q8_PIPE=$v; run resident-pipe$v; done; unset HOTMOE_Q8_PIPE ;;   # the coalesced cp.async kernel (needs test_gpu_gemv in TARGETS) vs resident
       alt|alt-*) n=${c#alt}; B0=$B; B=./build-alt$n/bench_decode   # the same run on another build's binary (prebuild.sh ALT=DIR: alt; ALTS="name=DIR ...": alt-name), A/B in one call
              [ -x $B ] && { echo "-- alt$n is $(cat build-alt$n/COMMIT 2>/dev/null)"; run resident-alt$n; } || echo "-- alt$n: no $B (prebuild.sh ALT= or ALTS=)"; B=$B0 ;;
       env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
