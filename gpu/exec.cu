@@ -135,12 +135,13 @@ static int qk_epi_on(void) {   /* 0 off, 1 resident executors (default), 2 every
  * q|k|v), post (k_qkv_post), attn (attention and merge), oproj, norm1 (the norm after the
  * o-projection), router (its GEMV), topk (op_router; inside the routed launch: that launch's top-k,
  * the experts then read by table from ids fixed at 0 .. k-1, so each layer's bytes stay the same), gateup
- * (the routed gate/up), down (the routed down), shared (the shared expert or dense FFN), reduce */
-enum { D_V, D_QK, D_POST, D_ATTN, D_OPROJ, D_NORM1, D_ROUTER, D_TOPK, D_GATEUP, D_DOWN, D_SHARED, D_REDUCE, D_COUNT };
+ * (the routed gate/up), down (the routed down), shared (the shared expert or dense FFN), reduce;
+ * merge (the attention's merge alone) is read by ops.cu's attention launcher */
+enum { D_V, D_QK, D_POST, D_ATTN, D_OPROJ, D_NORM1, D_ROUTER, D_TOPK, D_GATEUP, D_DOWN, D_SHARED, D_REDUCE, D_MERGE, D_COUNT };
 static int diag_skip(int what) {
     static int mask = -1;
     if (mask < 0) {
-        static const char *names[D_COUNT] = { "v", "qk", "post", "attn", "oproj", "norm1", "router", "topk", "gateup", "down", "shared", "reduce" };
+        static const char *names[D_COUNT] = { "v", "qk", "post", "attn", "oproj", "norm1", "router", "topk", "gateup", "down", "shared", "reduce", "merge" };
         mask = 0;
         const char *e = getenv("HOTMOE_DIAG_SKIP");
         for (const char *p = e; p && *p;) {
