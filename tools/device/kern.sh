@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # ON THE DEVICE, one `run` call for the decode-kernel work: build the GPU targets, the GPU unit
-# tests (ops, the q8 GEMVs, model-level on tiny quantized models), air and a3b decode
-# (and a3b without PDL), then the mode-1 GEMV
-# benchmark. The big models need ~53 / ~19 GB of free disk in /tmp (df is printed; a full disk
+# tests (ops, the q8 GEMVs, model-level on tiny quantized models), air and a3b decode (a3b also
+# without PDL), then the mode-1 GEMV benchmark. The big models need ~53 / ~19 GB of free disk in /tmp (df is printed; a full disk
 # shows as a failed generation). Logs under $OUT. The ungraphed per-op profile is left out: at these kernel
 # sizes it measures the CPU's launch rate, not the GPU.
 #   run: bash tools/device/kern.sh   (carry: .deps)
