@@ -135,8 +135,8 @@ static int qk_epi_on(void) {   /* 0 off, 1 resident executors (default), 2 every
  * q|k|v), post (k_qkv_post), attn (attention and merge), oproj, norm1 (the norm after the
  * o-projection), router (its GEMV), topk (op_router; inside the routed launch: that launch's top-k,
  * the experts then read by table from ids fixed at 0 .. k-1, so each layer's bytes stay the same), gateup
- * (the routed gate/up), down (the routed down), shared (the shared expert or dense FFN), reduce;
- * merge (the attention's merge alone) is read by ops.cu's attention launcher */
+ * (the routed gate/up), down (the routed down), shared (the shared expert or dense FFN), reduce,
+ * merge (the attention's merge alone: the o-projection reads the last step's records) */
 enum { D_V, D_QK, D_POST, D_ATTN, D_OPROJ, D_NORM1, D_ROUTER, D_TOPK, D_GATEUP, D_DOWN, D_SHARED, D_REDUCE, D_MERGE, D_COUNT };
 static int diag_skip(int what) {
     static int mask = -1;
@@ -426,7 +426,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         mark(g, P_ROPE);
         if (!diag_skip(D_ATTN))
             op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
-                              g->n_ctx, g->d_pos, s);
+                              g->n_ctx, g->d_pos, s, !diag_skip(D_MERGE));
         mark(g, P_ATTN);
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         if (!diag_skip(D_NORM1)) op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);

@@ -10,7 +10,6 @@
 #include <math.h>
 #include <type_traits>
 #include <stdint.h>
-#include <string.h>
 
 
 __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, float eps) {
@@ -697,28 +696,9 @@ static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q
     }
 }
 
-/* HOTMOE_DIAG_SKIP naming "merge" (a diagnostic, as exec.cu's: the OUTPUT IS WRONG): the decode
- * step's attention leaves out its merge (k_attn_combine), so the o-projection reads the previous
- * step's records; what the merge costs on the step's critical path */
-static bool diag_nomerge(void) {
-    static std::atomic<int> c(-1);
-    int v = c.load(std::memory_order_relaxed);
-    if (v < 0) {
-        v = 0;
-        const char *e = getenv("HOTMOE_DIAG_SKIP");
-        for (const char *p = e; p && *p;) {
-            const size_t n = strcspn(p, "/,");
-            if (n == 5 && !strncmp(p, "merge", 5)) v = 1;
-            p += n + (p[n] != 0);
-        }
-        c.store(v, std::memory_order_relaxed);
-    }
-    return v == 1;
-}
-
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s) {
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
@@ -738,7 +718,7 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
-    if (rows == 1 && diag_nomerge()) return;
+    if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
@@ -750,8 +730,8 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
 }
 
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s);
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s, merge != 0);
 }
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,

@@ -47,8 +47,9 @@ void op_residual_norm(float *x, const float *y, const float *wt, int k, const fl
 void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
 void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                          void *xq, int n, float eps, cudaStream_t s);
+/* merge 0 (a diagnostic, HOTMOE_DIAG_SKIP=merge): the attention without its merge, out and xq left as they were */
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge = 1);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);
