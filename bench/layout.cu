@@ -8,6 +8,10 @@
  *           at step t sits at warp_base + (t * W + j) * 512 + 16 i (W words a chunk), so each load
  *           instruction of a warp reads 512 contiguous bytes instead of 32 scattered 16-byte words;
  *   inter2  inter with the next step's words loaded before this step's dot (two chunks in flight).
+ * And a plain read of the same bytes (`read`: 16-byte loads, the same grid, a grid-stride loop,
+ * no math): what a launch of that size can stream at all. (Session 37 also tried inter's words in
+ * step-major order over the whole matrix, so that all warps' loads at one step cover one span: the
+ * same as inter within 1%, bench/README.md's thirty-fifth pass; removed.)
  * Every layout sums in the same order, so the outputs must be bitwise equal (checked). Shapes:
  * air's routed gate|up (8 experts x 2 x 1408 rows of 4096, Q3_K, 2 lanes a row; and as the model
  * reads it since the q3r chunks, 4 lanes a row), its routed down (8 x
@@ -17,7 +21,9 @@
  * Each launch reads a different copy of the matrix (enough copies to overflow L2), 100 launches
  * per CUDA graph; us a launch and the fraction of the device's copy bandwidth.
  *
- *   bench_layout [--reps N] [--spread GB]        (exit 77 without a GPU) */
+ *   bench_layout [--reps N] [--spread GB] [--l2]   (exit 77 without a GPU)
+ *   --l2: one copy, read by every launch (it stays in L2: the kernel's rate with L2's latency)
+ *   --pf: each launch's matrix asked into L2 ahead of it, three ways (run_pf), instead of the layouts */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +35,7 @@
 #include "gpu_gemv.h"
 #include "gpu.h"
 
-enum { L_ROWS = 0, L_PAD = 1, L_INTER = 2, L_INTER2 = 3 };
+enum { L_ROWS = 0, L_PAD = 1, L_INTER = 2, L_INTER2 = 3, L_NLAY = 4 };
 static const char *lname[] = { "rows", "pad", "inter", "inter2" };
 
 /* the chunk's words for layout LAY: lane li's chunk c of row `row` (warp w, lane, step t); rows:
@@ -92,7 +98,46 @@ __global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowb
     if (li == 0 && row < nrows) y[row] = acc;
 }
 
-static size_t g_spread = 0;   /* --spread: bytes the copies of a matrix span (0: ~3 L2s) */
+/* the plain read: n16 16-byte words, a grid-stride loop of four loads in flight a thread, an xor
+ * of every word so that nothing is dropped (written only if it is a value no data makes) */
+__global__ void __launch_bounds__(256, 2) k_read(const uint4 *m, size_t n16, float *y) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    uint32_t acc = 0;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        const uint4 a = __ldg(m + i), b = __ldg(m + i + stride), c = __ldg(m + i + 2 * stride), d = __ldg(m + i + 3 * stride);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < n16; i += stride) { const uint4 a = __ldg(m + i); acc ^= a.x ^ a.y ^ a.z ^ a.w; }
+    if (acc == 0x7FC00001u) y[0] = 1.f;
+}
+
+/* --pf: a spin of `cycles` on one block (a latency-bound kernel's time, HBM idle) */
+__global__ void k_spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+/* --pf: asks L2 for n bytes at m: bulk prefetches of `span` bytes, one a thread 0 of each block's turn */
+__global__ void k_pf_bulk(const uint8_t *m, size_t n, size_t span) {
+    for (size_t o = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * span; o < n; o += (size_t)gridDim.x * blockDim.x * span)
+        q8_prefetch_l2(m + o, o + span <= n ? span : n - o);
+}
+/* --pf: a 4-byte load with an evict_last policy (createpolicy) a 128-byte line: L2 fills 32-byte sectors, so a quarter of the bytes */
+__global__ void k_pf_ld(const uint8_t *m, size_t n, float *y) {
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+    uint32_t acc = 0;
+    for (size_t o = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 128; o < n; o += (size_t)gridDim.x * blockDim.x * 128) {
+        uint32_t v;
+        asm volatile("ld.global.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(m + o), "l"(pol));
+        acc ^= v;
+    }
+    if (acc == 0x7FC00001u) y[0] = 1.f;
+}
+
+static size_t g_spread = 0;
+static int g_l2 = 0;   /* --l2 */
+static int g_pf = 0;   /* --pf */   /* --spread: bytes the copies of a matrix span (0: ~3 L2s) */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -137,7 +182,7 @@ static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const ui
     const size_t l2 = 64u << 20;
     /* --spread GB: copies over that many bytes (each launch of the graph its own), as a model's
      * layers spread over VRAM (what address translation sees), instead of ~3 L2s' worth */
-    const int ncopy = g_spread ? (int)std::min<size_t>(g_spread / h.size(), 4000) : (int)(3 * l2 / h.size()) + 2;
+    const int ncopy = g_l2 ? 1 : g_spread ? (int)std::min<size_t>(g_spread / h.size(), 4000) : (int)(3 * l2 / h.size()) + 2;
     uint8_t *dm;
     CK(cudaMalloc(&dm, h.size() * ncopy + 64));
     CK(cudaMemcpy(dm, h.data(), h.size(), cudaMemcpyHostToDevice));
@@ -174,6 +219,118 @@ static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const ui
     return 1e3 * ms / ((double)reps * per);
 }
 
+/* the plain read of `bytes` bytes (16-byte multiple) on `blocks` blocks, copies as run_one's */
+static int q8_bench_sms(void) {
+    int dev = 0, n = 132;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n;
+}
+
+static double run_read(size_t bytes, int blocks, int reps, float *dy) {
+    bytes &= ~(size_t)15;
+    const size_t l2 = 64u << 20;
+    const int ncopy = g_l2 ? 1 : g_spread ? (int)std::min<size_t>(g_spread / bytes, 4000) : (int)(3 * l2 / bytes) + 2;
+    uint8_t *dm;
+    CK(cudaMalloc(&dm, bytes * ncopy + 64));
+    CK(cudaMemset(dm, 0x5A, bytes * ncopy));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    const int per = g_spread ? ncopy : 100;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per; i++) k_read<<<blocks, 256, 0, s>>>((const uint4 *)(dm + bytes * (i % ncopy)), bytes / 16, dy);
+    CK(cudaStreamEndCapture(s, &gr));
+    CK(cudaGraphInstantiate(&ge, gr, 0));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, s));
+    cudaEventRecord(e1, s);
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(gr); cudaStreamDestroy(s); cudaFree(dm);
+    return 1e3 * ms / ((double)reps * per);
+}
+
+/* --pf: does a matrix asked into L2 ahead make its GEMV run at the L2 rate? Per step of a graph (20
+ * steps, each on its own copy of the matrix, the copies over ~3 L2s): [ahead] + spin + GEMV, the
+ * GEMV's share the difference to [ahead] + spin. ahead: nothing; bulk prefetch (the step's
+ * q8_prefetch_l2); 4-byte loads with an evict_last policy (a sector of each line); the plain read kernel;
+ * the GEMV itself (what its rows in L2 are worth). */
+template <class T, int CBP, int RA>
+static void run_pf(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy, double spin_us) {
+    const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
+    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB;
+    const size_t rb = (size_t)N * CBP;
+    std::vector<uint8_t> h((size_t)R * rb, 0);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < N; c++) {
+            const uint8_t *src = &rows[(size_t)r * rb_in + (size_t)c * T::CB];
+            const int w = r / rpw, lane = (r % rpw) * L + c % L, t = c / L;
+            for (int j = 0; j < CBP / 16; j++) {
+                uint8_t word[16] = { 0 };
+                for (int k = 0; k < 16; k++) if (16 * j + k < T::CB) word[k] = src[16 * j + k];
+                memcpy(&h[(size_t)w * rpw * N * CBP + (size_t)t * 32 * CBP + (size_t)j * 512 + 16 * lane], word, 16);
+            }
+        }
+    const int ncopy = (int)(3 * (64u << 20) / h.size()) + 2;
+    uint8_t *dm;
+    CK(cudaMalloc(&dm, h.size() * ncopy + 64));
+    CK(cudaMemcpy(dm, h.data(), h.size(), cudaMemcpyHostToDevice));
+    for (int i = 1; i < ncopy; i++) CK(cudaMemcpy(dm + h.size() * i, dm, h.size(), cudaMemcpyDeviceToDevice));
+    const int warps = (R + rpw - 1) / rpw, blocks = (warps + 7) / 8;
+    const size_t smem = (size_t)N * Q8_REC, nb = h.size();
+    int dev = 0, khz = 0, sms = 132;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const long long cyc = (long long)(spin_us * khz / 1e3);
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    const int steps = 20;
+    auto timed = [&](int ahead, bool gemv) {
+        cudaGraph_t gr;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < steps; i++) {
+            const uint8_t *mi = dm + nb * (i % ncopy);
+            if (ahead == 1) k_pf_bulk<<<sms, 32, 0, s>>>(mi, nb, 32768);
+            else if (ahead == 2) k_pf_ld<<<2 * sms, 256, 0, s>>>(mi, nb, dy);
+            else if (ahead == 3) k_read<<<2 * sms, 256, 0, s>>>((const uint4 *)mi, nb / 16, dy);
+            else if (ahead == 4) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, s>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
+            k_spin<<<1, 32, 0, s>>>(cyc);
+            if (gemv) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, s>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
+        }
+        CK(cudaStreamEndCapture(s, &gr));
+        CK(cudaGraphInstantiate(&ge, gr, 0));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaStreamSynchronize(s));
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0); cudaEventCreate(&e1);
+        cudaEventRecord(e0, s);
+        for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, s));
+        cudaEventRecord(e1, s);
+        CK(cudaEventSynchronize(e1));
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        cudaGraphExecDestroy(ge); cudaGraphDestroy(gr);
+        return 1e3 * ms / ((double)reps * steps);
+    };
+    static const char *an[] = { "nothing", "bulk prefetch (cp.async.bulk.prefetch.L2, 32 KB a thread)", "a 4-byte evict_last load a 128-byte line (one 32-byte sector of four)",
+                                "the plain read kernel", "the same GEMV (its rows hot)" };
+    for (int a = 0; a < 5; a++) {
+        const double with = timed(a, true), without = timed(a, false);
+        printf("| %s | %s, spin %.0f us | %.2f us | %.2f us | **%.2f us** |\n", cs.name, an[a], spin_us, with, without, with - without);
+    }
+    cudaStreamDestroy(s);
+    cudaFree(dm);
+}
+
 template <class T, int CBP, int RA>
 static int run_case(const Case &cs, int reps, double ceil_gbs) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256;
@@ -200,7 +357,13 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
         for (size_t c = 0; c + T::CB <= (size_t)R * rb_in; c += T::CB) q3r_pack_chunk(&rows[c], &q3r[c]);
     }
     const std::vector<uint8_t> &krows = cs.q3r ? q3r : rows;
-    for (int lay = 0; lay < 4; lay++) {
+    if (g_pf) {
+        if (cs.ncols % 256 == 0)
+            for (double sp : { 4.0, 12.0 }) run_pf<T, CBP, RA>(cs, krows, (const uint8_t *)dxq, reps, dy, sp);
+        cudaFree(dx); cudaFree(dxq); cudaFree(dy);
+        return 0;
+    }
+    for (int lay = 0; lay < L_NLAY; lay++) {
         double t;
         switch (lay) {
         case 0: t = run_one<T, CBP, L_ROWS, RA>(cs, krows, (const uint8_t *)dxq, reps, dy, got, &by); break;
@@ -215,6 +378,15 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
         printf("| %s | %s | %.2f us | %.0f GB/s | %.1f%% | %.2fx | %s |\n", cs.name, lname[lay], t, by / t / 1e3,
                100 * by / t / 1e3 / ceil_gbs, t_rows / t, same ? "bitwise equal" : "DIFFERS");
     }
+    {   /* the plain read of the GGUF bytes on the layouts' grid */
+        const int rpw = 32 >> cs.lshift, blocks = ((R + rpw - 1) / rpw + 7) / 8;
+        const double t = run_read((size_t)R * rb_in, blocks, reps, dy);
+        printf("| %s | read | %.2f us | %.0f GB/s | %.1f%% | %.2fx | - |\n", cs.name, t, by / t / 1e3, 100 * by / t / 1e3 / ceil_gbs,
+               t_rows / t);
+        const double t2 = run_read((size_t)R * rb_in, 2 * q8_bench_sms(), reps, dy);
+        printf("| %s | read, 2 blocks a SM | %.2f us | %.0f GB/s | %.1f%% | %.2fx | - |\n", cs.name, t2, by / t2 / 1e3,
+               100 * by / t2 / 1e3 / ceil_gbs, t_rows / t2);
+    }
     cudaFree(dx); cudaFree(dxq); cudaFree(dy);
     return bad;
 }
@@ -224,17 +396,21 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spread") && i + 1 < argc) g_spread = (size_t)(atof(argv[++i]) * (1u << 30));
+        else if (!strcmp(argv[i], "--l2")) g_l2 = 1;
+        else if (!strcmp(argv[i], "--pf")) g_pf = 1;
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || !nd) { printf("SKIP: no CUDA device (bench_layout needs a GPU)\n"); return 77; }
     const double ceil_gbs = gpu_measure_d2d(0);
     printf("bench_layout: device copy bandwidth %.0f GB/s; fractions of it count the GGUF bytes; copies over %s\n\n", ceil_gbs,
-           g_spread ? "--spread GB, a launch each" : "~3 L2s, 100 launches a graph");
-    printf("| shape | layout | us a launch | GB/s | of copy BW | vs rows | outputs |\n|---|---|---|---|---|---|---|\n");
+           g_l2 ? "one copy (in L2), 100 launches a graph" : g_spread ? "--spread GB, a launch each" : "~3 L2s, 100 launches a graph");
+    if (g_pf) printf("| shape | asked ahead | step with the GEMV | without | the GEMV's share |\n|---|---|---|---|---|\n");
+    else printf("| shape | layout | us a launch | GB/s | of copy BW | vs rows | outputs |\n|---|---|---|---|---|---|---|\n");
     int bad = 0;
     bad += run_case<Q8W_Q3_K, 112, 1>({ "air gate|up Q3_K 22528x4096, 2 lanes", 3, 22528, 4096, 1, 0 }, reps, ceil_gbs);
     bad += run_case<Q8W_Q3_KR, 112, 1>({ "air gate|up Q3_K as q3r 22528x4096, 4 lanes", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
     bad += run_case<Q8W_Q4_0, 144, 1>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1, 0 }, reps, ceil_gbs);
     bad += run_case<Q8W_Q4_K, 144, 16>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2, 0 }, reps, ceil_gbs);
+    if (g_pf) bad += run_case<Q8W_Q4_K, 144, 16>({ "air o-proj Q4_K 4096x12288, 16 lanes", 4, 4096, 12288, 4, 0 }, reps, ceil_gbs);
     bad += run_case<Q8W_Q4_K, 144, 16>({ "Q4_K 13312x4096, 2 lanes", 4, 13312, 4096, 1, 0 }, reps, ceil_gbs);
     printf("\n%s\n", bad ? "FAIL: a layout's outputs differ" : "every layout's outputs bitwise equal");
     return bad != 0;
