@@ -106,6 +106,20 @@ static int router_early(const dlayer *l) {
     return v == 2 || (v == 1 && !l->has_single);
 }
 
+/* HOTMOE_OWARM: 1 (the default; 0 turns it off), while the attention and its merge run (HBM idle
+ * but for ~3 MB of KV), the first step of every row group of the o-projection's interleaved matrix
+ * (each warp's first loads of it, a third of air's 28 MB) is read into L2 by op_l2_warm on the second
+ * stream, forked after q|k|v in layers whose shared expert joins that stream back. nvidia-h200, air
+ * resident, session 37 (bench/README.md, thirty-fifth pass): 322.9, 321.1, 323.1, 323.3 tok/s against
+ * 319.3, 317.8, 319.3, 319.7 in the same calls; the whole matrix lost 1.7% (its traffic slowed the
+ * attention and the merge more than the o-projection gained), its first 25-40% +0.3-1.2%, the fork
+ * with an empty launch +0.5%, the same warm forked between the attention and the merge -2.6%. */
+static int owarm_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_OWARM"); v = !(e && e[0] == '0'); }
+    return v;
+}
+
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
  * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
  * on the second stream, whose join made the attention's launch wait for both without PDL (KTRACE,
@@ -420,6 +434,15 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             gpu_q8_pair_end(s);
         }
         mark(g, P_QKV);
+        if (owarm_on() && l->is_moe && l->has_single && l->wo.inter) {   /* joined with the shared expert's stream */
+            int ng = 0;
+            size_t sb = 0, gb = 0;
+            if (!gpu_q8_inter_groups(l->wo.type, (int)l->wo.ne0, (int)l->wo.ne1, 1, 1, &ng, &sb, &gb)) {
+                cudaEventRecord(g->ev_warm, s);
+                cudaStreamWaitEvent(g->s2, g->ev_warm, 0);
+                op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
+            }
+        }
         if (!diag_skip(D_POST) && !epi)
             op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                         c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
@@ -944,6 +967,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&g->ev_warm, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
     for (int il = g->l0; il < g->l1; il++) {
@@ -1476,6 +1500,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->s2) cudaStreamDestroy(g->s2);
     if (g->side) cudaStreamDestroy(g->side);
     if (g->ev_fork) cudaEventDestroy(g->ev_fork);
+    if (g->ev_warm) cudaEventDestroy(g->ev_warm);
     if (g->ev_join) cudaEventDestroy(g->ev_join);
     if (g->side_fork) cudaEventDestroy(g->side_fork);
     for (int b = 0; b < 2; b++) {

@@ -872,6 +872,17 @@ extern "C" size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, i
     return (size_t)nrows * nch * cbp;
 }
 
+/* an interleaved matrix's row groups (RW rows, one warp's in a round): their count, bytes a step
+ * of one (RW L CBP) and the bytes from one group to the next; 0, or -1 when not interleaved */
+extern "C" int gpu_q8_inter_groups(int type, int ncols, int nrows, int nmat, int tok, int *ngroups, size_t *step_bytes, size_t *group_bytes) {
+    int cb, cbp, nch, ls, rw;
+    if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
+    *ngroups = nrows / rw;
+    *step_bytes = (size_t)rw * (1 << ls) * cbp;
+    *group_bytes = (size_t)rw * nch * cbp;
+    return 0;
+}
+
 extern "C" int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok) {
     int cb, cbp, nch, ls, rw;
     return q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw) ? -1 : ls;
