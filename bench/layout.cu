@@ -158,6 +158,31 @@ static void fill_blocks(uint8_t *p, size_t nblk, int cb, int d_off, int two) {
  * multiple of 256: 32-element types only; the padded layouts fill it with zero blocks) */
 struct Case { const char *name; int type; int nrows, ncols, lshift; int q3r; };
 
+/* us a launch of `per` launches (launch(i, s) makes launch i) captured in one graph on s, the graph
+ * run once, then reps times under events */
+template <class F>
+static double graph_us(cudaStream_t s, int per, int reps, F launch) {
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < per; i++) launch(i, s);
+    CK(cudaStreamEndCapture(s, &gr));
+    CK(cudaGraphInstantiate(&ge, gr, 0));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, s));
+    cudaEventRecord(e1, s);
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(gr);
+    return 1e3 * ms / ((double)reps * per);
+}
+
 template <class T, int CBP, int LAY, int RA>
 static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy,
                       std::vector<float> &out, double *bytes) {
@@ -196,30 +221,15 @@ static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const ui
     CK(cudaMemcpy(out.data(), dy, sizeof(float) * R, cudaMemcpyDeviceToHost));
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
-    cudaGraph_t gr;
-    cudaGraphExec_t ge;
-    const int per = g_spread ? ncopy : 100;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per; i++)
-        k_layout<T, CBP, LAY, RA><<<blocks, 256, smem, s>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, cs.lshift, dy);
-    CK(cudaStreamEndCapture(s, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaStreamSynchronize(s));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0); cudaEventCreate(&e1);
-    cudaEventRecord(e0, s);
-    for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, s));
-    cudaEventRecord(e1, s);
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    cudaGraphExecDestroy(ge); cudaGraphDestroy(gr); cudaStreamDestroy(s); cudaFree(dm);
+    const double us = graph_us(s, g_spread ? ncopy : 100, reps, [&](int i, cudaStream_t st) {
+        k_layout<T, CBP, LAY, RA><<<blocks, 256, smem, st>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, cs.lshift, dy);
+    });
+    cudaStreamDestroy(s);
+    cudaFree(dm);
     *bytes = (double)R * rb_in;
-    return 1e3 * ms / ((double)reps * per);
+    return us;
 }
 
-/* the plain read of `bytes` bytes (16-byte multiple) on `blocks` blocks, copies as run_one's */
 static int q8_bench_sms(void) {
     int dev = 0, n = 132;
     cudaGetDevice(&dev);
@@ -227,6 +237,7 @@ static int q8_bench_sms(void) {
     return n;
 }
 
+/* the plain read of `bytes` bytes (16-byte multiple) on `blocks` blocks, copies as run_one's */
 static double run_read(size_t bytes, int blocks, int reps, float *dy) {
     bytes &= ~(size_t)15;
     const size_t l2 = 64u << 20;
@@ -236,25 +247,12 @@ static double run_read(size_t bytes, int blocks, int reps, float *dy) {
     CK(cudaMemset(dm, 0x5A, bytes * ncopy));
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
-    cudaGraph_t gr;
-    cudaGraphExec_t ge;
-    const int per = g_spread ? ncopy : 100;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < per; i++) k_read<<<blocks, 256, 0, s>>>((const uint4 *)(dm + bytes * (i % ncopy)), bytes / 16, dy);
-    CK(cudaStreamEndCapture(s, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaStreamSynchronize(s));
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0); cudaEventCreate(&e1);
-    cudaEventRecord(e0, s);
-    for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, s));
-    cudaEventRecord(e1, s);
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    cudaGraphExecDestroy(ge); cudaGraphDestroy(gr); cudaStreamDestroy(s); cudaFree(dm);
-    return 1e3 * ms / ((double)reps * per);
+    const double us = graph_us(s, g_spread ? ncopy : 100, reps, [&](int i, cudaStream_t st) {
+        k_read<<<blocks, 256, 0, st>>>((const uint4 *)(dm + bytes * (i % ncopy)), bytes / 16, dy);
+    });
+    cudaStreamDestroy(s);
+    cudaFree(dm);
+    return us;
 }
 
 /* --pf: does a matrix asked into L2 ahead make its GEMV run at the L2 rate? Per step of a graph (20
@@ -293,33 +291,16 @@ static void run_pf(const Case &cs, const std::vector<uint8_t> &rows, const uint8
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
     const int steps = 20;
-    auto timed = [&](int ahead, bool gemv) {
-        cudaGraph_t gr;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        for (int i = 0; i < steps; i++) {
+    auto timed = [&](int ahead, bool gemv) {   /* us a step */
+        return graph_us(s, steps, reps, [&](int i, cudaStream_t st) {
             const uint8_t *mi = dm + nb * (i % ncopy);
-            if (ahead == 1) k_pf_bulk<<<sms, 32, 0, s>>>(mi, nb, 32768);
-            else if (ahead == 2) k_pf_ld<<<2 * sms, 256, 0, s>>>(mi, nb, dy);
-            else if (ahead == 3) k_read<<<2 * sms, 256, 0, s>>>((const uint4 *)mi, nb / 16, dy);
-            else if (ahead == 4) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, s>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
-            k_spin<<<1, 32, 0, s>>>(cyc);
-            if (gemv) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, s>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
-        }
-        CK(cudaStreamEndCapture(s, &gr));
-        CK(cudaGraphInstantiate(&ge, gr, 0));
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaStreamSynchronize(s));
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0); cudaEventCreate(&e1);
-        cudaEventRecord(e0, s);
-        for (int i = 0; i < reps; i++) CK(cudaGraphLaunch(ge, s));
-        cudaEventRecord(e1, s);
-        CK(cudaEventSynchronize(e1));
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        cudaGraphExecDestroy(ge); cudaGraphDestroy(gr);
-        return 1e3 * ms / ((double)reps * steps);
+            if (ahead == 1) k_pf_bulk<<<sms, 32, 0, st>>>(mi, nb, 32768);
+            else if (ahead == 2) k_pf_ld<<<2 * sms, 256, 0, st>>>(mi, nb, dy);
+            else if (ahead == 3) k_read<<<2 * sms, 256, 0, st>>>((const uint4 *)mi, nb / 16, dy);
+            else if (ahead == 4) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, st>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
+            k_spin<<<1, 32, 0, st>>>(cyc);
+            if (gemv) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, st>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
+        });
     };
     static const char *an[] = { "nothing", "bulk prefetch (cp.async.bulk.prefetch.L2, 32 KB a thread)", "a 4-byte evict_last load a 128-byte line (one 32-byte sector of four)",
                                 "the plain read kernel", "the same GEMV (its rows hot)" };
