@@ -135,6 +135,22 @@ __global__ void k_pf_ld(const uint8_t *m, size_t n, float *y) {
     if (acc == 0x7FC00001u) y[0] = 1.f;
 }
 
+/* --pf: one 4-byte load a 128-byte line with the L2::128B size hint (the whole line into L2), or
+ * the per-thread prefetch.global.L2 a line; written after session 37's calls, not yet run */
+__global__ void k_pf_ld128(const uint8_t *m, size_t n, float *y) {
+    uint32_t acc = 0;
+    for (size_t o = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 128; o < n; o += (size_t)gridDim.x * blockDim.x * 128) {
+        uint32_t v;
+        asm volatile("ld.global.nc.L2::128B.u32 %0, [%1];" : "=r"(v) : "l"(m + o));
+        acc ^= v;
+    }
+    if (acc == 0x7FC00001u) y[0] = 1.f;
+}
+__global__ void k_pf_line(const uint8_t *m, size_t n) {
+    for (size_t o = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * 128; o < n; o += (size_t)gridDim.x * blockDim.x * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(m + o));
+}
+
 static size_t g_spread = 0;
 static int g_l2 = 0;   /* --l2 */
 static int g_pf = 0;   /* --pf */   /* --spread: bytes the copies of a matrix span (0: ~3 L2s) */
@@ -259,7 +275,8 @@ static double run_read(size_t bytes, int blocks, int reps, float *dy) {
  * steps, each on its own copy of the matrix, the copies over ~3 L2s): [ahead] + spin + GEMV, the
  * GEMV's share the difference to [ahead] + spin. ahead: nothing; bulk prefetch (the step's
  * q8_prefetch_l2); 4-byte loads with an evict_last policy (a sector of each line); the plain read kernel;
- * the GEMV itself (what its rows in L2 are worth). */
+ * the GEMV itself (what its rows in L2 are worth); and, added after session 37's calls and not yet
+ * run, a 4-byte load with the L2::128B hint a line, and prefetch.global.L2 a line. */
 template <class T, int CBP, int RA>
 static void run_pf(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy, double spin_us) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
@@ -298,13 +315,16 @@ static void run_pf(const Case &cs, const std::vector<uint8_t> &rows, const uint8
             else if (ahead == 2) k_pf_ld<<<2 * sms, 256, 0, st>>>(mi, nb, dy);
             else if (ahead == 3) k_read<<<2 * sms, 256, 0, st>>>((const uint4 *)mi, nb / 16, dy);
             else if (ahead == 4) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, st>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
+            else if (ahead == 5) k_pf_ld128<<<2 * sms, 256, 0, st>>>(mi, nb, dy);
+            else if (ahead == 6) k_pf_line<<<2 * sms, 256, 0, st>>>(mi, nb);
             k_spin<<<1, 32, 0, st>>>(cyc);
             if (gemv) k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, st>>>(mi, rb, dxq, R, N, 0, cs.lshift, dy);
         });
     };
     static const char *an[] = { "nothing", "bulk prefetch (cp.async.bulk.prefetch.L2, 32 KB a thread)", "a 4-byte evict_last load a 128-byte line (one 32-byte sector of four)",
-                                "the plain read kernel", "the same GEMV (its rows hot)" };
-    for (int a = 0; a < 5; a++) {
+                                "the plain read kernel", "the same GEMV (its rows hot)",
+                                "a 4-byte load with the L2::128B hint a 128-byte line", "prefetch.global.L2 a 128-byte line" };
+    for (int a = 0; a < 7; a++) {
         const double with = timed(a, true), without = timed(a, false);
         printf("| %s | %s, spin %.0f us | %.2f us | %.2f us | **%.2f us** |\n", cs.name, an[a], spin_us, with, without, with - without);
     }

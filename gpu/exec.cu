@@ -119,6 +119,21 @@ static int owarm_on(void) {
     if (v < 0) { const char *e = getenv("HOTMOE_OWARM"); v = !(e && e[0] == '0'); }
     return v;
 }
+/* Written after session 37's calls, NOT YET MEASURED (both off by default): HOTMOE_OWARM_STEPS=n warms
+ * the first n steps of each row group instead of 1 (air's o-projection has 3); HOTMOE_RWARM=1 also
+ * reads the router's matrix (air: 2.1 MB of F32, its GEMV ~1.9 us on the critical path, bound by
+ * latency) into L2 after the o-projection's part, =2 the same with an evict_last policy (so the
+ * o-projection's streaming reads before the router do not push it out). */
+static int owarm_steps(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_OWARM_STEPS"); v = e && e[0] >= '1' && e[0] <= '9' ? e[0] - '0' : 1; }
+    return v;
+}
+static int rwarm_on(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_RWARM"); v = e && e[0] >= '1' && e[0] <= '2' ? e[0] - '0' : 0; }
+    return v;
+}
 
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
  * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
@@ -440,7 +455,10 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             if (!gpu_q8_inter_groups(l->wo.type, (int)l->wo.ne0, (int)l->wo.ne1, 1, 1, &ng, &sb, &gb)) {
                 cudaEventRecord(g->ev_warm, s);
                 cudaStreamWaitEvent(g->s2, g->ev_warm, 0);
-                op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
+                const size_t part = sb * owarm_steps();
+                op_l2_warm(l->wo.d, (size_t)ng, part < gb ? part : gb, gb, g->s2);
+                if (rwarm_on() && l->router.d)
+                    op_l2_warm(l->router.d, 1, hm_row_size(l->router.type, l->router.ne0) * (size_t)l->router.ne1, 0, g->s2, rwarm_on() == 2);
             }
         }
         if (!diag_skip(D_POST) && !epi)
