@@ -199,13 +199,10 @@ static double graph_us(cudaStream_t s, int per, int reps, F launch) {
     return 1e3 * ms / ((double)reps * per);
 }
 
-template <class T, int CBP, int LAY, int RA>
-static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy,
-                      std::vector<float> &out, double *bytes) {
+/* rows (GGUF rows of rb_in bytes, nbl bytes in a partial last chunk) in layout LAY, rows rb bytes apart */
+template <class T, int CBP, int LAY>
+static std::vector<uint8_t> pack_rows(const Case &cs, const std::vector<uint8_t> &rows, size_t rb_in, int nbl, size_t rb) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
-    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);   /* GGUF row bytes */
-    const int nbl = (int)(rb_in - (size_t)(cs.ncols / 256) * T::CB);                          /* partial chunk bytes */
-    const size_t rb = LAY == L_ROWS ? rb_in : (size_t)N * CBP;
     std::vector<uint8_t> h((size_t)R * rb, 0);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < N; c++) {
@@ -220,14 +217,37 @@ static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const ui
                 memcpy(&h[(size_t)w * rpw * N * CBP + (size_t)t * 32 * CBP + (size_t)j * 512 + 16 * lane], word, 16);
             }
         }
+    return h;
+}
+
+/* copies of a matrix of `bytes` for the launches to read in turn: ~3 L2s' worth (cold), one (--l2),
+ * or --spread GB of them (as a model's layers spread over VRAM: what address translation sees);
+ * cold: ~3 L2s whatever the flags */
+static int copies_for(size_t bytes, bool cold = false) {
     const size_t l2 = 64u << 20;
-    /* --spread GB: copies over that many bytes (each launch of the graph its own), as a model's
-     * layers spread over VRAM (what address translation sees), instead of ~3 L2s' worth */
-    const int ncopy = g_l2 ? 1 : g_spread ? (int)std::min<size_t>(g_spread / h.size(), 4000) : (int)(3 * l2 / h.size()) + 2;
+    if (cold || (!g_l2 && !g_spread)) return (int)(3 * l2 / bytes) + 2;
+    return g_l2 ? 1 : (int)std::min<size_t>(g_spread / bytes, 4000);
+}
+
+/* ncopy copies of h in device memory, one after the other */
+static uint8_t *upload_copies(const std::vector<uint8_t> &h, int ncopy) {
     uint8_t *dm;
     CK(cudaMalloc(&dm, h.size() * ncopy + 64));
     CK(cudaMemcpy(dm, h.data(), h.size(), cudaMemcpyHostToDevice));
     for (int i = 1; i < ncopy; i++) CK(cudaMemcpy(dm + h.size() * i, dm, h.size(), cudaMemcpyDeviceToDevice));
+    return dm;
+}
+
+template <class T, int CBP, int LAY, int RA>
+static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy,
+                      std::vector<float> &out, double *bytes) {
+    const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
+    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);   /* GGUF row bytes */
+    const int nbl = (int)(rb_in - (size_t)(cs.ncols / 256) * T::CB);                          /* partial chunk bytes */
+    const size_t rb = LAY == L_ROWS ? rb_in : (size_t)N * CBP;
+    const std::vector<uint8_t> h = pack_rows<T, CBP, LAY>(cs, rows, rb_in, nbl, rb);
+    const int ncopy = copies_for(h.size());
+    uint8_t *dm = upload_copies(h, ncopy);
     const int warps = (R + rpw - 1) / rpw, blocks = (warps + 7) / 8;
     const size_t smem = (size_t)N * Q8_REC;
     CK(cudaMemset(dy, 0xFF, sizeof(float) * R));
@@ -256,8 +276,7 @@ static int q8_bench_sms(void) {
 /* the plain read of `bytes` bytes (16-byte multiple) on `blocks` blocks, copies as run_one's */
 static double run_read(size_t bytes, int blocks, int reps, float *dy) {
     bytes &= ~(size_t)15;
-    const size_t l2 = 64u << 20;
-    const int ncopy = g_l2 ? 1 : g_spread ? (int)std::min<size_t>(g_spread / bytes, 4000) : (int)(3 * l2 / bytes) + 2;
+    const int ncopy = copies_for(bytes);
     uint8_t *dm;
     CK(cudaMalloc(&dm, bytes * ncopy + 64));
     CK(cudaMemset(dm, 0x5A, bytes * ncopy));
@@ -279,31 +298,16 @@ static double run_read(size_t bytes, int blocks, int reps, float *dy) {
  * run, a 4-byte load with the L2::128B hint a line, and prefetch.global.L2 a line. */
 template <class T, int CBP, int RA>
 static void run_pf(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy, double spin_us) {
-    const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
-    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB;
+    const int R = cs.nrows, N = (cs.ncols + 255) / 256, rpw = 32 >> cs.lshift;
     const size_t rb = (size_t)N * CBP;
-    std::vector<uint8_t> h((size_t)R * rb, 0);
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < N; c++) {
-            const uint8_t *src = &rows[(size_t)r * rb_in + (size_t)c * T::CB];
-            const int w = r / rpw, lane = (r % rpw) * L + c % L, t = c / L;
-            for (int j = 0; j < CBP / 16; j++) {
-                uint8_t word[16] = { 0 };
-                for (int k = 0; k < 16; k++) if (16 * j + k < T::CB) word[k] = src[16 * j + k];
-                memcpy(&h[(size_t)w * rpw * N * CBP + (size_t)t * 32 * CBP + (size_t)j * 512 + 16 * lane], word, 16);
-            }
-        }
-    const int ncopy = (int)(3 * (64u << 20) / h.size()) + 2;
-    uint8_t *dm;
-    CK(cudaMalloc(&dm, h.size() * ncopy + 64));
-    CK(cudaMemcpy(dm, h.data(), h.size(), cudaMemcpyHostToDevice));
-    for (int i = 1; i < ncopy; i++) CK(cudaMemcpy(dm + h.size() * i, dm, h.size(), cudaMemcpyDeviceToDevice));
-    const int warps = (R + rpw - 1) / rpw, blocks = (warps + 7) / 8;
+    const std::vector<uint8_t> h = pack_rows<T, CBP, L_INTER>(cs, rows, (size_t)cs.ncols / 256 * T::CB, 0, rb);
+    const int ncopy = copies_for(h.size(), true);
+    uint8_t *dm = upload_copies(h, ncopy);
+    const int warps = (R + rpw - 1) / rpw, blocks = (warps + 7) / 8, sms = q8_bench_sms();
     const size_t smem = (size_t)N * Q8_REC, nb = h.size();
-    int dev = 0, khz = 0, sms = 132;
+    int dev = 0, khz = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     const long long cyc = (long long)(spin_us * khz / 1e3);
     cudaStream_t s;
     CK(cudaStreamCreate(&s));

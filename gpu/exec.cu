@@ -115,9 +115,8 @@ static int router_early(const dlayer *l) {
  * attention and the merge more than the o-projection gained), its first 25-40% +0.3-1.2%, the fork
  * with an empty launch +0.5%, the same warm forked between the attention and the merge -2.6%. */
 static int owarm_on(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_OWARM"); v = !(e && e[0] == '0'); }
-    return v;
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_OWARM", 0, 1, 1, c);
 }
 /* Written after session 37's calls, NOT YET MEASURED (both off by default): HOTMOE_OWARM_STEPS=n warms
  * the first n steps of each row group instead of 1 (air's o-projection has 3); HOTMOE_RWARM=1 also
@@ -125,14 +124,12 @@ static int owarm_on(void) {
  * latency) into L2 after the o-projection's part, =2 the same with an evict_last policy (so the
  * o-projection's streaming reads before the router do not push it out). */
 static int owarm_steps(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_OWARM_STEPS"); v = e && e[0] >= '1' && e[0] <= '9' ? e[0] - '0' : 1; }
-    return v;
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_OWARM_STEPS", 1, 9, 1, c);
 }
 static int rwarm_on(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_RWARM"); v = e && e[0] >= '1' && e[0] <= '2' ? e[0] - '0' : 0; }
-    return v;
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_RWARM", 0, 2, 0, c);
 }
 
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then

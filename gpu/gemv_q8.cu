@@ -422,7 +422,9 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_pair_kernel(const q8_pa
     else gemv_q8_body<T2, 1, 0, 1, false, false, true, false, true>(p2, blockIdx.x - nb1, gridDim.x - nb1);
 }
 
-static int q8_sm_count(void) {
+static int q8_sm_count(void);
+extern "C" int gpu_sm_count(void) { return q8_sm_count(); }
+static int q8_sm_count(void) {   /* the current device's SMs, cached per device */
     static std::atomic<int> cache[64];
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) dev = 0;

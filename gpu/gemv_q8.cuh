@@ -197,15 +197,13 @@ __device__ __forceinline__ void q8_prefetch_l2(const uint8_t *p, size_t n) {
 #endif
 }
 
+#if HM_PF_MODE
 /* [p, p + n) into L2 by the 32 lanes of a warp (every lane calls it), a 128-byte line a request */
 __device__ __forceinline__ void q8_fill_l2_warp(const uint8_t *p, size_t n) {
-#if HM_PF_MODE
     const uintptr_t a = (uintptr_t)p & ~(uintptr_t)127, e = (uintptr_t)p + n;
     for (uintptr_t q = a + 128 * (threadIdx.x & 31); q < e; q += 32 * 128) q8_l2_line(q);
-#else
-    if ((threadIdx.x & 31) == 0) q8_prefetch_l2(p, n);
-#endif
 }
+#endif
 
 /* q8_quant_lane: one value v = x[j] per lane, the 32 lanes of a warp holding one 32-group
  * (j % 32 == lane), into the records at xs. */

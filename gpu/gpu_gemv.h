@@ -56,6 +56,8 @@ int gpu_q8_records(const float *x, int ncols, void *xq, void *stream);
 size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
 /* the lane shift of that layout (log2 of the lanes a row), or -1 */
 int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok);
+/* the current device's SM count (cached per device; 132 when it cannot be read) */
+int gpu_sm_count(void);
 /* its row groups: how many, the bytes of one step of a group, the bytes from a group to the next */
 int gpu_q8_inter_groups(int type, int ncols, int nrows, int nmat, int tok, int *ngroups, size_t *step_bytes, size_t *group_bytes);
 int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst);

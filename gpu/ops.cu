@@ -652,15 +652,8 @@ __global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, si
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s, int keep) {
     unit &= ~(size_t)15;
     if (!count || !unit) return;
-    static std::atomic<int> sms(0);
-    if (!sms.load(std::memory_order_relaxed)) {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) n = 1;
-        sms.store(n, std::memory_order_relaxed);
-    }
     auto go = [&](auto k) {
-        k<<<sms.load(std::memory_order_relaxed), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16,
-                                                            count > 1 ? stride / 16 : unit / 16, nullptr);
+        k<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
     };
     if (keep) go(k_l2_warm<true>);
     else go(k_l2_warm<false>);
