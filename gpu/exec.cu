@@ -113,23 +113,16 @@ static int router_early(const dlayer *l) {
  * resident, session 37 (bench/README.md, thirty-fifth pass): 322.9, 321.1, 323.1, 323.3 tok/s against
  * 319.3, 317.8, 319.3, 319.7 in the same calls; the whole matrix lost 1.7% (its traffic slowed the
  * attention and the merge more than the o-projection gained), its first 25-40% +0.3-1.2%, the fork
- * with an empty launch +0.5%, the same warm forked between the attention and the merge -2.6%. */
+ * with an empty launch +0.5%, the same warm forked between the attention and the merge -2.6%.
+ * Session 38 (bench/README.md, thirty-sixth pass), all lost or neutral, removed:
+ * two steps of each row group (313.4 against 319.6), one 4-byte L2::128B load a line instead of
+ * 16-byte loads (319.9, 321.8 against 321.6, 321.9; two steps 319.9, 320.7; the whole matrix
+ * 314.5), the router's matrix warmed after it (319.6; with evict_last 319.0), and the next layer's
+ * q|k first steps warmed beside the residual norm after the experts (one step 320.1, 322.8 against
+ * 323.1, 322.0; two 319.0, 317.9; four 310.8): that window is too short for its traffic. */
 static int owarm_on(void) {
     static std::atomic<int> c(-1);
     return hm_env_digit("HOTMOE_OWARM", 0, 1, 1, c);
-}
-/* Written after session 37's calls, NOT YET MEASURED (both off by default): HOTMOE_OWARM_STEPS=n warms
- * the first n steps of each row group instead of 1 (air's o-projection has 3); HOTMOE_RWARM=1 also
- * reads the router's matrix (air: 2.1 MB of F32, its GEMV ~1.9 us on the critical path, bound by
- * latency) into L2 after the o-projection's part, =2 the same with an evict_last policy (so the
- * o-projection's streaming reads before the router do not push it out). */
-static int owarm_steps(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_OWARM_STEPS", 1, 9, 1, c);
-}
-static int rwarm_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_RWARM", 0, 2, 0, c);
 }
 
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
@@ -452,10 +445,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             if (!gpu_q8_inter_groups(l->wo.type, (int)l->wo.ne0, (int)l->wo.ne1, 1, 1, &ng, &sb, &gb)) {
                 cudaEventRecord(g->ev_warm, s);
                 cudaStreamWaitEvent(g->s2, g->ev_warm, 0);
-                const size_t part = sb * owarm_steps();
-                op_l2_warm(l->wo.d, (size_t)ng, part < gb ? part : gb, gb, g->s2);
-                if (rwarm_on() && l->router.d)
-                    op_l2_warm(l->router.d, 1, hm_row_size(l->router.type, l->router.ne0) * (size_t)l->router.ne1, 0, g->s2, rwarm_on() == 2);
+                op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
             }
         }
         if (!diag_skip(D_POST) && !epi)

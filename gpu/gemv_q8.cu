@@ -259,18 +259,10 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
             }
         }
     };
-#if HM_PF_MODE   /* gemv_q8.cuh: every lane; the NOPF instances their warp's first step of interleaved rows */
-    if (!p.tab0 && NMAT == 1 && base0 < p.nitems && (!NOPF || INTER)) {
-        size_t n = (size_t)min(gpw, p.nitems - base0) * rs;
-        if (NOPF) n = min(n, (size_t)gpw * L * CBP);
-        q8_fill_l2_warp(p.w + (size_t)base0 * rs, n);
-    }
-#else
     if (!p.tab0 && !NOPF) { /* one matrix: its first rows are known before x (or the previous kernel) is ready */
         if (NMAT == 1 && (threadIdx.x & 31) == 0 && base0 < p.nitems)
             q8_prefetch_l2(p.w + (size_t)base0 * rs, (size_t)min(gpw, p.nitems - base0) * rs);
     }
-#endif
     /* EPI: this thread's row of the block (Q8_THREADS >> lshift rows, one round), its bias and
      * rotation (weights and the position, copied in before the step: read before the wait) */
     constexpr int EM = EPI ? Q8_THREADS : 1;   /* a block's rows: Q8_THREADS >> lshift (one round) */

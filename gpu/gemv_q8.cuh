@@ -166,44 +166,17 @@ __device__ __forceinline__ void q8_quant_f4(float4 f, int i, bool in, uint8_t *x
             make_uint2(__float_as_uint(nz ? q8_div(amax, 127.f) : 0.f), ((uint32_t)s & 0xFFFFu) | (uint32_t)s1 << 16);
 }
 
-/* HM_PF_MODE (compile-time, an experiment written after session 37's calls, not yet run: bench_layout
- * --pf found that after cp.async.bulk.prefetch.L2 a GEMV reads its rows almost as slowly as from DRAM,
- * after a plain read kernel ~1.35x faster). 0 (the default): the kernels as they were. 1: the
- * prefetches are prefetch.global.L2 a 128-byte line; 2: a 4-byte ld.volatile.L2::128B a line whose
- * value is dropped (SASS LDG.E.LTC128B.STRONG.SYS). Under 1 and 2 the register kernel's pre-wait request is made by every lane of
- * a warp and, for the large plain matrices (NOPF instances, which made none), covers each warp's
- * first step of its interleaved rows. Build a variant with CMAKE_CUDA_FLAGS=-DHM_PF_MODE=n. */
-#ifndef HM_PF_MODE
-#define HM_PF_MODE 0
-#endif
-__device__ __forceinline__ void q8_l2_line(uintptr_t q) {
-#if defined(__CUDA_ARCH__) && HM_PF_MODE == 2
-    asm volatile("{\n .reg .b32 t;\n ld.volatile.global.L2::128B.b32 t, [%0];\n}" ::"l"(q));   /* ptxas drops a weak or relaxed load whose value is unused */
-#elif defined(__CUDA_ARCH__)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
-#endif
-}
 /* Asks L2 for the 16-byte granules covering [p, p + n) (no registers, no wait): the rows a kernel
  * takes next are in flight from DRAM while it computes (or waits for the kernel before). Only
  * granules that overlap the span are touched (the chunk loaders rely on the same). */
 __device__ __forceinline__ void q8_prefetch_l2(const uint8_t *p, size_t n) {
     const uintptr_t a = (uintptr_t)p & ~(uintptr_t)15, e = ((uintptr_t)p + n + 15) & ~(uintptr_t)15;
-#if defined(__CUDA_ARCH__) && HM_PF_MODE
-    for (uintptr_t q = a & ~(uintptr_t)127; q < e; q += 128) q8_l2_line(q);   /* HM_PF_MODE: one thread, a line a request */
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"((unsigned)(e - a)) : "memory");
 #elif defined(__CUDA_ARCH__)
     for (uintptr_t q = a; q < e; q += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
 #endif
 }
-
-#if HM_PF_MODE
-/* [p, p + n) into L2 by the 32 lanes of a warp (every lane calls it), a 128-byte line a request */
-__device__ __forceinline__ void q8_fill_l2_warp(const uint8_t *p, size_t n) {
-    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)127, e = (uintptr_t)p + n;
-    for (uintptr_t q = a + 128 * (threadIdx.x & 31); q < e; q += 32 * 128) q8_l2_line(q);
-}
-#endif
 
 /* q8_quant_lane: one value v = x[j] per lane, the 32 lanes of a warp holding one 32-group
  * (j % 32 == lane), into the records at xs. */

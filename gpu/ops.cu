@@ -620,43 +620,26 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
 /* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight 16-byte
  * loads in flight a thread; an xor of every word is kept so that no load is dropped (the store
  * never happens: only that value would make it) */
-template <bool LAST>   /* LAST: the loads with an L2 evict_last policy (lines kept past later streaming reads) */
 __global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     auto at = [&](size_t i) { return p + i / u16 * s16 + i % u16; };
-    uint64_t pol = 0;
-    if constexpr (LAST) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    auto ld = [&](const uint4 *a) {
-        if constexpr (LAST) {
-            uint4 v;
-            asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(a), "l"(pol));
-            return v;
-        } else {
-            return __ldg(a);
-        }
-    };
     unsigned acc = 0;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (; i + 7 * stride < n16; i += 8 * stride) {
         uint4 v[8];
 #pragma unroll
-        for (int u = 0; u < 8; u++) v[u] = ld(at(i + u * stride));
+        for (int u = 0; u < 8; u++) v[u] = __ldg(at(i + u * stride));
 #pragma unroll
         for (int u = 0; u < 8; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
-    for (; i < n16; i += stride) { const uint4 v = ld(at(i)); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+    for (; i < n16; i += stride) { const uint4 v = __ldg(at(i)); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
     if (acc == 0x9E3779B9u && sink) *sink = acc;
 }
 
-void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s, int keep) {
+void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s) {
     unit &= ~(size_t)15;
     if (!count || !unit) return;
-    auto go = [&](auto k) {
-        k<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
-    };
-    if (keep) go(k_l2_warm<true>);
-    else go(k_l2_warm<false>);
+    k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
