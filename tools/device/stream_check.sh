@@ -82,6 +82,7 @@ PY
     done; done
   }
   run() { local tag=${1//\//-}${TAGSFX:-}; tag=${tag//\//-}; shift;   # (a / in a setting, e.g. HOTMOE_DIAG_SKIP=attn/post, not in file names)
+          local k=2 tg=$tag; while [ -e "$OUT/decode-$shape-$tag.log" ]; do tag=$tg-$k; k=$((k + 1)); done   # a config run again keeps its own logs
           local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
           timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without|^greedy steps|^tokens of" "$OUT/decode-$shape-$tag.log"; }
