@@ -23,7 +23,7 @@
  *
  *   bench_layout [--reps N] [--spread GB] [--l2]   (exit 77 without a GPU)
  *   --l2: one copy, read by every launch (it stays in L2: the kernel's rate with L2's latency)
- *   --pf: each launch's matrix asked into L2 ahead of it, three ways (run_pf), instead of the layouts */
+ *   --pf: each launch's matrix asked into L2 ahead of it, in each of run_pf's ways, instead of the layouts */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,9 +152,9 @@ __global__ void k_pf_line(const uint8_t *m, size_t n) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(m + o));
 }
 
-static size_t g_spread = 0;
+static size_t g_spread = 0;   /* --spread: bytes the copies of a matrix span (0: ~3 L2s) */
 static int g_l2 = 0;   /* --l2 */
-static int g_pf = 0;   /* --pf */   /* --spread: bytes the copies of a matrix span (0: ~3 L2s) */
+static int g_pf = 0;   /* --pf */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 

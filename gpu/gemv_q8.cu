@@ -414,8 +414,6 @@ __global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_pair_kernel(const q8_pa
     else gemv_q8_body<T2, 1, 0, 1, false, false, true, false, true>(p2, blockIdx.x - nb1, gridDim.x - nb1);
 }
 
-static int q8_sm_count(void);
-extern "C" int gpu_sm_count(void) { return q8_sm_count(); }
 static int q8_sm_count(void) {   /* the current device's SMs, cached per device */
     static std::atomic<int> cache[64];
     int dev = 0;
@@ -428,6 +426,7 @@ static int q8_sm_count(void) {   /* the current device's SMs, cached per device 
     }
     return n;
 }
+extern "C" int gpu_sm_count(void) { return q8_sm_count(); }
 
 /* HOTMOE_NOPF: which plain interleaved matrices' launches do NOT ask L2 for their first rows before
  * their PDL wait (gemv_q8_kernel's NOPF instances). 3 (the default): those of at least 16 MB (air's

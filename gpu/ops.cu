@@ -714,15 +714,17 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
  * the other), 16 for hd 64 past 8 heads (12 would spill), else 8; HOTMOE_ATT_WARPS=0: always 8.
  * Each head's work is the same code whichever warp runs it (bitwise the same results). 16 warps
  * for hd 128/256 past 12 heads is left for a measurement (the device ran the tests above only). */
-template <int DPL, bool TP64 = false>
-static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+template <int DPL>   /* tp64: tiles of 64 positions (DPL 2 and 4 only) */
+static void attn_w_launch(bool tp64, dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
     auto go = [&](auto nw) {
-        attn_w_go<DPL, decltype(nw)::value, TP64>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os,
-                                                ps);
+        constexpr int NW = decltype(nw)::value;
+        if constexpr (DPL <= 4)
+            if (tp64) return attn_w_go<DPL, NW, true>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        attn_w_go<DPL, NW, false>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     };
     if constexpr (DPL == 2) {
         if (on && grp > 8) go(std::integral_constant<int, 16>());
@@ -750,15 +752,12 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     int nsplit = attn_nsplit(n_head_kv);
     if (tp64) nsplit = max(1, min(nsplit, gpu_sm_count() / n_head_kv));
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    if (tp64) {
-        const size_t smem = sizeof(float) * ((size_t)64 * (hd + 4) + (size_t)64 * hd + (size_t)min(grp, ATT_MAXG) * hd);
-        if (hd == 64) attn_w_launch<2, true>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else attn_w_launch<4, true>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-    } else if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
-        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
-        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions (64 under tp64), q in shared memory */
+        const size_t tr = tp64 ? 64 : 32;
+        const size_t smem = sizeof(float) * (tr * (hd + 4) + tr * hd + (size_t)min(grp, ATT_MAXG) * hd);
+        if (hd == 64) attn_w_launch<2>(tp64, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(tp64, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(false, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);
