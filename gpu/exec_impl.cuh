@@ -103,6 +103,7 @@ struct gpu_exec {
     void *k16, *vt16;                     /* the prefill's attention: one layer's K and V^T in F16, pf_kv16_bytes each */
     float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
     float *sh_act;                        /* (ff) the shared expert's activations (act is the routed ones') */
+    float *xn2; void *xq_n2;              /* the shared expert's copy of xn and its records (exec.cu's router_norm_on) */
     void *xq_n, *xq_att;                  /* q8 records of xn and att, written by the ops that make them, read by the
                                              GEMVs instead of quantizing in every block; NULL: not used (HOTMOE_XQ=0) */
     int *ids, *zero_id, *d_pos;

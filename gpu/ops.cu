@@ -25,6 +25,7 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
 /* n % 4 == 0, 16-byte aligned: float4 per thread, one pass of loads, x kept in registers (n <= 4 *
  * 1024 * RN_V) between the sum of squares and the output */
 #define RN_V 2
+#define RN_NOX 4   /* a flag beside hm_small_pdl's (the float4 kernels): x's update is not stored */
 #define RN_K 8 /* expert rows a residual-norm thread loads at once (one float4 a thread) */
 /* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
  * squares; wv: its float4s of w, rn_load_w); every thread of the block calls it (block_sum
@@ -119,12 +120,13 @@ void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, 
     do {                                                                           \
         const size_t r_ = blockIdx.y;                                              \
         x += r_ * n; y += r_ * ys;                                                 \
+        if (pre) pre += r_ * n;                                                    \
         if (wt) wt += r_ * ws;                                                     \
         if (shared) shared += r_ * n;                                              \
         if (out) out += r_ * n;                                                    \
     } while (0)
 
-__global__ void k_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w,
+__global__ void k_residual_norm(float *x, const float *pre, const float *y, const float *wt, int k, const float *shared, const float *w,
                                 float *out, int n, float eps, long long ys, int ws) {
     hm_pdl_wait();
     RN_ROW();
@@ -133,7 +135,7 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
         float acc = 0;
         for (int j = 0; j < k; j++) acc += (wt ? wt[j] : 1.0f) * y[(size_t)j * n + i];
         if (shared) acc += shared[i];
-        float v = x[i] + acc;
+        float v = (pre ? x[i] + pre[i] : x[i]) + acc;
         x[i] = v;
         ss += v * v;
     }
@@ -147,11 +149,16 @@ __global__ void k_residual_norm(float *x, const float *y, const float *wt, int k
  * CPU's order of additions: the rows loaded RN_K at a time, all before their sum (one L2 round trip
  * a group, not one a row). !in: zeros, nothing read. Every thread of the block calls it (it
  * synchronizes). */
-static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ x, const float *__restrict__ y,
+static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                       const float *__restrict__ wt, int k, const float *__restrict__ shared,
                                                       int n4, int i, bool in) {
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    const float4 xo = in ? ((const float4 *)x)[i] : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
+    float4 xo = in ? ((const float4 *)x)[i] : z;
+    const float4 sh = shared && in ? ((const float4 *)shared)[i] : z;
+    if (pre && in) {   /* x's update not stored yet (op_router_norm_q8): x + pre first, the order it had */
+        const float4 p = ((const float4 *)pre)[i];
+        xo = make_float4(xo.x + p.x, xo.y + p.y, xo.z + p.z, xo.w + p.w);
+    }
     float4 acc = z;
     __shared__ float cw[RN_K];
     for (int j0 = 0; j0 < k; j0 += RN_K) {
@@ -173,7 +180,7 @@ static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ 
 }
 
 /* k_residual_norm4 with one float4 a thread (n / 4 <= blockDim.x <= 1024, rn_residual1). */
-__global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, const float *__restrict__ y,
+__global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps, long long ys, int ws,
@@ -187,10 +194,10 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
     hm_pdl_wait_f(f);
     RN_ROW();
     float4 v[RN_V];
-    v[0] = rn_residual1(x, y, wt, k, shared, n4, i, in);
+    v[0] = rn_residual1(x, pre, y, wt, k, shared, n4, i, in);
 #pragma unroll
     for (int r = 1; r < RN_V; r++) v[r] = z;
-    if (in) ((float4 *)x)[i] = v[0];
+    if (in && !(f & RN_NOX)) ((float4 *)x)[i] = v[0];
     if (!w) return;
     rn_store4(v, v[0].x * v[0].x + v[0].y * v[0].y + v[0].z * v[0].z + v[0].w * v[0].w, wv, out, n, n4, eps, xq);
     HM_KT_END();
@@ -202,7 +209,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
  * (block_sum) goes into every block's shared memory at its rank; after one cluster barrier each
  * block adds the RN_CL partials in rank order, so all blocks scale by the same factor. */
 #define RN_CL 8
-__global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x, const float *__restrict__ y,
+__global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                            const float *__restrict__ wt, int k,
                                                            const float *__restrict__ shared, const float *__restrict__ w,
                                                            float *__restrict__ out, int n, float eps, long long ys, int ws,
@@ -216,8 +223,8 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const float4 wv = w ? __ldg((const float4 *)w + i) : z;
     hm_pdl_wait_f(f);
     RN_ROW();
-    const float4 v = rn_residual1(x, y, wt, k, shared, n / 4, i, true);
-    ((float4 *)x)[i] = v;
+    const float4 v = rn_residual1(x, pre, y, wt, k, shared, n / 4, i, true);
+    if (!(f & RN_NOX)) ((float4 *)x)[i] = v;
     if (!w) return;   /* uniform over the cluster: no barrier below */
     const float ss = block_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
     __shared__ float part[RN_CL];
@@ -244,7 +251,7 @@ static bool rn_cluster(void) {
 
 /* k_residual_norm with float4 and all k expert rows loaded before they are summed (in the same
  * order: the weighted sum over j, then shared, then into x). n % 4 == 0, n <= 4 * 1024 * RN_V. */
-__global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ y,
+__global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps, long long ys, int ws,
@@ -286,9 +293,13 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
             const float4 t = ((const float4 *)shared)[i];
             acc.x += t.x; acc.y += t.y; acc.z += t.z; acc.w += t.w;
         }
-        const float4 xo = ((const float4 *)x)[i];
+        float4 xo = ((const float4 *)x)[i];
+        if (pre) {
+            const float4 p = ((const float4 *)pre)[i];
+            xo = make_float4(xo.x + p.x, xo.y + p.y, xo.z + p.z, xo.w + p.w);
+        }
         v[r] = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
-        ((float4 *)x)[i] = v[r];
+        if (!(f & RN_NOX)) ((float4 *)x)[i] = v[r];
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
     }
     if (!w) return;
@@ -302,10 +313,12 @@ static bool rn_wide(void) {
     return hm_env_digit("HOTMOE_RN_WIDE", 0, 1, 1, c) == 1;
 }
 
-static void residual_norm_launch(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
-                                 const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s) {
+static int residual_norm_launch(float *x, const float *pre, const float *y, long long ys, const float *wt, int ws, int k,
+                                const float *shared, const float *w, float *out, uint8_t *xq, int n, int rows, float eps,
+                                cudaStream_t s, bool store_x = true) {
     const dim3 grid(1, rows);
-    const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w) % 16 == 0 && ys % 4 == 0;
+    const int f = hm_small_pdl() | (store_x ? 0 : RN_NOX);
+    const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w | (uintptr_t)pre) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
     const int n4 = n / 4;
@@ -313,28 +326,148 @@ static void residual_norm_launch(float *x, const float *y, long long ys, const f
      * pass: `air`, n 4096, 198.0 tok/s against 195.5 in one block; `a3b`, n 2048 (64 a block), 323.3
      * against 327.3) */
     if (v4 && n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster())
-        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, y, wt, k, shared, w, out, n,
-                     eps, ys, ws, kq, hm_small_pdl());
+        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w, out,
+                     n, eps, ys, ws, kq, f);
     else if (v4 && n4 <= 1024 && rn_wide())   /* one float4 a thread */
-        hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
-    else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws, kq, hm_small_pdl());
-    else hm_launch(k_residual_norm, grid, 1024, 0, s, x, y, wt, k, shared, w, out, n, eps, ys, ws);
+        hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
+    else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
+    else if (!store_x) return -1;   /* only the float4 kernels leave x as it was */
+    else hm_launch(k_residual_norm, grid, 1024, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws);
     if (xq && !kq) gpu_q8_records(out, n, xq, s);
+    return 0;
 }
 
 void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
                            const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
-    residual_norm_launch(x, y, ys, wt, ws, k, shared, w, out, NULL, n, rows, eps, s);
+    residual_norm_launch(x, NULL, y, ys, wt, ws, k, shared, w, out, NULL, n, rows, eps, s);
 }
 
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                       int n, float eps, cudaStream_t s) {
-    residual_norm_launch(x, y, 0, wt, 0, k, shared, w, out, NULL, n, 1, eps, s);
+    residual_norm_launch(x, NULL, y, 0, wt, 0, k, shared, w, out, NULL, n, 1, eps, s);
 }
 
 void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                          void *xq, int n, float eps, cudaStream_t s) {
-    residual_norm_launch(x, y, 0, wt, 0, k, shared, w, out, (uint8_t *)xq, n, 1, eps, s);
+    residual_norm_launch(x, NULL, y, 0, wt, 0, k, shared, w, out, (uint8_t *)xq, n, 1, eps, s);
+}
+
+int op_residual_norm_q8_ex(float *x, const float *pre, int store_x, const float *y, const float *wt, int k, const float *shared,
+                           const float *w, float *out, void *xq, int n, float eps, cudaStream_t s) {
+    return residual_norm_launch(x, pre, y, 0, wt, 0, k, shared, w, out, (uint8_t *)xq, n, 1, eps, s, store_x != 0);
+}
+
+/* The residual update after the o-projection, the FFN norm and the router's F32 GEMV in one launch
+ * (exec.cu's HOTMOE_ROUTER_NORM): block r makes router row r's logit, and every block forms x + y
+ * and its norm itself, so the norm's launch and its boundary go. x + y is not stored: the layer's
+ * last residual norm adds y first (op_residual_norm_q8_ex). Every sum is the unfused launches'
+ * in their order, so the outputs are bitwise theirs: the sum of squares as residual_norm_launch's
+ * kernel makes it (k_residual_norm_cl's RN_CL blocks, or k_residual_norm1's one; vw warps a block,
+ * each warp's sum over 32 consecutive float4s, the blocks' sums added in order), the logit as
+ * gemv_kernel<TF32V, 1, 1> (parts of 8 floats, part t and t + 256 for thread t, the warps' sums in
+ * order). Blocks 0 .. n / 1024 - 1 also write a 1,024-float slice of the normed row and its q8
+ * records (out NULL: not written; a norm launch beside it writes them). n 2048 or 4096. */
+#define RTN_T 256
+#define RTN_NMAX 4096
+__global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__ x, const float *__restrict__ y,
+                                                       const float *__restrict__ w, const float *__restrict__ R,
+                                                       float *__restrict__ logits, float *__restrict__ out,
+                                                       uint8_t *__restrict__ xq, int n, int vw, float eps, int f) {
+    constexpr int NR = RTN_NMAX / 4 / RTN_T, NP = RTN_NMAX / 8 / RTN_T;   /* float4 rounds, 8-float parts a thread (at most) */
+    __shared__ __align__(16) float sx[RTN_NMAX];
+    __shared__ float sw[RTN_NMAX / 128], red[RTN_T / 32], sb[RTN_T / 32];
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5, nr = n / (4 * RTN_T), np = n / (8 * RTN_T);
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 *row = (const float4 *)(R + (size_t)blockIdx.x * n);
+    float4 wv[NR], rw[2 * NP];
+    hm_pdl_pre(f);   /* the norm's weights and the router row do not depend on the o-projection */
+#pragma unroll
+    for (int r = 0; r < NR; r++) wv[r] = r < nr ? __ldg((const float4 *)w + t + r * RTN_T) : z;
+#pragma unroll
+    for (int j = 0; j < NP; j++) {
+        rw[2 * j] = j < np ? __ldg(row + 2 * (t + j * RTN_T)) : z;
+        rw[2 * j + 1] = j < np ? __ldg(row + 2 * (t + j * RTN_T) + 1) : z;
+    }
+    hm_pdl_wait_f(f);
+    float4 v[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        v[r] = z;
+        if (r >= nr) continue;
+        const int i = t + r * RTN_T;
+        const float4 a = ((const float4 *)x)[i], b = ((const float4 *)y)[i];
+        v[r] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+        const float ss = warp_sum(v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w);
+        if (lane == 0) sw[r * (RTN_T / 32) + wid] = ss;   /* warp 8r + wid: float4s [32 (8r + wid), +32) */
+    }
+    __syncthreads();
+    const int nvb = n / 128 / vw;   /* the norm's blocks (at most RTN_T / 32): warp b sums block b's warps, as its block_sum */
+    if (wid < nvb) {
+        const float bs = warp_sum(lane < vw ? sw[wid * vw + lane] : 0.f);
+        if (lane == 0) sb[wid] = bs;
+    }
+    __syncthreads();
+    float tot = 0.f;
+    for (int b = 0; b < nvb; b++) tot += sb[b];
+    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        if (r >= nr) continue;
+        const int i = t + r * RTN_T;
+        const float4 ww = wv[r];
+        const float4 o = make_float4(ww.x * (v[r].x * inv), ww.y * (v[r].y * inv), ww.z * (v[r].z * inv), ww.w * (v[r].w * inv));
+        ((float4 *)sx)[i] = o;
+        if (out && blockIdx.x == r) {   /* block r: the slice of round r */
+            ((float4 *)out)[i] = o;
+            q8_quant_f4(o, i, true, xq);
+        }
+    }
+    __syncthreads();
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < NP; j++) {
+        if (j >= np) continue;
+        const int q = t + j * RTN_T;
+        const float4 x0 = ((const float4 *)sx)[2 * q], x1 = ((const float4 *)sx)[2 * q + 1];
+        const float4 w0 = rw[2 * j], w1 = rw[2 * j + 1];
+        acc = fmaf(w0.x, x0.x, acc); acc = fmaf(w0.y, x0.y, acc); acc = fmaf(w0.z, x0.z, acc); acc = fmaf(w0.w, x0.w, acc);
+        acc = fmaf(w1.x, x1.x, acc); acc = fmaf(w1.y, x1.y, acc); acc = fmaf(w1.z, x1.z, acc); acc = fmaf(w1.w, x1.w, acc);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) red[wid] = acc;
+    __syncthreads();
+    if (t == 0) {
+        float a = 0.f;
+        for (int k = 0; k < RTN_T / 32; k++) a += red[k];
+        logits[blockIdx.x] = a;
+    }
+    HM_KT_END();
+}
+
+/* warps a block of the residual norm residual_norm_launch runs for one row of n with the q8
+ * records (what k_router_norm's sum of squares follows), 0 when k_router_norm cannot follow it */
+static int router_norm_vw(int n) {
+    if (n != 2048 && n != 4096) return 0;
+    const int n4 = n / 4;
+    if (n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster()) return n4 / RN_CL / 32;
+    if (n4 <= 1024 && rn_wide()) return n4 / 32;
+    return 0;
+}
+
+int op_router_norm_ok(int n, int nrows) {
+    return router_norm_vw(n) > 0 && nrows >= n / 1024 && nrows <= 1020;
+}
+
+int op_router_norm_q8(const float *x, const float *y, const float *w, const float *R, float *logits, float *out, void *xq, int n,
+                      int nrows, float eps, int early, cudaStream_t s) {
+    const int vw = router_norm_vw(n);
+    if (!vw || nrows < n / 1024 || nrows > 1020 || !out != !xq ||
+        ((uintptr_t)x | (uintptr_t)y | (uintptr_t)w | (uintptr_t)R | (uintptr_t)out | (uintptr_t)xq) % 16)
+        return -1;
+    /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
+    const int f = (hm_small_pdl() & HM_PDL_PRE) | (early && hm_pdl_trigger_mode() >= 3 ? HM_PDL_TRIG : 0);
+    hm_launch(k_router_norm, dim3(nrows), RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, vw, eps, f);
+    return 0;
 }
 
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */

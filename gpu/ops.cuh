@@ -47,6 +47,19 @@ void op_residual_norm(float *x, const float *y, const float *wt, int k, const fl
 void op_rmsnorm_q8(const float *x, const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
 void op_residual_norm_q8(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,
                          void *xq, int n, float eps, cudaStream_t s);
+/* op_residual_norm_q8 with x + pre for x (pre NULL: the same op; an update op_router_norm_q8 left
+ * unstored, added first, the order it had), and !store_x: x's update is not stored (-1 where the
+ * shape takes the scalar kernel, which cannot leave it) */
+int op_residual_norm_q8_ex(float *x, const float *pre, int store_x, const float *y, const float *wt, int k, const float *shared,
+                           const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
+/* The residual norm after the o-projection (x + y, normed by w into out and its q8 records xq) and
+ * the router's F32 GEMV (R: nrows x n) into logits, in one launch, bitwise the two launches'
+ * outputs; x is not updated (op_residual_norm_q8_ex adds y later); out and xq NULL: the logits only. early: the next launch may
+ * start at this one's wait (it then must not read out or xq before its own). op_router_norm_ok:
+ * the shapes it takes (n 2048 or 4096 on the norm's cluster or one-block form). -1: not taken. */
+int op_router_norm_ok(int n, int nrows);
+int op_router_norm_q8(const float *x, const float *y, const float *w, const float *R, float *logits, float *out, void *xq, int n,
+                      int nrows, float eps, int early, cudaStream_t s);
 /* Reads `count` spans of `unit` bytes, `stride` bytes apart from p (16-byte multiples), and
  * discards them, so that they sit in L2 for the kernel that reads them next: plain 16-byte loads,
  * one block a SM. (bench_layout --pf: a GEMV whose matrix a read kernel went through just before

@@ -129,6 +129,73 @@ static void test_norms_q8(int n, int k) {
     free(x); free(y); free(wt); free(w); free(a); free(b);
 }
 
+/* op_router_norm_q8 (the norm after the o-projection and the router's F32 GEMV in one launch)
+ * against the two launches it replaces, every output bitwise: the normed row, its q8 records, the
+ * logits, x left as it was; then op_residual_norm_q8_ex's x + pre against the stored update, and the norm that leaves x */
+static int same_bytes(const char *what, const void *da, const void *db, size_t bytes) {
+    uint8_t *a = (uint8_t *)malloc(bytes), *b = (uint8_t *)malloc(bytes);
+    cudaDeviceSynchronize();
+    cudaMemcpy(a, da, bytes, cudaMemcpyDeviceToHost); cudaMemcpy(b, db, bytes, cudaMemcpyDeviceToHost);
+    size_t i = 0;
+    while (i < bytes && a[i] == b[i]) i++;
+    printf("%s router_norm %s: %zu bytes%s", i == bytes ? "PASS" : "FAIL", what, bytes, i == bytes ? " bitwise equal\n" : "");
+    if (i < bytes) printf(", first difference at byte %zu\n", i);
+    i == bytes ? n_pass++ : n_fail++;
+    free(a); free(b);
+    return i == bytes;
+}
+
+static void test_router_norm(int n, int ne, int k) {
+    float *x = (float *)malloc(n * 4), *y = (float *)malloc(n * 4), *w = (float *)malloc(n * 4), *R = (float *)malloc((size_t)ne * n * 4);
+    float *ye = (float *)malloc((size_t)n * k * 4), *wt = (float *)malloc(k * 4), *sh = (float *)malloc(n * 4);
+    fill(x, n, 4); fill(y, n, 2); fill(w, n, 1); fill(R, (size_t)ne * n, 0.05f); fill(ye, (size_t)n * k, 1); fill(wt, k, 1); fill(sh, n, 1);
+    char what[96];
+    snprintf(what, sizeof what, "n=%d experts=%d", n, ne);
+    if (!op_router_norm_ok(n, ne)) {
+        printf("FAIL router_norm %s: op_router_norm_ok refuses a shape it takes\n", what); n_fail++;
+        return;
+    }
+    float *dx = dup(x, n), *dx2 = dup(x, n), *dy = dup(y, n), *dw = dup(w, n), *dR = dup(R, (size_t)ne * n);
+    float *dn = poisoned(n), *dn2 = poisoned(n), *dl = poisoned(ne), *dl2 = poisoned(ne);
+    void *q = poisoned_rec(n), *q2 = poisoned_rec(n);
+    op_residual_norm_q8(dx, dy, NULL, 1, NULL, dw, dn, q, n, 1e-5f, 0);
+    gpu_gemv_router(HM_TYPE_F32, dR, dn, q, dl, n, ne, 0, 0);
+    const int rc = op_router_norm_q8(dx2, dy, dw, dR, dl2, dn2, q2, n, ne, 1e-5f, 0, 0);
+    printf("%s router_norm %s: launched (rc %d, %s)\n", rc == 0 && cudaDeviceSynchronize() == cudaSuccess ? "PASS" : "FAIL", what, rc,
+           cudaGetErrorString(cudaGetLastError()));
+    rc == 0 ? n_pass++ : n_fail++;
+    char w2[192];
+    snprintf(w2, sizeof w2, "%s normed row", what); same_bytes(w2, dn, dn2, (size_t)n * 4);
+    snprintf(w2, sizeof w2, "%s q8 records", what); same_bytes(w2, q, q2, gpu_q8_records_bytes(n));
+    snprintf(w2, sizeof w2, "%s logits", what); same_bytes(w2, dl, dl2, (size_t)ne * 4);
+    float *dxo = dup(x, n);
+    snprintf(w2, sizeof w2, "%s x not updated", what); same_bytes(w2, dx2, dxo, (size_t)n * 4);
+    {   /* the logits alone, and beside them the norm that leaves x as it was (the shared expert's, exec.cu) */
+        float *dx3 = dup(x, n), *dn3 = poisoned(n), *dl3 = poisoned(ne);
+        void *q3 = poisoned_rec(n);
+        const int r1 = op_router_norm_q8(dx3, dy, dw, dR, dl3, NULL, NULL, n, ne, 1e-5f, 0, 0);
+        const int r2 = op_residual_norm_q8_ex(dx3, NULL, 0, dy, NULL, 1, NULL, dw, dn3, q3, n, 1e-5f, 0);
+        printf("%s router_norm %s: logits only and the norm without x's store launched (rc %d, %d)\n", !r1 && !r2 ? "PASS" : "FAIL", what, r1, r2);
+        !r1 && !r2 ? n_pass++ : n_fail++;
+        snprintf(w2, sizeof w2, "%s logits only", what); same_bytes(w2, dl, dl3, (size_t)ne * 4);
+        snprintf(w2, sizeof w2, "%s norm without x's store: normed row", what); same_bytes(w2, dn, dn3, (size_t)n * 4);
+        snprintf(w2, sizeof w2, "%s norm without x's store: q8 records", what); same_bytes(w2, q, q3, gpu_q8_records_bytes(n));
+        snprintf(w2, sizeof w2, "%s norm without x's store: x", what); same_bytes(w2, dx3, dxo, (size_t)n * 4);
+        cudaFree(dx3); cudaFree(dn3); cudaFree(dl3); cudaFree(q3);
+    }
+    /* the layer's last norm: x (holding x + y) plus the experts, against x + y added first */
+    float *dye = dup(ye, (size_t)n * k), *dwt = dup(wt, k), *dsh = dup(sh, n);
+    cudaMemset(dn, 0xFF, n * 4); cudaMemset(dn2, 0xFF, n * 4);
+    op_residual_norm_q8(dx, dye, dwt, k, dsh, dw, dn, q, n, 1e-5f, 0);
+    op_residual_norm_q8_ex(dx2, dy, 1, dye, dwt, k, dsh, dw, dn2, q2, n, 1e-5f, 0);
+    snprintf(w2, sizeof w2, "%s then x + pre: x", what); same_bytes(w2, dx, dx2, (size_t)n * 4);
+    snprintf(w2, sizeof w2, "%s then x + pre: normed row", what); same_bytes(w2, dn, dn2, (size_t)n * 4);
+    snprintf(w2, sizeof w2, "%s then x + pre: q8 records", what); same_bytes(w2, q, q2, gpu_q8_records_bytes(n));
+    cudaFree(dx); cudaFree(dx2); cudaFree(dy); cudaFree(dw); cudaFree(dR); cudaFree(dn); cudaFree(dn2); cudaFree(dl); cudaFree(dl2);
+    cudaFree(q); cudaFree(q2); cudaFree(dxo); cudaFree(dye); cudaFree(dwt); cudaFree(dsh);
+    free(x); free(y); free(w); free(R); free(ye); free(wt); free(sh);
+}
+
 static void test_attention_q8(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     const int qd = n_head * hd;
     const size_t cn = (size_t)n_ctx * n_kv * hd;
@@ -291,6 +358,15 @@ int main(void) {
     /* records in the op (float4 kernel, n % 256 == 0), by a launch of their own (n % 256 != 0, the
      * scalar kernel past 8192), the merge writing them or one split having written the output */
     for (int n : { 4096, 2048, 2080, 32768 }) test_norms_q8(n, 8);
+    test_router_norm(4096, 128, 8);   /* air: the norm's cluster form */
+    test_router_norm(2048, 128, 8);   /* a3b: its one-block form */
+    test_router_norm(4096, 160, 9);
+    {   /* the shapes it refuses: the caller then runs the two launches */
+        const int ok = !op_router_norm_ok(3072, 128) && !op_router_norm_ok(4096, 2) && !op_router_norm_ok(8192, 256) &&
+                       op_router_norm_q8(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3072, 128, 1e-5f, 0, 0) == -1;
+        printf("%s router_norm: n 3072, 2 rows of 4096, n 8192 refused\n", ok ? "PASS" : "FAIL");
+        ok ? n_pass++ : n_fail++;
+    }
     test_attention_q8(96, 8, 128, 640, 300);
     test_attention_q8(40, 2, 64, 100, 16);
     test_attention_q8(6, 3, 48, 300, 211);
