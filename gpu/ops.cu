@@ -649,15 +649,13 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW, bool TP64 = false>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as
-                                                  k_attn_gqa); TP64: tiles of 64 positions, two a lane (attn_launch's HOTMOE_ATT_TP64) */
+template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
 __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
                                                             int f) {
-    constexpr int PPL = TP64 ? 2 : 1;   /* positions a lane */
-    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32 * PPL, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
@@ -698,35 +696,26 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         for (int j = 0; j < HPW; j++) {
             const int h = wid + NW * j;
             if (h >= ng) break; /* warp-uniform */
-            float s[PPL];   /* lane + 32 u: position u of the lane */
+            float s = -INFINITY;
+            if (lane < nt) {
+                const float4 *qh = (const float4 *)(sq + h * HD), *kr = (const float4 *)(sk + lane * KS);
+                float d0 = 0.f, d1 = 0.f;
 #pragma unroll
-            for (int u = 0; u < PPL; u++) {
-                s[u] = -INFINITY;
-                if (lane + 32 * u < nt) {
-                    const float4 *qh = (const float4 *)(sq + h * HD), *kr = (const float4 *)(sk + (lane + 32 * u) * KS);
-                    float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-                    for (int c = 0; c < HD4; c += 2) {
-                        const float4 a = qh[c], b = kr[c], a2 = qh[c + 1], b2 = kr[c + 1];
-                        d0 = fmaf(a.x, b.x, d0); d0 = fmaf(a.y, b.y, d0); d0 = fmaf(a.z, b.z, d0); d0 = fmaf(a.w, b.w, d0);
-                        d1 = fmaf(a2.x, b2.x, d1); d1 = fmaf(a2.y, b2.y, d1); d1 = fmaf(a2.z, b2.z, d1); d1 = fmaf(a2.w, b2.w, d1);
-                    }
-                    s[u] = (d0 + d1) * scale;
+                for (int c = 0; c < HD4; c += 2) {
+                    const float4 a = qh[c], b = kr[c], a2 = qh[c + 1], b2 = kr[c + 1];
+                    d0 = fmaf(a.x, b.x, d0); d0 = fmaf(a.y, b.y, d0); d0 = fmaf(a.z, b.z, d0); d0 = fmaf(a.w, b.w, d0);
+                    d1 = fmaf(a2.x, b2.x, d1); d1 = fmaf(a2.y, b2.y, d1); d1 = fmaf(a2.z, b2.z, d1); d1 = fmaf(a2.w, b2.w, d1);
                 }
+                s = (d0 + d1) * scale;
             }
-            float mt = s[0];
-#pragma unroll
-            for (int u = 1; u < PPL; u++) mt = fmaxf(mt, s[u]);
+            float mt = s;
             for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn);
-            float pe[PPL], pes = 0.f;
-#pragma unroll
-            for (int u = 0; u < PPL; u++) { pe[u] = lane + 32 * u < nt ? expf(s[u] - mn) : 0.f; pes = u ? pes + pe[u] : pe[u]; }
-            l[j] = l[j] * c + warp_sum(pes);
+            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l[j] = l[j] * c + warp_sum(pe);
 #pragma unroll
             for (int d = 0; d < DPL; d++) o[j][d] *= c;
             for (int t = 0; t < nt; t++) {
-                const float pt = __shfl_sync(0xffffffffu, PPL == 1 || t < 32 ? pe[0] : pe[PPL - 1], PPL == 1 ? t : t & 31);
+                const float pt = __shfl_sync(0xffffffffu, pe, t);
                 const float *vr = sv + t * HD + lane * DPL;
                 if constexpr (DPL % 4 == 0) {
 #pragma unroll
@@ -833,13 +822,13 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
-template <int DPL, int NW, bool TP64>
+template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW, TP64>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL, NW, TP64>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
               qs, os, ps, hm_small_pdl());
 }
 
@@ -847,17 +836,14 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
  * the other), 16 for hd 64 past 8 heads (12 would spill), else 8; HOTMOE_ATT_WARPS=0: always 8.
  * Each head's work is the same code whichever warp runs it (bitwise the same results). 16 warps
  * for hd 128/256 past 12 heads is left for a measurement (the device ran the tests above only). */
-template <int DPL>   /* tp64: tiles of 64 positions (DPL 2 and 4 only) */
-static void attn_w_launch(bool tp64, dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+template <int DPL>
+static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
     auto go = [&](auto nw) {
-        constexpr int NW = decltype(nw)::value;
-        if constexpr (DPL <= 4)
-            if (tp64) return attn_w_go<DPL, NW, true>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        attn_w_go<DPL, NW, false>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     };
     if constexpr (DPL == 2) {
         if (on && grp > 8) go(std::integral_constant<int, 16>());
@@ -872,25 +858,14 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true) {
     (void)n_ctx;
-    const int tp = attn_tp(hd), grp = n_head / n_head_kv;
+    const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
-    /* HOTMOE_ATT_TP64=1 (NOT YET MEASURED, written in session 38; off by default): the register kernel on
-     * tiles of 64 positions (two a lane) over as many splits as one round of one block a SM holds
-     * (air: 16 for 8 kv heads instead of 33), so that up to 1,024 positions take one round of one
-     * tile a block, the whole tile loaded before the wait (with 33 splits of 32 positions, past 512
-     * positions air's 136-160 blocks take a second round). Up to 512 positions the splits (32
-     * positions each) and every sum are the same as without it; past 512 they are other slices. */
-    static std::atomic<int> tp64c(-1);
-    const bool tp64 = (hd == 64 || hd == 128) && nslab * rows == 1 && hm_env_digit("HOTMOE_ATT_TP64", 0, 1, 0, tp64c);
-    int nsplit = attn_nsplit(n_head_kv);
-    if (tp64) nsplit = max(1, min(nsplit, gpu_sm_count() / n_head_kv));
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions (64 under tp64), q in shared memory */
-        const size_t tr = tp64 ? 64 : 32;
-        const size_t smem = sizeof(float) * (tr * (hd + 4) + tr * hd + (size_t)min(grp, ATT_MAXG) * hd);
-        if (hd == 64) attn_w_launch<2>(tp64, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else if (hd == 128) attn_w_launch<4>(tp64, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else attn_w_launch<8>(false, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
+        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
+        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);

@@ -372,7 +372,7 @@ int main(void) {
     test_attention_q8(6, 3, 48, 300, 211);
     test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
     test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
-    test_attention_q8(96, 8, 128, 640, 600);  /* air past 512 positions (HOTMOE_ATT_TP64=1: 16 splits, a tile of 38 each) */
+    test_attention_q8(96, 8, 128, 640, 600);  /* air past 512 positions: 19 splits, the merge over them */
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
@@ -383,8 +383,8 @@ int main(void) {
     test_attention(6, 3, 48, 300, 211);
     test_attention(96, 8, 128, 4096, 4000);
     test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
-    test_attention(96, 8, 128, 640, 600);     /* past 512 positions: 19 splits, a second round (HOTMOE_ATT_TP64=1: 16, a tile of 38 each) */
-    test_attention(32, 8, 64, 1024, 1000);    /* hd 64 past 512 (HOTMOE_ATT_TP64=1: 16 splits of 63 positions) */
+    test_attention(96, 8, 128, 640, 600);     /* past 512 positions: 19 splits, a second round of blocks */
+    test_attention(32, 8, 64, 1024, 1000);    /* hd 64 past 512 positions: 32 splits */
     test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
     test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
     test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group, 17 splits */
