@@ -473,8 +473,9 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         mark(g, P_ATTN);
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         /* the norm and the router in one launch (router_norm_on); x + tmp is then left to the last norm */
-        const int rnf = router_norm_on() && g->xq_n && l->is_moe && l->router.type == HM_TYPE_F32 && !diag_skip(D_NORM1) && !diag_skip(D_ROUTER) &&
-                        op_router_norm_ok(D, c->n_expert);
+        const int rnf = router_norm_on() && g->xq_n && l->is_moe && l->router.type == HM_TYPE_F32 && !diag_skip(D_NORM1) &&
+                        !diag_skip(D_ROUTER) && op_router_norm_ok(D, c->n_expert) &&
+                        ((uintptr_t)l->ffn_norm | (uintptr_t)l->router.d) % 16 == 0;   /* the shapes and loads it takes */
         const int early_r = rnf && router_early(l);   /* the routed launch, if it comes next, may start at the router's wait */
         /* with a shared expert, the norm also runs on the second stream (x left as it was, its own copy
          * of the normed row, xn2), so that the shared expert starts when it did, not after the router */
@@ -515,7 +516,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         const int routed = !diag_skip(D_TOPK) && route_fuse_on() && !l->cache && !g->d_rec && !(c->n_group > 1 && c->topk_group < c->n_group) &&
                            gpu_gemv_experts_routed_ok(l->exps.type_gu, D, c->n_expert, c->n_expert_used);
         /* the routed launch then follows the router GEMV directly (router_early) */
-        const int early = routed && !diag_skip(D_ROUTER) && !diag_skip(D_GATEUP) && router_early(l) && !rnf;   /* x's records come from the router's own launch under rnf */
+        /* (under rnf x's records come from the router's own launch: none to copy before the wait) */
+        const int early = routed && !diag_skip(D_ROUTER) && !diag_skip(D_GATEUP) && router_early(l) && !rnf;
         if (!diag_skip(D_ROUTER) && !rnf) gpu_gemv_router(l->router.type, l->router.d, g->xn, g->xq_n, g->rlog, D, c->n_expert, early, s);
         if (!routed && !diag_skip(D_TOPK))
             op_router(g->rlog, l->router_bias, c->n_expert, c->n_expert_used, c->router_fn, c->norm_topk, c->routed_scale,

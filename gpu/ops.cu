@@ -465,7 +465,7 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
         ((uintptr_t)x | (uintptr_t)y | (uintptr_t)w | (uintptr_t)R | (uintptr_t)out | (uintptr_t)xq) % 16)
         return -1;
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
-    const int f = (hm_small_pdl() & HM_PDL_PRE) | (early && hm_pdl_trigger_mode() >= 3 ? HM_PDL_TRIG : 0);
+    const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);
     hm_launch(k_router_norm, dim3(nrows), RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, vw, eps, f);
     return 0;
 }

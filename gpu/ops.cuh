@@ -54,9 +54,10 @@ int op_residual_norm_q8_ex(float *x, const float *pre, int store_x, const float 
                            const float *w, float *out, void *xq, int n, float eps, cudaStream_t s);
 /* The residual norm after the o-projection (x + y, normed by w into out and its q8 records xq) and
  * the router's F32 GEMV (R: nrows x n) into logits, in one launch, bitwise the two launches'
- * outputs; x is not updated (op_residual_norm_q8_ex adds y later); out and xq NULL: the logits only. early: the next launch may
- * start at this one's wait (it then must not read out or xq before its own). op_router_norm_ok:
- * the shapes it takes (n 2048 or 4096 on the norm's cluster or one-block form). -1: not taken. */
+ * outputs; x is not updated (op_residual_norm_q8_ex adds y later); out and xq NULL: the logits
+ * only. early: the next launch may start at this one's wait (it then must not read out or xq
+ * before its own). op_router_norm_ok: the shapes it takes (n 2048 or 4096 on the norm's cluster or
+ * one-block form, 16-byte aligned pointers). -1: not taken, nothing launched. */
 int op_router_norm_ok(int n, int nrows);
 int op_router_norm_q8(const float *x, const float *y, const float *w, const float *R, float *logits, float *out, void *xq, int n,
                       int nrows, float eps, int early, cudaStream_t s);
