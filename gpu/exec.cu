@@ -121,6 +121,15 @@ static int router_norm_on(void) {
     return v;
 }
 
+/* HOTMOE_ROUTER_NORM_ROWS=2 or 4 (NOT YET MEASURED, session 39; default 1): the fused launch's router
+ * rows a block, so that a half or a quarter of the blocks read x and the o-projection's output and
+ * make the norm (air: 64 or 32 blocks instead of 128); the logits are the same */
+static int router_norm_rows(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_NORM_ROWS"); v = e && (e[0] == '2' || e[0] == '4') ? e[0] - '0' : 1; }
+    return v;
+}
+
 /* HOTMOE_OWARM: 1 (the default; 0 turns it off), while the attention and its merge run (HBM idle
  * but for ~3 MB of KV), the first step of every row group of the o-projection's interleaved matrix
  * (each warp's first loads of it, a third of air's 28 MB) is read into L2 by op_l2_warm on the second
@@ -474,7 +483,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         /* the norm and the router in one launch (router_norm_on); x + tmp is then left to the last norm */
         const int rnf = router_norm_on() && g->xq_n && l->is_moe && l->router.type == HM_TYPE_F32 && !diag_skip(D_NORM1) &&
-                        !diag_skip(D_ROUTER) && op_router_norm_ok(D, c->n_expert) &&
+                        !diag_skip(D_ROUTER) && op_router_norm_ok(D, c->n_expert, router_norm_rows()) &&
                         ((uintptr_t)l->ffn_norm | (uintptr_t)l->router.d) % 16 == 0;   /* the shapes and loads it takes */
         const int early_r = rnf && router_early(l);   /* the routed launch, if it comes next, may start at the router's wait */
         /* with a shared expert, the norm also runs on the second stream (x left as it was, its own copy
@@ -486,7 +495,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             op_residual_norm_q8_ex(g->x, NULL, 0, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn2, g->xq_n2, D, c->rms_eps, g->s2);
         }
         if (rnf) op_router_norm_q8(g->x, g->tmp, l->ffn_norm, (const float *)l->router.d, g->rlog, g->xn, g->xq_n, D, c->n_expert,
-                                   c->rms_eps, early_r, s);
+                                   c->rms_eps, early_r, router_norm_rows(), s);
         else if (!diag_skip(D_NORM1)) op_residual_norm_q8(g->x, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_OPROJ);
         const float *shared = NULL;

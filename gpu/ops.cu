@@ -366,27 +366,32 @@ int op_residual_norm_q8_ex(float *x, const float *pre, int store_x, const float 
  * each warp's sum over 32 consecutive float4s, the blocks' sums added in order), the logit as
  * gemv_kernel<TF32V, 1, 1> (parts of 8 floats, part t and t + 256 for thread t, the warps' sums in
  * order). Blocks 0 .. n / 1024 - 1 also write a 1,024-float slice of the normed row and its q8
- * records (out NULL: not written; a norm launch beside it writes them). n 2048 or 4096. */
+ * records (out NULL: not written; a norm launch beside it writes them). n 2048 or 4096. RPB router
+ * rows a block (each row's dot the same either way): fewer blocks read x and y. */
 #define RTN_T 256
 #define RTN_NMAX 4096
+template <int RPB>
 __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__ x, const float *__restrict__ y,
                                                        const float *__restrict__ w, const float *__restrict__ R,
                                                        float *__restrict__ logits, float *__restrict__ out,
-                                                       uint8_t *__restrict__ xq, int n, int vw, float eps, int f) {
+                                                       uint8_t *__restrict__ xq, int n, int nrows, int vw, float eps, int f) {
     constexpr int NR = RTN_NMAX / 4 / RTN_T, NP = RTN_NMAX / 8 / RTN_T;   /* float4 rounds, 8-float parts a thread (at most) */
     __shared__ __align__(16) float sx[RTN_NMAX];
-    __shared__ float sw[RTN_NMAX / 128], red[RTN_T / 32], sb[RTN_T / 32];
+    __shared__ float sw[RTN_NMAX / 128], red[RPB][RTN_T / 32], sb[RTN_T / 32];
     const int t = threadIdx.x, lane = t & 31, wid = t >> 5, nr = n / (4 * RTN_T), np = n / (8 * RTN_T);
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    const float4 *row = (const float4 *)(R + (size_t)blockIdx.x * n);
-    float4 wv[NR], rw[2 * NP];
-    hm_pdl_pre(f);   /* the norm's weights and the router row do not depend on the o-projection */
+    float4 wv[NR], rw[RPB][2 * NP];
+    hm_pdl_pre(f);   /* the norm's weights and the router rows do not depend on the o-projection */
 #pragma unroll
     for (int r = 0; r < NR; r++) wv[r] = r < nr ? __ldg((const float4 *)w + t + r * RTN_T) : z;
 #pragma unroll
-    for (int j = 0; j < NP; j++) {
-        rw[2 * j] = j < np ? __ldg(row + 2 * (t + j * RTN_T)) : z;
-        rw[2 * j + 1] = j < np ? __ldg(row + 2 * (t + j * RTN_T) + 1) : z;
+    for (int k = 0; k < RPB; k++) {   /* past the last row: the last row again, written nowhere */
+        const float4 *row = (const float4 *)(R + (size_t)min(blockIdx.x * RPB + k, nrows - 1) * n);
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            rw[k][2 * j] = j < np ? __ldg(row + 2 * (t + j * RTN_T)) : z;
+            rw[k][2 * j + 1] = j < np ? __ldg(row + 2 * (t + j * RTN_T) + 1) : z;
+        }
     }
     hm_pdl_wait_f(f);
     float4 v[NR];
@@ -423,23 +428,33 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
         }
     }
     __syncthreads();
-    float acc = 0.f;
+    float acc[RPB];
+#pragma unroll
+    for (int k = 0; k < RPB; k++) acc[k] = 0.f;
 #pragma unroll
     for (int j = 0; j < NP; j++) {
         if (j >= np) continue;
         const int q = t + j * RTN_T;
         const float4 x0 = ((const float4 *)sx)[2 * q], x1 = ((const float4 *)sx)[2 * q + 1];
-        const float4 w0 = rw[2 * j], w1 = rw[2 * j + 1];
-        acc = fmaf(w0.x, x0.x, acc); acc = fmaf(w0.y, x0.y, acc); acc = fmaf(w0.z, x0.z, acc); acc = fmaf(w0.w, x0.w, acc);
-        acc = fmaf(w1.x, x1.x, acc); acc = fmaf(w1.y, x1.y, acc); acc = fmaf(w1.z, x1.z, acc); acc = fmaf(w1.w, x1.w, acc);
+#pragma unroll
+        for (int k = 0; k < RPB; k++) {
+            const float4 w0 = rw[k][2 * j], w1 = rw[k][2 * j + 1];
+            float a = acc[k];
+            a = fmaf(w0.x, x0.x, a); a = fmaf(w0.y, x0.y, a); a = fmaf(w0.z, x0.z, a); a = fmaf(w0.w, x0.w, a);
+            a = fmaf(w1.x, x1.x, a); a = fmaf(w1.y, x1.y, a); a = fmaf(w1.z, x1.z, a); a = fmaf(w1.w, x1.w, a);
+            acc[k] = a;
+        }
     }
-    acc = warp_sum(acc);
-    if (lane == 0) red[wid] = acc;
+#pragma unroll
+    for (int k = 0; k < RPB; k++) {
+        const float a = warp_sum(acc[k]);
+        if (lane == 0) red[k][wid] = a;
+    }
     __syncthreads();
-    if (t == 0) {
+    if (t < RPB && blockIdx.x * RPB + t < nrows) {
         float a = 0.f;
-        for (int k = 0; k < RTN_T / 32; k++) a += red[k];
-        logits[blockIdx.x] = a;
+        for (int k = 0; k < RTN_T / 32; k++) a += red[t][k];
+        logits[blockIdx.x * RPB + t] = a;
     }
     HM_KT_END();
 }
@@ -454,19 +469,22 @@ static int router_norm_vw(int n) {
     return 0;
 }
 
-int op_router_norm_ok(int n, int nrows) {
-    return router_norm_vw(n) > 0 && nrows >= n / 1024 && nrows <= 1020;
+int op_router_norm_ok(int n, int nrows, int rpb) {
+    return router_norm_vw(n) > 0 && (rpb == 1 || rpb == 2 || rpb == 4) && (nrows + rpb - 1) / rpb >= n / 1024 && nrows <= 1020;
 }
 
 int op_router_norm_q8(const float *x, const float *y, const float *w, const float *R, float *logits, float *out, void *xq, int n,
-                      int nrows, float eps, int early, cudaStream_t s) {
+                      int nrows, float eps, int early, int rpb, cudaStream_t s) {
     const int vw = router_norm_vw(n);
-    if (!vw || nrows < n / 1024 || nrows > 1020 || !out != !xq ||
+    if (!op_router_norm_ok(n, nrows, rpb) || !out != !xq ||
         ((uintptr_t)x | (uintptr_t)y | (uintptr_t)w | (uintptr_t)R | (uintptr_t)out | (uintptr_t)xq) % 16)
         return -1;
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
     const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);
-    hm_launch(k_router_norm, dim3(nrows), RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, vw, eps, f);
+    const dim3 grid((nrows + rpb - 1) / rpb);
+    if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
+    else if (rpb == 2) hm_launch(k_router_norm<2>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
+    else hm_launch(k_router_norm<1>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     return 0;
 }
 

@@ -56,11 +56,12 @@ int op_residual_norm_q8_ex(float *x, const float *pre, int store_x, const float 
  * the router's F32 GEMV (R: nrows x n) into logits, in one launch, bitwise the two launches'
  * outputs; x is not updated (op_residual_norm_q8_ex adds y later); out and xq NULL: the logits
  * only. early: the next launch may start at this one's wait (it then must not read out or xq
- * before its own). op_router_norm_ok: the shapes it takes (n 2048 or 4096 on the norm's cluster or
- * one-block form, 16-byte aligned pointers). -1: not taken, nothing launched. */
-int op_router_norm_ok(int n, int nrows);
+ * before its own). rpb: router rows a block, 1, 2 or 4 (the same logits). op_router_norm_ok: the
+ * shapes it takes (n 2048 or 4096 on the norm's cluster or one-block form, at least n / 1024 blocks;
+ * 16-byte aligned pointers). -1: not taken, nothing launched. */
+int op_router_norm_ok(int n, int nrows, int rpb);
 int op_router_norm_q8(const float *x, const float *y, const float *w, const float *R, float *logits, float *out, void *xq, int n,
-                      int nrows, float eps, int early, cudaStream_t s);
+                      int nrows, float eps, int early, int rpb, cudaStream_t s);
 /* Reads `count` spans of `unit` bytes, `stride` bytes apart from p (16-byte multiples), and
  * discards them, so that they sit in L2 for the kernel that reads them next: plain 16-byte loads,
  * one block a SM. (bench_layout --pf: a GEMV whose matrix a read kernel went through just before

@@ -145,13 +145,13 @@ static int same_bytes(const char *what, const void *da, const void *db, size_t b
     return i == bytes;
 }
 
-static void test_router_norm(int n, int ne, int k) {
+static void test_router_norm(int n, int ne, int k, int rpb) {
     float *x = (float *)malloc(n * 4), *y = (float *)malloc(n * 4), *w = (float *)malloc(n * 4), *R = (float *)malloc((size_t)ne * n * 4);
     float *ye = (float *)malloc((size_t)n * k * 4), *wt = (float *)malloc(k * 4), *sh = (float *)malloc(n * 4);
     fill(x, n, 4); fill(y, n, 2); fill(w, n, 1); fill(R, (size_t)ne * n, 0.05f); fill(ye, (size_t)n * k, 1); fill(wt, k, 1); fill(sh, n, 1);
     char what[96];
-    snprintf(what, sizeof what, "n=%d experts=%d", n, ne);
-    if (!op_router_norm_ok(n, ne)) {
+    snprintf(what, sizeof what, "n=%d experts=%d rows=%d", n, ne, rpb);
+    if (!op_router_norm_ok(n, ne, rpb)) {
         printf("FAIL router_norm %s: op_router_norm_ok refuses a shape it takes\n", what); n_fail++;
         return;
     }
@@ -160,7 +160,7 @@ static void test_router_norm(int n, int ne, int k) {
     void *q = poisoned_rec(n), *q2 = poisoned_rec(n);
     op_residual_norm_q8(dx, dy, NULL, 1, NULL, dw, dn, q, n, 1e-5f, 0);
     gpu_gemv_router(HM_TYPE_F32, dR, dn, q, dl, n, ne, 0, 0);
-    const int rc = op_router_norm_q8(dx2, dy, dw, dR, dl2, dn2, q2, n, ne, 1e-5f, 0, 0);
+    const int rc = op_router_norm_q8(dx2, dy, dw, dR, dl2, dn2, q2, n, ne, 1e-5f, 0, rpb, 0);
     printf("%s router_norm %s: launched (rc %d, %s)\n", rc == 0 && cudaDeviceSynchronize() == cudaSuccess ? "PASS" : "FAIL", what, rc,
            cudaGetErrorString(cudaGetLastError()));
     rc == 0 ? n_pass++ : n_fail++;
@@ -173,7 +173,7 @@ static void test_router_norm(int n, int ne, int k) {
     {   /* the logits alone, and beside them the norm that leaves x as it was (the shared expert's, exec.cu) */
         float *dx3 = dup(x, n), *dn3 = poisoned(n), *dl3 = poisoned(ne);
         void *q3 = poisoned_rec(n);
-        const int r1 = op_router_norm_q8(dx3, dy, dw, dR, dl3, NULL, NULL, n, ne, 1e-5f, 0, 0);
+        const int r1 = op_router_norm_q8(dx3, dy, dw, dR, dl3, NULL, NULL, n, ne, 1e-5f, 0, rpb, 0);
         const int r2 = op_residual_norm_q8_ex(dx3, NULL, 0, dy, NULL, 1, NULL, dw, dn3, q3, n, 1e-5f, 0);
         printf("%s router_norm %s: logits only and the norm without x's store launched (rc %d, %d)\n", !r1 && !r2 ? "PASS" : "FAIL", what, r1, r2);
         !r1 && !r2 ? n_pass++ : n_fail++;
@@ -358,13 +358,16 @@ int main(void) {
     /* records in the op (float4 kernel, n % 256 == 0), by a launch of their own (n % 256 != 0, the
      * scalar kernel past 8192), the merge writing them or one split having written the output */
     for (int n : { 4096, 2048, 2080, 32768 }) test_norms_q8(n, 8);
-    test_router_norm(4096, 128, 8);   /* air: the norm's cluster form */
-    test_router_norm(2048, 128, 8);   /* a3b: its one-block form */
-    test_router_norm(4096, 160, 9);
+    for (int rpb : { 1, 2, 4 }) {   /* router rows a block (HOTMOE_ROUTER_NORM_ROWS) */
+        test_router_norm(4096, 128, 8, rpb);   /* air: the norm's cluster form */
+        test_router_norm(2048, 128, 8, rpb);   /* a3b: its one-block form */
+        test_router_norm(4096, 162, 9, rpb);   /* a last block with fewer rows */
+    }
     {   /* the shapes it refuses: the caller then runs the two launches */
-        const int ok = !op_router_norm_ok(3072, 128) && !op_router_norm_ok(4096, 2) && !op_router_norm_ok(8192, 256) &&
-                       op_router_norm_q8(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3072, 128, 1e-5f, 0, 0) == -1;
-        printf("%s router_norm: n 3072, 2 rows of 4096, n 8192 refused\n", ok ? "PASS" : "FAIL");
+        const int ok = !op_router_norm_ok(3072, 128, 1) && !op_router_norm_ok(4096, 2, 1) && !op_router_norm_ok(8192, 256, 1) &&
+                       !op_router_norm_ok(4096, 128, 3) && !op_router_norm_ok(4096, 12, 4) &&
+                       op_router_norm_q8(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3072, 128, 1e-5f, 0, 1, 0) == -1;
+        printf("%s router_norm: n 3072, 2 rows of 4096, n 8192, 3 rows a block, 3 blocks of 4096 refused\n", ok ? "PASS" : "FAIL");
         ok ? n_pass++ : n_fail++;
     }
     test_attention_q8(96, 8, 128, 640, 300);
