@@ -483,8 +483,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         /* the norm and the router in one launch (router_norm_on); x + tmp is then left to the last norm */
         const int rnf = router_norm_on() && g->xq_n && l->is_moe && l->router.type == HM_TYPE_F32 && !diag_skip(D_NORM1) &&
-                        !diag_skip(D_ROUTER) && op_router_norm_ok(D, c->n_expert, router_norm_rows()) &&
-                        ((uintptr_t)l->ffn_norm | (uintptr_t)l->router.d) % 16 == 0;   /* the shapes and loads it takes */
+                        !diag_skip(D_ROUTER) && op_router_norm_ok(D, c->n_expert, router_norm_rows(), l->ffn_norm, (const float *)l->router.d);
         const int early_r = rnf && router_early(l);   /* the routed launch, if it comes next, may start at the router's wait */
         /* with a shared expert, the norm also runs on the second stream (x left as it was, its own copy
          * of the normed row, xn2), so that the shared expert starts when it did, not after the router */

@@ -149,16 +149,20 @@ __global__ void k_residual_norm(float *x, const float *pre, const float *y, cons
  * CPU's order of additions: the rows loaded RN_K at a time, all before their sum (one L2 round trip
  * a group, not one a row). !in: zeros, nothing read. Every thread of the block calls it (it
  * synchronizes). */
+/* x's float4 i, plus pre's when given (an update op_router_norm_q8 left unstored: added first, the
+ * order it had) */
+static __device__ __forceinline__ float4 rn_x_pre(const float *__restrict__ x, const float *__restrict__ pre, int i) {
+    const float4 a = ((const float4 *)x)[i];
+    if (!pre) return a;
+    const float4 p = ((const float4 *)pre)[i];
+    return make_float4(a.x + p.x, a.y + p.y, a.z + p.z, a.w + p.w);
+}
+
 static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                       const float *__restrict__ wt, int k, const float *__restrict__ shared,
                                                       int n4, int i, bool in) {
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-    float4 xo = in ? ((const float4 *)x)[i] : z;
-    const float4 sh = shared && in ? ((const float4 *)shared)[i] : z;
-    if (pre && in) {   /* x's update not stored yet (op_router_norm_q8): x + pre first, the order it had */
-        const float4 p = ((const float4 *)pre)[i];
-        xo = make_float4(xo.x + p.x, xo.y + p.y, xo.z + p.z, xo.w + p.w);
-    }
+    const float4 xo = in ? rn_x_pre(x, pre, i) : z, sh = shared && in ? ((const float4 *)shared)[i] : z;
     float4 acc = z;
     __shared__ float cw[RN_K];
     for (int j0 = 0; j0 < k; j0 += RN_K) {
@@ -293,11 +297,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
             const float4 t = ((const float4 *)shared)[i];
             acc.x += t.x; acc.y += t.y; acc.z += t.z; acc.w += t.w;
         }
-        float4 xo = ((const float4 *)x)[i];
-        if (pre) {
-            const float4 p = ((const float4 *)pre)[i];
-            xo = make_float4(xo.x + p.x, xo.y + p.y, xo.z + p.z, xo.w + p.w);
-        }
+        const float4 xo = rn_x_pre(x, pre, i);
         v[r] = make_float4(xo.x + acc.x, xo.y + acc.y, xo.z + acc.z, xo.w + acc.w);
         if (!(f & RN_NOX)) ((float4 *)x)[i] = v[r];
         ss += v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w;
@@ -313,6 +313,19 @@ static bool rn_wide(void) {
     return hm_env_digit("HOTMOE_RN_WIDE", 0, 1, 1, c) == 1;
 }
 
+/* the residual norm's kernel for a row of n (v4: float4 loads allowed): k_residual_norm_cl, when each
+ * of its blocks gets at least 128 float4s (H200, bench/README.md, eleventh pass: `air`, n 4096,
+ * 198.0 tok/s against 195.5 in one block; `a3b`, n 2048 (64 a block), 323.3 against 327.3);
+ * k_residual_norm1 (one float4 a thread); k_residual_norm4; the scalar k_residual_norm.
+ * k_router_norm follows the first two's sums (router_norm_vw). */
+enum rn_form { RN_FORM_CL, RN_FORM_ONE, RN_FORM_V4, RN_FORM_SCALAR };
+static rn_form rn_form_for(int n, bool v4) {
+    const int n4 = n / 4;
+    if (v4 && n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster()) return RN_FORM_CL;
+    if (v4 && n4 <= 1024 && rn_wide()) return RN_FORM_ONE;
+    return v4 ? RN_FORM_V4 : RN_FORM_SCALAR;
+}
+
 static int residual_norm_launch(float *x, const float *pre, const float *y, long long ys, const float *wt, int ws, int k,
                                 const float *shared, const float *w, float *out, uint8_t *xq, int n, int rows, float eps,
                                 cudaStream_t s, bool store_x = true) {
@@ -321,16 +334,13 @@ static int residual_norm_launch(float *x, const float *pre, const float *y, long
     const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w | (uintptr_t)pre) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
-    const int n4 = n / 4;
-    /* a cluster, one float4 a thread, when each block gets at least 128 (H200, bench/README.md, eleventh
-     * pass: `air`, n 4096, 198.0 tok/s against 195.5 in one block; `a3b`, n 2048 (64 a block), 323.3
-     * against 327.3) */
-    if (v4 && n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster())
-        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w, out,
-                     n, eps, ys, ws, kq, f);
-    else if (v4 && n4 <= 1024 && rn_wide())   /* one float4 a thread */
+    const rn_form form = rn_form_for(n, v4);
+    if (form == RN_FORM_CL)
+        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
+                     out, n, eps, ys, ws, kq, f);
+    else if (form == RN_FORM_ONE)
         hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
-    else if (v4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
+    else if (form == RN_FORM_V4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
     else if (!store_x) return -1;   /* only the float4 kernels leave x as it was */
     else hm_launch(k_residual_norm, grid, 1024, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws);
     if (xq && !kq) gpu_q8_records(out, n, xq, s);
@@ -463,21 +473,19 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
  * records (what k_router_norm's sum of squares follows), 0 when k_router_norm cannot follow it */
 static int router_norm_vw(int n) {
     if (n != 2048 && n != 4096) return 0;
-    const int n4 = n / 4;
-    if (n4 % (128 * RN_CL) == 0 && n4 <= 1024 * RN_CL && rn_cluster()) return n4 / RN_CL / 32;
-    if (n4 <= 1024 && rn_wide()) return n4 / 32;
-    return 0;
+    const rn_form form = rn_form_for(n, true);
+    return form == RN_FORM_CL ? n / 4 / RN_CL / 32 : form == RN_FORM_ONE ? n / 4 / 32 : 0;
 }
 
-int op_router_norm_ok(int n, int nrows, int rpb) {
-    return router_norm_vw(n) > 0 && (rpb == 1 || rpb == 2 || rpb == 4) && (nrows + rpb - 1) / rpb >= n / 1024 && nrows <= 1020;
+int op_router_norm_ok(int n, int nrows, int rpb, const float *w, const float *R) {
+    return router_norm_vw(n) > 0 && (rpb == 1 || rpb == 2 || rpb == 4) && (nrows + rpb - 1) / rpb >= n / 1024 && nrows <= 1020 &&
+           ((uintptr_t)w | (uintptr_t)R) % 16 == 0;
 }
 
 int op_router_norm_q8(const float *x, const float *y, const float *w, const float *R, float *logits, float *out, void *xq, int n,
                       int nrows, float eps, int early, int rpb, cudaStream_t s) {
     const int vw = router_norm_vw(n);
-    if (!op_router_norm_ok(n, nrows, rpb) || !out != !xq ||
-        ((uintptr_t)x | (uintptr_t)y | (uintptr_t)w | (uintptr_t)R | (uintptr_t)out | (uintptr_t)xq) % 16)
+    if (!op_router_norm_ok(n, nrows, rpb, w, R) || !out != !xq || ((uintptr_t)x | (uintptr_t)y | (uintptr_t)out | (uintptr_t)xq) % 16)
         return -1;
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
     const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);

@@ -57,9 +57,10 @@ int op_residual_norm_q8_ex(float *x, const float *pre, int store_x, const float 
  * outputs; x is not updated (op_residual_norm_q8_ex adds y later); out and xq NULL: the logits
  * only. early: the next launch may start at this one's wait (it then must not read out or xq
  * before its own). rpb: router rows a block, 1, 2 or 4 (the same logits). op_router_norm_ok: the
- * shapes it takes (n 2048 or 4096 on the norm's cluster or one-block form, at least n / 1024 blocks;
- * 16-byte aligned pointers). -1: not taken, nothing launched. */
-int op_router_norm_ok(int n, int nrows, int rpb);
+ * shapes and weights it takes (n 2048 or 4096 on the norm's cluster or one-block form, at least
+ * n / 1024 blocks; w and R 16-byte aligned, as x, y, out and xq must be). -1: not taken, nothing
+ * launched. */
+int op_router_norm_ok(int n, int nrows, int rpb, const float *w, const float *R);
 int op_router_norm_q8(const float *x, const float *y, const float *w, const float *R, float *logits, float *out, void *xq, int n,
                       int nrows, float eps, int early, int rpb, cudaStream_t s);
 /* Reads `count` spans of `unit` bytes, `stride` bytes apart from p (16-byte multiples), and

@@ -151,11 +151,11 @@ static void test_router_norm(int n, int ne, int k, int rpb) {
     fill(x, n, 4); fill(y, n, 2); fill(w, n, 1); fill(R, (size_t)ne * n, 0.05f); fill(ye, (size_t)n * k, 1); fill(wt, k, 1); fill(sh, n, 1);
     char what[96];
     snprintf(what, sizeof what, "n=%d experts=%d rows=%d", n, ne, rpb);
-    if (!op_router_norm_ok(n, ne, rpb)) {
+    float *dx = dup(x, n), *dx2 = dup(x, n), *dy = dup(y, n), *dw = dup(w, n), *dR = dup(R, (size_t)ne * n);
+    if (!op_router_norm_ok(n, ne, rpb, dw, dR)) {
         printf("FAIL router_norm %s: op_router_norm_ok refuses a shape it takes\n", what); n_fail++;
         return;
     }
-    float *dx = dup(x, n), *dx2 = dup(x, n), *dy = dup(y, n), *dw = dup(w, n), *dR = dup(R, (size_t)ne * n);
     float *dn = poisoned(n), *dn2 = poisoned(n), *dl = poisoned(ne), *dl2 = poisoned(ne);
     void *q = poisoned_rec(n), *q2 = poisoned_rec(n);
     op_residual_norm_q8(dx, dy, NULL, 1, NULL, dw, dn, q, n, 1e-5f, 0);
@@ -364,8 +364,9 @@ int main(void) {
         test_router_norm(4096, 162, 9, rpb);   /* a last block with fewer rows */
     }
     {   /* the shapes it refuses: the caller then runs the two launches */
-        const int ok = !op_router_norm_ok(3072, 128, 1) && !op_router_norm_ok(4096, 2, 1) && !op_router_norm_ok(8192, 256, 1) &&
-                       !op_router_norm_ok(4096, 128, 3) && !op_router_norm_ok(4096, 12, 4) &&
+        const int ok = !op_router_norm_ok(3072, 128, 1, NULL, NULL) && !op_router_norm_ok(4096, 2, 1, NULL, NULL) &&
+                       !op_router_norm_ok(8192, 256, 1, NULL, NULL) && !op_router_norm_ok(4096, 128, 3, NULL, NULL) &&
+                       !op_router_norm_ok(4096, 12, 4, NULL, NULL) &&
                        op_router_norm_q8(NULL, NULL, NULL, NULL, NULL, NULL, NULL, 3072, 128, 1e-5f, 0, 1, 0) == -1;
         printf("%s router_norm: n 3072, 2 rows of 4096, n 8192, 3 rows a block, 3 blocks of 4096 refused\n", ok ? "PASS" : "FAIL");
         ok ? n_pass++ : n_fail++;
