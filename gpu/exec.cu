@@ -99,7 +99,8 @@ static int route_fuse_on(void) {
  * expert (a3b 493.4 tok/s against 485.9 with 0, session 21); 2: in every such layer (air 249.9
  * against 268.3: with a shared expert the early blocks likely hold the SM slots the shared
  * expert's launches on the second stream need; session 22: with the routed grid at two blocks a
- * SM to leave them slots, 232.3 against 269.4); 0: never. */
+ * SM to leave them slots, 232.3 against 269.4; session 40, after the fused router-norm launch: 311.4
+ * against 321.2, 324.1); 0: never. */
 static int router_early(const dlayer *l) {
     static int v = -1;
     if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_EARLY"); v = e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 1; }
@@ -121,12 +122,14 @@ static int router_norm_on(void) {
     return v;
 }
 
-/* HOTMOE_ROUTER_NORM_ROWS=2 or 4 (NOT YET MEASURED, session 39; default 1): the fused launch's router
- * rows a block, so that a half or a quarter of the blocks read x and the o-projection's output and
- * make the norm (air: 64 or 32 blocks instead of 128); the logits are the same */
+/* HOTMOE_ROUTER_NORM_ROWS: the fused launch's router rows a block, 1, 2 or 4 (the default), so that
+ * a quarter of the blocks read x and the o-projection's output and make the norm (air: 32 blocks
+ * instead of 128); the logits are the same. nvidia-h200, session 40 (bench/README.md, thirty-eighth
+ * pass), one call: air 325.8, 326.6 tok/s (2: 326.5, 326.1) against 321.2, 324.1 with 1; a3b 529.3
+ * against 528.9. Hashes unchanged. */
 static int router_norm_rows(void) {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_NORM_ROWS"); v = e && (e[0] == '2' || e[0] == '4') ? e[0] - '0' : 1; }
+    if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_NORM_ROWS"); v = e && (e[0] == '1' || e[0] == '2') ? e[0] - '0' : 4; }
     return v;
 }
 
