@@ -182,12 +182,15 @@ static int qk_epi_on(void) {   /* 0 off, 1 resident executors (default), 2 every
  * o-projection), router (its GEMV), topk (op_router; inside the routed launch: that launch's top-k,
  * the experts then read by table from ids fixed at 0 .. k-1, so each layer's bytes stay the same), gateup
  * (the routed gate/up), down (the routed down), shared (the shared expert or dense FFN), reduce,
- * merge (the attention's merge alone: the o-projection reads the last step's records) */
-enum { D_V, D_QK, D_POST, D_ATTN, D_OPROJ, D_NORM1, D_ROUTER, D_TOPK, D_GATEUP, D_DOWN, D_SHARED, D_REDUCE, D_MERGE, D_COUNT };
+ * merge (the attention's merge alone: the o-projection reads the last step's records), norm2 (the
+ * shared expert's own norm on the second stream, under HOTMOE_ROUTER_NORM: the shared gate/up reads
+ * the last layer's row), shdown (the shared expert's down alone) */
+enum { D_V, D_QK, D_POST, D_ATTN, D_OPROJ, D_NORM1, D_ROUTER, D_TOPK, D_GATEUP, D_DOWN, D_SHARED, D_REDUCE, D_MERGE, D_NORM2, D_SHDOWN,
+       D_COUNT };
 static int diag_skip(int what) {
     static int mask = -1;
     if (mask < 0) {
-        static const char *names[D_COUNT] = { "v", "qk", "post", "attn", "oproj", "norm1", "router", "topk", "gateup", "down", "shared", "reduce", "merge" };
+        static const char *names[D_COUNT] = { "v", "qk", "post", "attn", "oproj", "norm1", "router", "topk", "gateup", "down", "shared", "reduce", "merge", "norm2", "shdown" };
         mask = 0;
         const char *e = getenv("HOTMOE_DIAG_SKIP");
         for (const char *p = e; p && *p;) {
@@ -494,7 +497,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         if (rn2) {
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
-            op_residual_norm_q8_ex(g->x, NULL, 0, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn2, g->xq_n2, D, c->rms_eps, g->s2);
+            if (!diag_skip(D_NORM2))
+                op_residual_norm_q8_ex(g->x, NULL, 0, g->tmp, NULL, 1, NULL, l->ffn_norm, g->xn2, g->xq_n2, D, c->rms_eps, g->s2);
         }
         if (rnf) op_router_norm_q8(g->x, g->tmp, l->ffn_norm, (const float *)l->router.d, g->rlog, g->xn, g->xq_n, D, c->n_expert,
                                    c->rms_eps, early_r, router_norm_rows(), s);
@@ -511,7 +515,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             if (!diag_skip(D_SHARED)) {
                 gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, rn2 ? g->xn2 : g->xn, rn2 ? g->xq_n2 : g->xq_n,
                                             g->sh_act, D, ff, ss);
-                gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+                if (!diag_skip(D_SHDOWN)) gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
             }
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;
