@@ -58,6 +58,7 @@ static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) + 4096 
 #define Q8_MAXK 64 /* expert slots whose matrix pointers a block keeps in shared memory */
 #define Q8_ROUTE_MAX 256 /* the most experts a routed launch chooses from (router_topk's shared arrays) */
 #define Q8_XB 8    /* float4 of x per thread loaded together by the quantizer */
+#define Q8_XR 2    /* uint4 of x's records a thread held in registers across a routed launch's top-k */
 
 struct q8_params {
     const uint8_t *w;                      /* the matrix, when tab0 is NULL */
@@ -80,7 +81,7 @@ struct q8_params {
     int tok;                               /* expert slots per token (1: a plain matrix), for the lane choice */
     const uint8_t *xq;                     /* x's chunk records made beforehand (gpu_q8_records, a fused producer), or NULL */
     int trig;                              /* hm_pdl_trigger_mode(): when a block lets the next kernel launch */
-    int xpre;                              /* routed launch: x's records complete before the previous kernel began (gpu_gemv_experts_swiglu_routed's xq_ready) */
+    int xpre;                              /* routed launch: 1 x's records complete before the previous kernel began (gpu_gemv_experts_swiglu_routed's xq_ready); 2 loaded before the top-k (HOTMOE_XEARLY) */
     /* rlog != NULL (SwiGLU over flat slots only): the router's top-k in every block before the
      * tables: router_topk over rlog (rn experts, the selection bias rbias, its fn/norm/scale) picks
      * the k slots' ids; block (0, 0) stores them and their weights to rids, rw (gpu_gemv_experts_routed) */
@@ -289,15 +290,37 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     }
     /* p.xpre (routed): x's records were written before the router GEMV ran, whose blocks passed
      * their wait before they let this launch start, so they are complete here already */
-    const bool xpre = ROUTE && p.xpre && p.xq;
+    const bool xpre = ROUTE && p.xpre == 1 && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
+    /* p.xpre 2 (routed, HOTMOE_XEARLY): x's records are loaded into registers here, before the
+     * top-k, and stored after it, so that their round trip overlaps the top-k's instead of
+     * following it (flat routed launches share one x; up to Q8_XR uint4 a thread) */
+    constexpr int XR = ROUTE ? Q8_XR : 1;
+    const int nx16 = nchunks * Q8_REC / 16;
+    const bool xreg = ROUTE && p.xpre == 2 && p.xq && nx16 <= XR * Q8_THREADS;
+    uint4 xr[XR];
+    if (xreg) {
+#pragma unroll
+        for (int u = 0; u < XR; u++) {
+            const int i = threadIdx.x + u * Q8_THREADS;
+            if (i < nx16) xr[u] = __ldg((const uint4 *)p.xq + i);
+        }
+    }
     q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
     if (NB == 1) {
-        if (!xpre) q8_stage_x(p, e, nchunks, xs);
+        if (xreg) {
+#pragma unroll
+            for (int u = 0; u < XR; u++) {
+                const int i = threadIdx.x + u * Q8_THREADS;
+                if (i < nx16) ((uint4 *)xs)[i] = xr[u];
+            }
+        } else if (!xpre) {
+            q8_stage_x(p, e, nchunks, xs);
+        }
     } else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
@@ -806,6 +829,13 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
+/* HOTMOE_XEARLY=1 (NOT YET MEASURED, session 40; default 0): the routed launch, where x's records are
+ * not complete before its wait (q8_params' xpre), loads them into registers before its top-k */
+static int q8_xearly(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_XEARLY", 0, 1, 0, c);
+}
+
 /* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */
 int gemv_q8_routed_ok(int type, int ncols, int rn, int k) {
     const q8_type *t = q8_find(type);
@@ -822,7 +852,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, xq_ready ? 1 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
+                    (const uint8_t *)xq, 0, xq_ready ? 1 : q8_xearly() ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
                     NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
