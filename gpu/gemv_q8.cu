@@ -105,6 +105,7 @@ struct q8_params {
     int erows0, ehd, erot, ekvd;
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
+    int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -300,6 +301,12 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const int nx16 = nchunks * Q8_REC / 16;
     const bool xreg = ROUTE && p.xpre == 2 && p.xq && nx16 <= XR * Q8_THREADS;
     uint4 xr[XR];
+    /* p.idpre (not routed, affine tables, one vector): the threads of the slots load their ids here
+     * and make their matrices after x is staged, so that warp 0's two round trips (the id, then x)
+     * overlap instead of following each other */
+    const bool idp = !ROUTE && AFF && NB == 1 && p.idpre;
+    int sid = -1;
+    if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
     if (xreg) {
 #pragma unroll
         for (int u = 0; u < XR; u++) {
@@ -307,7 +314,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
             if (i < nx16) xr[u] = __ldg((const uint4 *)p.xq + i);
         }
     }
-    q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
+    if (!idp) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -320,6 +327,10 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
             }
         } else if (!xpre) {
             q8_stage_x(p, e, nchunks, xs);
+        }
+        if (idp && threadIdx.x < nslot) {   /* q8_slot_tables' affine branch on the id loaded above */
+            wp[0][threadIdx.x] = sid < 0 ? nullptr : p.ab0 + sid * p.astride;
+            if (NMAT == 2) wp[NMAT - 1][threadIdx.x] = sid < 0 ? nullptr : p.ab1 + sid * p.astride;
         }
     } else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
@@ -695,6 +706,15 @@ template <class T> struct q8_inter_ok {
                               std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_Q8_0>::value;
 };
 
+/* HOTMOE_XEARLY (NOT YET MEASURED, session 40; default 0), bits: 1, the routed launch, where x's
+ * records are not complete before its wait (q8_params' xpre), loads them into registers before its
+ * top-k; 2, the other expert launches on affine tables load their slots' ids before they stage x
+ * (q8_params' idpre) */
+static int q8_xearly(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_XEARLY", 0, 3, 0, c);
+}
+
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int nchunks = p.nch + (p.nbl > 0);
@@ -706,6 +726,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     const int bps = q8_bps3_type<T>::v >= 0 ? q8_inter_bps(q8_bps3_type<T>::v) : 2;
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
+    p.idpre = (q8_xearly() & 2) != 0;
     if (ils >= 0) {
         const int i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0, ls1 = i1 < 0 ? -1 : g_inter[i1].ls;
         if (ls1 != ils) return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << ls1);
@@ -810,7 +831,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -825,15 +846,8 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
-}
-
-/* HOTMOE_XEARLY=1 (NOT YET MEASURED, session 40; default 0): the routed launch, where x's records are
- * not complete before its wait (q8_params' xpre), loads them into registers before its top-k */
-static int q8_xearly(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_XEARLY", 0, 1, 0, c);
 }
 
 /* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */
@@ -852,8 +866,8 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const q8_type *t = q8_find(type);
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    (const uint8_t *)xq, 0, xq_ready ? 1 : q8_xearly() ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0 };
+                    (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -866,7 +880,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
