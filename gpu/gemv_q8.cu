@@ -706,13 +706,16 @@ template <class T> struct q8_inter_ok {
                               std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_Q8_0>::value;
 };
 
-/* HOTMOE_XEARLY (NOT YET MEASURED, session 40; default 0), bits: 1, the routed launch, where x's
- * records are not complete before its wait (q8_params' xpre), loads them into registers before its
- * top-k; 2, the other expert launches on affine tables load their slots' ids before they stage x
- * (q8_params' idpre) */
+/* HOTMOE_XEARLY, bits (3, both, by default; 0 neither): 1, the routed launch, where x's records are
+ * not complete before its wait (q8_params' xpre: under HOTMOE_ROUTER_NORM), loads them into
+ * registers before its top-k, so that their round trip overlaps the top-k's instead of following
+ * it; 2, the other expert launches on affine tables load their slots' ids before they stage x
+ * (q8_params' idpre). nvidia-h200, session 40 (bench/README.md, thirty-eighth pass), one call, air
+ * resident: 3 330.2, 329.8 tok/s, 1 329.1, 2 326.5, against 325.9, 326.2 with 0; a3b 531.3 against
+ * 528.7. Hashes unchanged. */
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_XEARLY", 0, 3, 0, c);
+    return hm_env_digit("HOTMOE_XEARLY", 0, 3, 3, c);
 }
 
 template <class T>
