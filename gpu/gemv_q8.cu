@@ -106,6 +106,7 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
+    int rbe;    /* routed launch (HOTMOE_XEARLY bit 4): router_select's bias loaded with the logits (its bias_early) */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -191,7 +192,7 @@ __device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, 
     if constexpr (ROUTE) {
         const int *isel;
         const float *wsel;
-        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel);
+        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, p.rbe != 0);
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
@@ -706,16 +707,18 @@ template <class T> struct q8_inter_ok {
                               std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_Q8_0>::value;
 };
 
-/* HOTMOE_XEARLY, bits (3, both, by default; 0 neither): 1, the routed launch, where x's records are
+/* HOTMOE_XEARLY, bits (3 by default: 1 and 2; 0 none): 1, the routed launch, where x's records are
  * not complete before its wait (q8_params' xpre: under HOTMOE_ROUTER_NORM), loads them into
  * registers before its top-k, so that their round trip overlaps the top-k's instead of following
  * it; 2, the other expert launches on affine tables load their slots' ids before they stage x
  * (q8_params' idpre). nvidia-h200, session 40 (bench/README.md, thirty-eighth pass), one call, air
  * resident: 3 330.2, 329.8 tok/s, 1 329.1, 2 326.5, against 325.9, 326.2 with 0; a3b 531.3 against
- * 528.7. Hashes unchanged. */
+ * 528.7. Hashes unchanged. 4 (NOT YET MEASURED, written after that call; not in the default): the
+ * routed launch's top-k loads the router's bias with the logits (router_select's bias_early,
+ * q8_params' rbe): the SASS had the bias's load after the scores' stores, a second round trip. */
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_XEARLY", 0, 3, 3, c);
+    return hm_env_digit("HOTMOE_XEARLY", 0, 7, 3, c);
 }
 
 template <class T>
@@ -834,7 +837,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -849,7 +852,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -870,7 +873,8 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+    p.rbe = (q8_xearly() & 4) != 0;
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -883,7 +887,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

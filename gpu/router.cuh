@@ -104,14 +104,29 @@ static __device__ void router_rank_key(const unsigned *key, const float *score, 
  * rounds of warp_argmax on warp 0 instead. */
 template <int NMAX>   /* n <= NMAX <= ROUTER_MAX: the size of its shared arrays */
 static __device__ void router_select(const float *logits, const float *bias, int n, int k, int fn, int n_group, int topk_group,
-                                     const int **isel_out, const float **wsel_out) {
+                                     const int **isel_out, const float **wsel_out, bool bias_early = false) {
     __shared__ float score[NMAX], choice[NMAX], gscore[64], red[32];
     __shared__ unsigned char used[NMAX], gused[64];
     __shared__ float total;
     constexpr bool KEYED = NMAX <= 1024;   /* router_rank_key's keys beside the choices (ROUTER_MAX: no room) */
     __shared__ __align__(16) unsigned ckey[KEYED ? NMAX : 4];
     const int tid = threadIdx.x, lane = tid & 31, nt = blockDim.x;
-    if (fn == 2) {
+    int nan = 0;
+    /* bias_early (sigmoid only): each choice made in the score's loop, the bias loaded with the
+     * logit, so that its load does not wait for the score's store (a generic load may alias shared
+     * memory: the compiler keeps it after the store); the same values */
+    const bool fused = fn == 2 && bias_early;
+    if (fused) {
+        for (int i = tid; i < n; i += nt) {
+            const float l = logits[i], b = bias ? bias[i] : 0.0f;
+            const float sc = 1.0f / (1.0f + expf(-l)), c = sc + b;
+            score[i] = sc;
+            choice[i] = c;
+            if (KEYED) ckey[i] = router_key(c);
+            used[i] = 0;
+            nan |= c != c;
+        }
+    } else if (fn == 2) {
         for (int i = tid; i < n; i += nt) score[i] = 1.0f / (1.0f + expf(-logits[i]));
     } else {
         float mx = -INFINITY;
@@ -128,8 +143,7 @@ static __device__ void router_select(const float *logits, const float *bias, int
         __syncthreads();
         for (int i = tid; i < n; i += nt) score[i] /= total;
     }
-    int nan = 0;
-    for (int i = tid; i < n; i += nt) {
+    for (int i = fused ? n : tid; i < n; i += nt) {
         const float c = score[i] + (bias ? bias[i] : 0.0f);
         choice[i] = c;
         if (KEYED) ckey[i] = router_key(c);
