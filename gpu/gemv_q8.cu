@@ -300,7 +300,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
      * following it (flat routed launches share one x; up to Q8_XR uint4 a thread) */
     constexpr int XR = ROUTE ? Q8_XR : 1;
     const int nx16 = nchunks * Q8_REC / 16;
-    const bool xreg = ROUTE && p.xpre == 2 && p.xq && nx16 <= XR * Q8_THREADS;
+    const bool xreg = ROUTE && NB == 1 && p.xpre == 2 && p.xq && nx16 <= XR * Q8_THREADS;
     uint4 xr[XR];
     /* p.idpre (not routed, affine tables, one vector): the threads of the slots load their ids here
      * and make their matrices after x is staged, so that warp 0's two round trips (the id, then x)
