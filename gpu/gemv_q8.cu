@@ -59,6 +59,7 @@ static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) + 4096 
 #define Q8_ROUTE_MAX 256 /* the most experts a routed launch chooses from (router_topk's shared arrays) */
 #define Q8_XB 8    /* float4 of x per thread loaded together by the quantizer */
 #define Q8_XR 2    /* uint4 of x's records a thread held in registers across a routed launch's top-k */
+#define Q8_XC 4    /* uint4 of x's records a thread loads together when it copies them (q8_params' xbatch) */
 
 struct q8_params {
     const uint8_t *w;                      /* the matrix, when tab0 is NULL */
@@ -107,6 +108,7 @@ struct q8_params {
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
     int rbe;    /* routed launch (HOTMOE_XEARLY bit 4): router_select's bias loaded with the logits (its bias_early) */
+    int xbatch; /* HOTMOE_XEARLY bit 8: x's records copied Q8_XC words a thread at a time, all loaded before any is stored */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -145,8 +147,25 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
 /* Slot e's x as chunk records in xs (nchunks of them, whole 16-byte words): copied from its
  * producer's (p.xq, gpu_gemv_q8x), or quantized here */
 __device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunks, uint8_t *xs) {
-    if (p.xq)
-        for (int i = threadIdx.x; i < nchunks * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
+    const int n16 = nchunks * Q8_REC / 16;
+    if (p.xq && p.xbatch) {
+        /* Q8_XC words a thread in flight at once: one L2 round trip per batch (the loop below keeps
+         * each load behind the last one's shared store: o-projection of 12288 columns, 4 of them) */
+        for (int i0 = threadIdx.x; i0 < n16; i0 += Q8_XC * blockDim.x) {
+            uint4 v[Q8_XC];
+#pragma unroll
+            for (int u = 0; u < Q8_XC; u++) {
+                const int i = i0 + u * blockDim.x;
+                if (i < n16) v[u] = __ldg((const uint4 *)p.xq + i);
+            }
+#pragma unroll
+            for (int u = 0; u < Q8_XC; u++) {
+                const int i = i0 + u * blockDim.x;
+                if (i < n16) ((uint4 *)xs)[i] = v[u];
+            }
+        }
+    } else if (p.xq)
+        for (int i = threadIdx.x; i < n16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
     else
         q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
 }
@@ -715,11 +734,25 @@ template <class T> struct q8_inter_ok {
  * resident: 3 330.2, 329.8 tok/s, 1 329.1, 2 326.5, against 325.9, 326.2 with 0; a3b 531.3 against
  * 528.7. Hashes unchanged. 4 (NOT YET MEASURED, written after that call; not in the default): the
  * routed launch's top-k loads the router's bias with the logits (router_select's bias_early,
- * q8_params' rbe): the SASS had the bias's load after the scores' stores, a second round trip. */
+ * q8_params' rbe): the SASS had the bias's load after the scores' stores, a second round trip.
+ * 8 (NOT YET MEASURED, as 4): the q8 GEMVs copy x's records Q8_XC words a thread at a time, all
+ * loaded before any is stored (q8_params' xbatch; the SASS had one load a round trip: air's
+ * o-projection 4 of them before its first weight load, q|k|v and the shared gate/up 2). 16 (NOT YET
+ * MEASURED, as 4): k_router_norm loads its rows of x and the o-projection's output before it sums
+ * any (ops.cu; the SASS had a round trip a row, 4 on air). */
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_XEARLY", 0, 7, 3, c);
+    int v = c.load(std::memory_order_relaxed);
+    if (v < 0) {   /* a number 0..31 (hm_env_digit reads one digit) */
+        const char *e = getenv("HOTMOE_XEARLY");
+        char *end = NULL;
+        const long n = e ? strtol(e, &end, 10) : -1;
+        v = e && end != e && *end == 0 && n >= 0 && n <= 31 ? (int)n : 3;
+        c.store(v, std::memory_order_relaxed);
+    }
+    return v;
 }
+extern "C" int gpu_xearly(void) { return q8_xearly(); }
 
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
@@ -733,6 +766,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
     p.idpre = (q8_xearly() & 2) != 0;
+    p.xbatch = (q8_xearly() & 8) != 0;
     if (ils >= 0) {
         const int i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0, ls1 = i1 < 0 ? -1 : g_inter[i1].ls;
         if (ls1 != ils) return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << ls1);
@@ -837,7 +871,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -852,7 +886,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -873,7 +907,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
     p.rbe = (q8_xearly() & 4) != 0;
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
@@ -887,7 +921,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

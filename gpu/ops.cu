@@ -26,6 +26,7 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
  * 1024 * RN_V) between the sum of squares and the output */
 #define RN_V 2
 #define RN_NOX 4   /* a flag beside hm_small_pdl's (the float4 kernels): x's update is not stored */
+#define RN_LF 8    /* k_router_norm: every row of x and y loaded before any is summed (HOTMOE_XEARLY bit 16) */
 #define RN_K 8 /* expert rows a residual-norm thread loads at once (one float4 a thread) */
 /* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
  * squares; wv: its float4s of w, rn_load_w); every thread of the block calls it (block_sum
@@ -405,13 +406,30 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
     }
     hm_pdl_wait_f(f);
     float4 v[NR];
+    if (f & RN_LF) {
+        /* every row's loads first, unconditional (rows past nr read the last one again and are
+         * dropped): one round trip; under the branches below the compiler puts each row's loads
+         * next to its sum, a round trip a row */
+        float4 a[NR], b[NR];
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            const int i = t + min(r, nr - 1) * RTN_T;
+            a[r] = ((const float4 *)x)[i];
+            b[r] = ((const float4 *)y)[i];
+        }
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+            v[r] = r < nr ? make_float4(a[r].x + b[r].x, a[r].y + b[r].y, a[r].z + b[r].z, a[r].w + b[r].w) : z;
+    }
 #pragma unroll
     for (int r = 0; r < NR; r++) {
-        v[r] = z;
+        if (!(f & RN_LF)) v[r] = z;
         if (r >= nr) continue;
-        const int i = t + r * RTN_T;
-        const float4 a = ((const float4 *)x)[i], b = ((const float4 *)y)[i];
-        v[r] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+        if (!(f & RN_LF)) {
+            const int i = t + r * RTN_T;
+            const float4 a = ((const float4 *)x)[i], b = ((const float4 *)y)[i];
+            v[r] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+        }
         const float ss = warp_sum(v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w);
         if (lane == 0) sw[r * (RTN_T / 32) + wid] = ss;   /* warp 8r + wid: float4s [32 (8r + wid), +32) */
     }
@@ -488,7 +506,7 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
     if (!op_router_norm_ok(n, nrows, rpb, w, R) || !out != !xq || ((uintptr_t)x | (uintptr_t)y | (uintptr_t)out | (uintptr_t)xq) % 16)
         return -1;
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
-    const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);
+    const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0) | (gpu_xearly() & 16 ? RN_LF : 0);
     const dim3 grid((nrows + rpb - 1) / rpb);
     if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     else if (rpb == 2) hm_launch(k_router_norm<2>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
