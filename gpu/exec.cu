@@ -117,9 +117,8 @@ static int router_early(const dlayer *l) {
  * tok/s against 518.4, 519.1, 517.5 in the same calls (+1.8-2.1%); air 323.1, 323.8 against 322.0,
  * 320.8 (+0.6%). */
 static int router_norm_on(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_ROUTER_NORM"); v = !(e && e[0] == '0'); }
-    return v;
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_ROUTER_NORM", 0, 1, 1, c);
 }
 
 /* HOTMOE_ROUTER_NORM_ROWS: the fused launch's router rows a block, 1, 2 or 4 (the default), so that

@@ -144,6 +144,25 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
     }
 }
 
+/* U of x's record words a thread, i0 + u * st for u < U (those below n16; st: the block's threads),
+ * into v and from v into xs: all U loads are issued before any store (one L2 round trip) */
+template <int U>
+__device__ __forceinline__ void q8_rec_load(const q8_params &p, int i0, int st, int n16, uint4 (&v)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int i = i0 + u * st;
+        if (i < n16) v[u] = __ldg((const uint4 *)p.xq + i);
+    }
+}
+template <int U>
+__device__ __forceinline__ void q8_rec_store(uint8_t *xs, int i0, int st, int n16, const uint4 (&v)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int i = i0 + u * st;
+        if (i < n16) ((uint4 *)xs)[i] = v[u];
+    }
+}
+
 /* Slot e's x as chunk records in xs (nchunks of them, whole 16-byte words): copied from its
  * producer's (p.xq, gpu_gemv_q8x), or quantized here */
 __device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunks, uint8_t *xs) {
@@ -153,16 +172,8 @@ __device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunk
          * each load behind the last one's shared store: o-projection of 12288 columns, 4 of them) */
         for (int i0 = threadIdx.x; i0 < n16; i0 += Q8_XC * blockDim.x) {
             uint4 v[Q8_XC];
-#pragma unroll
-            for (int u = 0; u < Q8_XC; u++) {
-                const int i = i0 + u * blockDim.x;
-                if (i < n16) v[u] = __ldg((const uint4 *)p.xq + i);
-            }
-#pragma unroll
-            for (int u = 0; u < Q8_XC; u++) {
-                const int i = i0 + u * blockDim.x;
-                if (i < n16) ((uint4 *)xs)[i] = v[u];
-            }
+            q8_rec_load(p, i0, blockDim.x, n16, v);
+            q8_rec_store(xs, i0, blockDim.x, n16, v);
         }
     } else if (p.xq)
         for (int i = threadIdx.x; i < n16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
@@ -179,6 +190,13 @@ template <> struct q8_b32<Q8W_Q5_1> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
+/* slot sl's matrices from its expert id on affine tables (p.astride > 0); an id < 0 is a skipped slot */
+template <int NMAT>
+__device__ __forceinline__ void q8_aff_slot(const q8_params &p, const uint8_t *(*wp)[Q8_MAXK], int sl, int id) {
+    wp[0][sl] = id < 0 ? nullptr : p.ab0 + id * p.astride;
+    if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : p.ab1 + id * p.astride;
+}
+
 /* The matrix of each slot this block reads (flat: every slot; else slot e) into wp: through the
  * tables by ids (an id < 0 is a skipped slot: NULL, its outputs left as they are), or p.w; AFF
  * (HOTMOE_AFFINE's own instances, p.astride > 0): computed from the ids, the tables not read. */
@@ -187,11 +205,7 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
                                                const int *ids = nullptr) {
     if (!ids) ids = p.ids;
     if constexpr (AFF) {
-        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
-            const int id = ids[p.flat ? sl : e];
-            wp[0][sl] = id < 0 ? nullptr : p.ab0 + id * p.astride;
-            if (NMAT == 2) wp[NMAT - 1][sl] = id < 0 ? nullptr : p.ab1 + id * p.astride;
-        }
+        for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) q8_aff_slot<NMAT>(p, wp, sl, ids[p.flat ? sl : e]);
     } else if (p.tab0) {
         for (int sl = threadIdx.x; sl < nslot; sl += Q8_THREADS) {
             const int id = ids[p.flat ? sl : e];
@@ -327,31 +341,15 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const bool idp = !ROUTE && AFF && NB == 1 && p.idpre;
     int sid = -1;
     if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
-    if (xreg) {
-#pragma unroll
-        for (int u = 0; u < XR; u++) {
-            const int i = threadIdx.x + u * Q8_THREADS;
-            if (i < nx16) xr[u] = __ldg((const uint4 *)p.xq + i);
-        }
-    }
+    if (xreg) q8_rec_load(p, threadIdx.x, Q8_THREADS, nx16, xr);
     if (!idp) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
     if (NB == 1) {
-        if (xreg) {
-#pragma unroll
-            for (int u = 0; u < XR; u++) {
-                const int i = threadIdx.x + u * Q8_THREADS;
-                if (i < nx16) ((uint4 *)xs)[i] = xr[u];
-            }
-        } else if (!xpre) {
-            q8_stage_x(p, e, nchunks, xs);
-        }
-        if (idp && threadIdx.x < nslot) {   /* q8_slot_tables' affine branch on the id loaded above */
-            wp[0][threadIdx.x] = sid < 0 ? nullptr : p.ab0 + sid * p.astride;
-            if (NMAT == 2) wp[NMAT - 1][threadIdx.x] = sid < 0 ? nullptr : p.ab1 + sid * p.astride;
-        }
+        if (xreg) q8_rec_store(xs, threadIdx.x, Q8_THREADS, nx16, xr);
+        else if (!xpre) q8_stage_x(p, e, nchunks, xs);
+        if (idp && threadIdx.x < nslot) q8_aff_slot<NMAT>(p, wp, threadIdx.x, sid);   /* on the id loaded above */
     } else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
@@ -742,15 +740,7 @@ template <class T> struct q8_inter_ok {
  * any (ops.cu; the SASS had a round trip a row, 4 on air). */
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
-    int v = c.load(std::memory_order_relaxed);
-    if (v < 0) {   /* a number 0..31 (hm_env_digit reads one digit) */
-        const char *e = getenv("HOTMOE_XEARLY");
-        char *end = NULL;
-        const long n = e ? strtol(e, &end, 10) : -1;
-        v = e && end != e && *end == 0 && n >= 0 && n <= 31 ? (int)n : 3;
-        c.store(v, std::memory_order_relaxed);
-    }
-    return v;
+    return hm_env_int("HOTMOE_XEARLY", 0, 31, 3, c);
 }
 extern "C" int gpu_xearly(void) { return q8_xearly(); }
 

@@ -126,6 +126,19 @@ static inline int hm_env_digit(const char *name, int lo, int hi, int def, std::a
     return v;
 }
 
+/* hm_env_digit for a whole decimal number lo..hi (all of the value, else def) */
+static inline int hm_env_int(const char *name, int lo, int hi, int def, std::atomic<int> &cache) {
+    int v = cache.load(std::memory_order_relaxed);
+    if (v < 0) {
+        const char *env = getenv(name);
+        char *end = NULL;
+        const long n = env ? strtol(env, &end, 10) : -1;
+        v = env && end != env && *end == 0 && n >= lo && n <= hi ? (int)n : def;
+        cache.store(v, std::memory_order_relaxed);
+    }
+    return v;
+}
+
 /* HOTMOE_PDL_TRIGGER: where the decode kernels let the next kernel launch. 0: as their blocks
  * exit; 1: the q8 GEMVs when a block starts its last round of rows (its last copies issued); 2:
  * the same, but not in a block's first round (launches of one round trigger as their blocks

@@ -152,11 +152,10 @@ __global__ void k_residual_norm(float *x, const float *pre, const float *y, cons
  * synchronizes). */
 /* x's float4 i, plus pre's when given (an update op_router_norm_q8 left unstored: added first, the
  * order it had) */
+static __device__ __forceinline__ float4 f4_add(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
 static __device__ __forceinline__ float4 rn_x_pre(const float *__restrict__ x, const float *__restrict__ pre, int i) {
     const float4 a = ((const float4 *)x)[i];
-    if (!pre) return a;
-    const float4 p = ((const float4 *)pre)[i];
-    return make_float4(a.x + p.x, a.y + p.y, a.z + p.z, a.w + p.w);
+    return pre ? f4_add(a, ((const float4 *)pre)[i]) : a;
 }
 
 static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
@@ -406,9 +405,10 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
     }
     hm_pdl_wait_f(f);
     float4 v[NR];
-    if (f & RN_LF) {
+    const bool lf = f & RN_LF;
+    if (lf) {
         /* every row's loads first, unconditional (rows past nr read the last one again and are
-         * dropped): one round trip; under the branches below the compiler puts each row's loads
+         * dropped): one round trip; under the branch below the compiler puts each row's loads
          * next to its sum, a round trip a row */
         float4 a[NR], b[NR];
 #pragma unroll
@@ -418,18 +418,13 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
             b[r] = ((const float4 *)y)[i];
         }
 #pragma unroll
-        for (int r = 0; r < NR; r++)
-            v[r] = r < nr ? make_float4(a[r].x + b[r].x, a[r].y + b[r].y, a[r].z + b[r].z, a[r].w + b[r].w) : z;
+        for (int r = 0; r < NR; r++) v[r] = r < nr ? f4_add(a[r], b[r]) : z;
     }
 #pragma unroll
     for (int r = 0; r < NR; r++) {
-        if (!(f & RN_LF)) v[r] = z;
+        if (!lf) v[r] = z;
         if (r >= nr) continue;
-        if (!(f & RN_LF)) {
-            const int i = t + r * RTN_T;
-            const float4 a = ((const float4 *)x)[i], b = ((const float4 *)y)[i];
-            v[r] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
-        }
+        if (!lf) v[r] = f4_add(((const float4 *)x)[t + r * RTN_T], ((const float4 *)y)[t + r * RTN_T]);
         const float ss = warp_sum(v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w);
         if (lane == 0) sw[r * (RTN_T / 32) + wid] = ss;   /* warp 8r + wid: float4s [32 (8r + wid), +32) */
     }
