@@ -6,6 +6,7 @@
 #include "ops.cuh"
 #include "prefill_size.h"
 #include "launch.cuh"
+#include "host_par.h"
 extern "C" {
 #include "quant.h"
 }
@@ -276,6 +277,110 @@ static size_t fsz_up_at(const hm_ffn_w *f, int tok, size_t *ou, size_t *od) {
 }
 static size_t fsz_up(const hm_ffn_w *f, int tok) { size_t ou, od; return fsz_up_at(f, tok, &ou, &od); }
 
+/* HOTMOE_UPLOAD_THREADS (NOT YET MEASURED; unset or 0: the way before, one matrix at a time, each
+ * packed on up to 16 threads and copied from pageable memory): host threads that upload a layer's
+ * experts, a range of experts each. A thread packs an expert's gate | up | down into a pinned
+ * staging buffer laid out as the expert's VRAM (fsz_up_at, the gaps zero) and copies it up with one
+ * cudaMemcpyAsync on its own stream; two buffers a thread, so the next expert is packed while the
+ * last crosses PCIe. The same bytes in VRAM either way. gpu_exec_upload_threads_set: for tests. */
+#define UP_MAX 64
+static std::atomic<int> up_threads_env{ -1 }, up_threads_over{ -1 };
+static int upload_threads(void) {
+    const int o = up_threads_over.load(std::memory_order_relaxed);
+    return o >= 0 ? o : hm_env_int("HOTMOE_UPLOAD_THREADS", 0, UP_MAX, 0, up_threads_env);
+}
+extern "C" void gpu_exec_upload_threads_set(int n) { up_threads_over.store(n < 0 ? -1 : n > UP_MAX ? UP_MAX : n); }
+
+struct up_worker { uint8_t *buf[2]; cudaStream_t s; cudaEvent_t ev[2]; };
+struct up_pool { int n; size_t bytes; up_worker w[UP_MAX]; };
+
+static void up_pool_free(gpu_exec *g) {
+    up_pool *p = g->up;
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) {
+        up_worker *w = &p->w[i];
+        if (w->s) { cudaStreamSynchronize(w->s); cudaStreamDestroy(w->s); }
+        for (int k = 0; k < 2; k++) {
+            if (w->ev[k]) cudaEventDestroy(w->ev[k]);
+            if (w->buf[k]) cudaFreeHost(w->buf[k]);
+        }
+    }
+    cudaGetLastError();
+    free(p);
+    g->up = NULL;
+}
+
+/* g->up with nt workers of bytes a buffer (made, or remade when smaller): 0, or -1 with err set */
+static int up_pool_get(gpu_exec *g, int nt, size_t bytes, char *err, size_t errlen) {
+    if (g->up && g->up->n >= nt && g->up->bytes >= bytes) return 0;
+    up_pool_free(g);
+    up_pool *p = (up_pool *)calloc(1, sizeof(up_pool));
+    if (!p) return fail(err, errlen, "out of host memory for the upload's staging");
+    g->up = p;
+    p->bytes = bytes;
+    for (; p->n < nt; p->n++) {
+        up_worker *w = &p->w[p->n];
+        if (cudaStreamCreateWithFlags(&w->s, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&w->ev[0], cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&w->ev[1], cudaEventDisableTiming) != cudaSuccess ||
+            cudaMallocHost((void **)&w->buf[0], bytes) != cudaSuccess || cudaMallocHost((void **)&w->buf[1], bytes) != cudaSuccess) {
+            cudaGetLastError();
+            p->n++;   /* what was made of this one is freed too */
+            up_pool_free(g);
+            return fail(err, errlen, "cuda: %d pinned staging buffers of %.1f MiB for the upload not allocated "
+                        "(HOTMOE_UPLOAD_THREADS=%d; fewer threads, or 0, need less)", 2 * nt, bytes / 1048576.0, nt);
+        }
+    }
+    return 0;
+}
+
+/* expert f's VRAM image (fsz_up_at's layout, stride bytes, gaps zero) into b; 0, or -1 */
+static int expert_image(const hm_ffn_w *f, int inter, int tok, size_t ou, size_t od, size_t stride, uint8_t *b) {
+    const hm_tensor *m[3] = { &f->gate, &f->up, &f->down };
+    const size_t at[4] = { 0, ou, od, stride };
+    for (int j = 0; j < 3; j++) {
+        const hm_tensor *t = m[j];
+        size_t nb = t->nbytes;
+        if (inter) {
+            nb = gpu_q8_inter_bytes(t->type, (int)t->ne[0], (int)t->ne[1], j < 2 ? 2 : 1, tok);
+            if (gpu_q8_inter_pack_nt(t->type, t->data, (int)t->ne[0], (int)t->ne[1], j < 2 ? 2 : 1, tok, b + at[j], 1)) return -1;
+        } else
+            memcpy(b + at[j], t->data, nb);
+        memset(b + at[j] + nb, 0, at[j + 1] - at[j] - nb);
+    }
+    return 0;
+}
+
+/* experts [0, n) of w into arena (expert e at e * stride) on nt threads (upload_threads): 0, or -1
+ * with err set */
+static int upload_experts_par(gpu_exec *g, uint8_t *arena, const hm_ffn_w *const *w, int n, int nt, int inter, int tok,
+                              size_t ou, size_t od, size_t stride, char *err, size_t errlen) {
+    if (up_pool_get(g, nt, stride, err, errlen)) return -1;
+    std::atomic<int> bad{ -1 };   /* the first expert that failed */
+    std::atomic<int> why{ 0 };    /* 1: packing, 2: a copy */
+    const int dev = g->dev;
+    up_pool *p = g->up;
+    hm_host_parallel_w(n, (unsigned)nt, [&](unsigned wi, int e0, int e1) {
+        up_worker *u = &p->w[wi];
+        if (cudaSetDevice(dev) != cudaSuccess) { int x = -1; bad.compare_exchange_strong(x, e0); why.store(2); return; }
+        for (int e = e0; e < e1 && bad.load(std::memory_order_relaxed) < 0; e++) {
+            const int k = (e - e0) & 1;
+            if ((e - e0 >= 2 && cudaEventSynchronize(u->ev[k]) != cudaSuccess) ||
+                expert_image(w[e], inter, tok, ou, od, stride, u->buf[k]) ||
+                cudaMemcpyAsync(arena + (size_t)e * stride, u->buf[k], stride, cudaMemcpyHostToDevice, u->s) != cudaSuccess ||
+                cudaEventRecord(u->ev[k], u->s) != cudaSuccess) {
+                int x = -1;
+                if (bad.compare_exchange_strong(x, e)) why.store(cudaPeekAtLastError() != cudaSuccess ? 2 : 1);
+                break;
+            }
+        }
+        if (cudaStreamSynchronize(u->s) != cudaSuccess) { int x = -1; if (bad.compare_exchange_strong(x, e0)) why.store(2); }
+    });
+    if (bad.load() < 0) return 0;
+    cudaGetLastError();
+    return fail(err, errlen, why.load() == 1 ? "gpu: interleaving expert %d failed" : "cuda: upload of expert %d failed", bad.load());
+}
+
 /* Uploads n experts and the tables; tok: expert slots a token takes from these tables (the
  * interleaved layout's lanes follow it). The n experts go into one allocation, expert e's gate | up |
  * down at e * stride (each 256-byte aligned; fsz_up): cudaMalloc rounds every allocation up to 2 MiB,
@@ -298,7 +403,13 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
             free(hg);
             return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types and shapes (expert %d differs)", e);
         }
+    }
+    const int nt = upload_threads() < n ? upload_threads() : n;
+    if (nt > 1 && upload_experts_par(g, arena, w, n, nt, inter, tok, ou, od, stride, err, errlen)) { free(hg); return -1; }
+    for (int e = 0; e < n; e++) {
+        const hm_ffn_w *f = w[e];
         uint8_t *b = arena + (size_t)e * stride;
+        if (nt > 1) { hg[e] = b; hu[e] = b + ou; hd[e] = b + od; continue; }
         if (inter) {
             if (!(hg[e] = upload_inter_t(g, &f->gate, 2, tok, err, errlen, b)) ||
                 !(hu[e] = upload_inter_t(g, &f->up, 2, tok, err, errlen, b + ou)) ||
@@ -1238,6 +1349,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 g->vram_by[VRAM_WORKSPACE] / GiB, g->vram / GiB, g->pf_cap, g->pf_reserved / GiB, (g->vram + g->pf_reserved) / GiB,
                 o->gpu_mem_gib > 0 ? " (within --gpu-mem)" : "");
     }
+    up_pool_free(g);
     return g;
 bad:
     gpu_exec_free(g);
@@ -1514,6 +1626,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
         prof.steps = 0;
     }
     hybrid_stop(g);   /* before the pinned memory the workers read goes */
+    up_pool_free(g);
     for (int i = 0; g->graphs && i < 3 * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs);

@@ -78,6 +78,9 @@ gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size
  * naming the minimum. */
 gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen);
 void gpu_exec_free(gpu_exec *g);
+/* host threads that upload a layer's resident experts (HOTMOE_UPLOAD_THREADS; 0 or 1: one expert at
+ * a time), set for the executors created after the call; n < 0 goes back to the variable's */
+void gpu_exec_upload_threads_set(int n);
 void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out);
 /* Expert cache counters summed over layers since creation or the last reset: [0] hits, [1] misses
  * copied into a slot, [2] misses read in place from host RAM, [3] misses computed by the CPU

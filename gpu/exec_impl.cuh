@@ -98,6 +98,7 @@ struct gpu_exec {
     cudaEvent_t pf_fork, pf_join;
     float *pf_rlog, *pf_w; int *pf_ids;   /* --prefetch: the next layer's router on this layer's input */
     dlayer *L;
+    struct up_pool *up;                   /* HOTMOE_UPLOAD_THREADS: the experts' staging, during gpu_exec_create */
     float *out_norm; dmat output;
     float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
     void *k16, *vt16;                     /* the prefill's attention: one layer's K and V^T in F16, pf_kv16_bytes each */

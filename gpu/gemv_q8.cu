@@ -965,6 +965,10 @@ extern "C" int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int 
 }
 
 extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
+    return gpu_q8_inter_pack_nt(type, src, ncols, nrows, nmat, tok, dst, 0);
+}
+
+extern "C" int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int threads) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
     const int L = 1 << ls;
@@ -998,8 +1002,8 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
             }
     };
     const int ng = nrows / rw;
-    const unsigned nt = hm_host_threads();
-    hm_host_parallel(ng, (size_t)nrows * nch < 16384 || (unsigned)ng < nt ? 1 : nt, pack);
+    const unsigned nt = threads > 0 ? (unsigned)threads : hm_host_threads();
+    hm_host_parallel(ng, threads == 0 && ((size_t)nrows * nch < 16384 || (unsigned)ng < nt) ? 1 : nt, pack);
     return 0;
 }
 

@@ -61,6 +61,9 @@ int gpu_sm_count(void);
 /* its row groups: how many, the bytes of one step of a group, the bytes from a group to the next */
 int gpu_q8_inter_groups(int type, int ncols, int nrows, int nmat, int tok, int *ngroups, size_t *step_bytes, size_t *group_bytes);
 int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst);
+/* the same on threads host threads (0: its own choice, up to 16 for a big matrix; the same bytes
+ * whatever the count) */
+int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int threads);
 int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok);
 /* HOTMOE_AFFINE (1 by default, 0 turns it off; gpu_q8_affine_set for tests): a registered
  * table whose expert id's matrix is at base + id * stride is read that way (the launches compute

@@ -13,16 +13,22 @@ static inline unsigned hm_host_threads(void) {
     return nt < 1 ? 1 : nt > 16 ? 16 : nt;
 }
 
-/* fn(i0, i1) for the ranges [n w / nt, n (w + 1) / nt), w < nt */
+/* fn(w, i0, i1) for the ranges [n w / nt, n (w + 1) / nt), w < nt: w names the range's thread */
 template <class F>
-static void hm_host_parallel(int n, unsigned nt, F fn) {
+static void hm_host_parallel_w(int n, unsigned nt, F fn) {
     if (nt < 1) nt = 1;
-    auto part = [&](unsigned w) { fn((int)((int64_t)n * w / nt), (int)((int64_t)n * (w + 1) / nt)); };
+    auto part = [&](unsigned w) { fn(w, (int)((int64_t)n * w / nt), (int)((int64_t)n * (w + 1) / nt)); };
     std::vector<std::thread> th;
     for (unsigned w = 1; w < nt; w++) {
         try { th.emplace_back(part, w); } catch (...) { part(w); }
     }
     part(0);
     for (auto &t : th) t.join();
+}
+
+/* fn(i0, i1) for the same ranges */
+template <class F>
+static void hm_host_parallel(int n, unsigned nt, F fn) {
+    hm_host_parallel_w(n, nt, [&](unsigned, int i0, int i1) { fn(i0, i1); });
 }
 #endif

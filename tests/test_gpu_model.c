@@ -112,6 +112,41 @@ out:
     free(a); free(b); free(q); runner_free(&c); runner_free(&f); runner_free(&g);
 }
 
+/* HOTMOE_UPLOAD_THREADS: the experts uploaded on 3 host threads (staged and packed per expert) give
+ * the same logits, bit for bit, as one at a time. q8: GEMV mode 1, whose quantized experts are
+ * interleaved (packed on the way up); 0: as the file's rows (copied). */
+static void compare_upload(const char *label, const hm_model *m, int q8) {
+    hm_runner a, b; hm_error e;
+    const int n = 6, V = m->cfg.n_vocab;
+#ifdef HOTMOE_HAVE_CUDA
+    gpu_gemv_set_mode(q8);
+#endif
+    gpu_exec_upload_threads_set(0);
+    int rc = runner_init(&a, m, HM_DEVICE_CUDA, n, &e);
+    gpu_exec_upload_threads_set(3);
+    if (!rc && runner_init(&b, m, HM_DEVICE_CUDA, n, &e)) { runner_free(&a); rc = -1; }
+    gpu_exec_upload_threads_set(-1);
+    if (rc) { printf("FAIL %s (upload threads): %s\n", label, e.msg); n_fail++; return; }
+    float *la = malloc(sizeof(float) * V), *lb = malloc(sizeof(float) * V);
+    int same = 1, first = -1;
+    uint64_t x = 7;
+    for (int i = 0; i < n && same; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        const int32_t t = (int32_t)(x % (uint64_t)V);
+        for (int v = 0; v < V; v++) la[v] = lb[v] = NAN;
+        if (runner_forward(&a, t, i, la, &e) || runner_forward(&b, t, i, lb, &e)) {
+            printf("FAIL %s (upload threads): %s\n", label, e.msg); n_fail++; goto out;
+        }
+        if (memcmp(la, lb, sizeof(float) * V)) { same = 0; first = i; }
+    }
+    if (same) printf("PASS %s%s: experts uploaded on 3 threads: the same logits, bit for bit, at %d positions\n", label,
+                     q8 ? " (GEMV mode 1, interleaved)" : "", n);
+    else printf("FAIL %s%s: experts uploaded on 3 threads: logits differ at position %d\n", label, q8 ? " (GEMV mode 1, interleaved)" : "", first);
+    same ? n_pass++ : n_fail++;
+out:
+    free(la); free(lb); runner_free(&a); runner_free(&b);
+}
+
 int main(int argc, char **argv) {
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_model needs a GPU)\n"); return 77; }
     /* the CPU side runs the reference kernels (exact dequantization, F32 activations): the GPU
@@ -131,6 +166,7 @@ int main(int argc, char **argv) {
         if (rc || model_load(&m, gg, &e)) { printf("FAIL %s\n", e.msg); n_fail++; continue; }
         snprintf(label, sizeof label, "%s (GGUF)", fixtures[f]);
         compare(label, &m, 0, 0);
+        compare_upload(label, &m, 0);
         model_free(&m);
     }
     /* extra models given on the command line (e.g. the quantized tiny models of the device script) */
@@ -140,6 +176,8 @@ int main(int argc, char **argv) {
         compare(argv[i], &m, 0, 0);
         compare(argv[i], &m, 1, 0); /* reported */
         compare(argv[i], &m, 1, 1); /* judged */
+        compare_upload(argv[i], &m, 0);
+        compare_upload(argv[i], &m, 1);
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);

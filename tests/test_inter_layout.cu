@@ -66,6 +66,24 @@ static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
     bad ? n_fail++ : n_pass++;
 }
 
+/* gpu_q8_inter_pack_nt (the staged upload packs each matrix on one thread, HOTMOE_UPLOAD_THREADS):
+ * the same bytes on 1, 3 and 16 threads as gpu_q8_inter_pack's own choice, into a buffer of other
+ * bytes (every byte written) */
+static void threads_same(int type, int ncols, int nrows, int nmat, int tok) {
+    const size_t nb = gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok);
+    std::vector<uint8_t> src(hm_row_size(type, ncols) * nrows), want(nb), got(nb);
+    for (auto &v : src) v = rnd8();
+    int bad = nb == 0 || gpu_q8_inter_pack(type, src.data(), ncols, nrows, nmat, tok, want.data());
+    const int nts[3] = { 1, 3, 16 };
+    for (int i = 0; i < 3 && !bad; i++) {
+        memset(got.data(), 0xA5, nb);
+        bad = gpu_q8_inter_pack_nt(type, src.data(), ncols, nrows, nmat, tok, got.data(), nts[i]) || memcmp(got.data(), want.data(), nb);
+    }
+    printf("%s %s %d x %d packed on 1, 3 and 16 threads: %s\n", bad ? "FAIL" : "PASS", hm_type_get(type)->name, nrows, ncols,
+           bad ? "bytes differ from the pack's own choice" : "the same bytes");
+    bad ? n_fail++ : n_pass++;
+}
+
 static void refused(int type, int ncols, int nrows, int nmat, int tok, const char *why) {
     std::vector<uint8_t> src(1 << 20, 1), dst(1 << 22);
     const bool ok = gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok) == 0 && gpu_q8_inter_lanes(type, ncols, nrows, nmat, tok) < 0 &&
@@ -83,6 +101,9 @@ int main(void) {
     check(HM_TYPE_Q6_K, 768, 2048, 1, 8, 210);    /* a3b's down: 3 chunks, 4 lanes */
     check(HM_TYPE_Q5_K, 512, 96, 2, 2, 176);
     check(HM_TYPE_Q8_0, 96, 64, 1, 1, 272);       /* one partial chunk a row */
+    threads_same(HM_TYPE_Q3_K, 4096, 1408, 2, 8);
+    threads_same(HM_TYPE_Q4_0, 1408, 4096, 1, 8);
+    threads_same(HM_TYPE_Q6_K, 768, 64, 1, 8);     /* fewer row groups than 16 threads */
     refused(HM_TYPE_Q4_K, 1000, 64, 1, 1, "a K-quant row not a multiple of 256");
     refused(HM_TYPE_IQ4_XS, 4096, 64, 1, 1, "a type without the interleaved kernel");
     refused(HM_TYPE_Q4_K, 4096, 1401, 2, 8, "rows not a multiple of a warp's rows");
