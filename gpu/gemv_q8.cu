@@ -737,10 +737,13 @@ template <class T> struct q8_inter_ok {
  * loaded before any is stored (q8_params' xbatch; the SASS had one load a round trip: air's
  * o-projection 4 of them before its first weight load, q|k|v and the shared gate/up 2). 16 (NOT YET
  * MEASURED, as 4): k_router_norm loads its rows of x and the o-projection's output before it sums
- * any (ops.cu; the SASS had a round trip a row, 4 on air). */
+ * any (ops.cu; the SASS had a round trip a row, 4 on air). 32 (NOT YET MEASURED, written in session
+ * 41): the decode attention (k_attn_gqa_w) loads q and the step's own K/V row before it stores
+ * either (ops.cu's ATT_QROW; the SASS had the row's loads, their stores, then q's loads: two round
+ * trips after the wait for the split that holds the position). */
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
-    return hm_env_int("HOTMOE_XEARLY", 0, 31, 3, c);
+    return hm_env_int("HOTMOE_XEARLY", 0, 63, 3, c);
 }
 extern "C" int gpu_xearly(void) { return q8_xearly(); }
 

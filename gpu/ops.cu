@@ -27,6 +27,7 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
 #define RN_V 2
 #define RN_NOX 4   /* a flag beside hm_small_pdl's (the float4 kernels): x's update is not stored */
 #define RN_LF 8    /* k_router_norm: every row of x and y loaded before any is summed (HOTMOE_XEARLY bit 16) */
+#define ATT_QROW 16   /* k_attn_gqa_w: q and this step's K/V row loaded before either is stored (HOTMOE_XEARLY bit 32) */
 #define RN_K 8 /* expert rows a residual-norm thread loads at once (one float4 a thread) */
 /* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
  * squares; wv: its float4s of w, rn_load_w); every thread of the block calls it (block_sum
@@ -683,6 +684,36 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     }
 }
 
+/* After the wait, under ATT_QROW: the slab's q (n4 float4, attn_stage_q's) and, row set, the step's
+ * own K and V row (position t of the cache, into skr and svr) are loaded before either is stored, a
+ * thread's first QE float4 of q in registers (the rest, for groups past QE NT float4, as before;
+ * QE 1 takes all of air's 12 heads of 128 on 12 warps and a3b's 8 on 8).
+ * Without it the row's loads, their shared stores and only then q's loads made two L2 round trips
+ * in a row for warp 0 of the split that holds the step's position (the compiler keeps a load behind
+ * shared stores); now one. Same values. */
+template <int NT, int QE>
+static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *sq, int n4, bool row, const float *__restrict__ kc,
+                                                        const float *__restrict__ vc, float *skr, float *svr, int t, int kvd, int kvh,
+                                                        int hd) {
+    const int hd4 = hd / 4;
+    const bool rw = row && (int)threadIdx.x < hd4;
+    const size_t g = (size_t)t * kvd + (size_t)kvh * hd + 4 * threadIdx.x;
+    float4 kr = make_float4(0.f, 0.f, 0.f, 0.f), vr = kr, qv[QE];
+    if (rw) { kr = *(const float4 *)(kc + g); vr = *(const float4 *)(vc + g); }
+#pragma unroll
+    for (int u = 0; u < QE; u++) {
+        const int i = threadIdx.x + u * NT;
+        if (i < n4) qv[u] = ((const float4 *)qg)[i];
+    }
+    if (rw) { *(float4 *)(skr + 4 * threadIdx.x) = kr; *(float4 *)(svr + 4 * threadIdx.x) = vr; }
+#pragma unroll
+    for (int u = 0; u < QE; u++) {
+        const int i = threadIdx.x + u * NT;
+        if (i < n4) ((float4 *)sq)[i] = qv[u];
+    }
+    for (int i = threadIdx.x + QE * NT; i < n4; i += NT) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
+}
+
 /* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
  * a q head, lane t scores position t of the tile against it (the K row read from shared memory,
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
@@ -714,9 +745,15 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
     attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
-    if (npre < nt0) attn_load_tile<NT>(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
+    static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
+    if (f & ATT_QROW) {
+        attn_stage_q_row<NT, 1>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD,
+                                 t0 + npre, kvd, kvh, HD);
+    } else {
+        if (npre < nt0) attn_load_tile<NT>(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
+        attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
+    }
     const float scale = 1.0f / sqrtf((float)HD);
-    attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
     float m[HPW], l[HPW], o[HPW][DPL];
 #pragma unroll
     for (int j = 0; j < HPW; j++) {
@@ -868,7 +905,7 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
     static std::atomic<unsigned long long> raised(0);
     hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
     hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl());
+              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0));
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
