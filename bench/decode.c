@@ -10,6 +10,8 @@
  *        (--gpu-mem: the process's VRAM per GPU; the engine's budget is it less --gpu-reserve, default 1 GiB)
  *        [--replay-routing TRACE] [--record-routing OUT]   (replay: each run replays the trace from token 0;
  *        the prompt then runs token by token, as the routing side channels need)
+ *        [--quick]   (on a GPU, all resident: without the replays after the runs, the steps without
+ *        logits and the greedy steps both ways, ~3 x runs x gen steps more than the runs take)
  * With an expert cache it also reports it over the decode phase: hit rate, misses and PCIe bytes
  * per token, CPU experts per token, and the rate the cache's copy kernel reaches from pinned host
  * RAM beside cudaMemcpyAsync's (the 55 GB/s of DEVICE.md). */
@@ -167,7 +169,7 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
 
 int main(int argc, char **argv) {
     const char *model = NULL, *json = NULL, *dev = "auto", *record = NULL, *replay = NULL;
-    int n_prompt = 128, n_gen = 512, runs = 3, sizes[16], n_sizes = 0, n_streams = 1, no_batch = 0, sref = 0, host_argmax = 0;
+    int n_prompt = 128, n_gen = 512, runs = 3, sizes[16], n_sizes = 0, n_streams = 1, no_batch = 0, sref = 0, host_argmax = 0, quick = 0;
     sampler_params sp = sampler_defaults();   /* --temp, --top-k, --top-p, --min-p: the decode loop samples (default greedy) */
     long prompt_seed = 12345;   /* --prompt-seed: run r's random prompt is seeded with this + r */
     runner_opts ro; runner_opts_init(&ro);
@@ -191,13 +193,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--min-p") && i + 1 < argc) sp.min_p = (float)atof(argv[++i]);
         else if (!strcmp(argv[i], "--sampler-ref")) sref = 1;   /* the reference sampler (whole-vocabulary sort, plain argmax loop) */
         else if (!strcmp(argv[i], "--host-argmax")) host_argmax = 1;   /* greedy: the logits copied out, the argmax on the host */
+        else if (!strcmp(argv[i], "--quick")) quick = 1;   /* no replays after the runs (steps without logits, greedy both ways) */
         else if (!strcmp(argv[i], "--replay-routing") && i + 1 < argc) replay = argv[++i];
         else if (!strcmp(argv[i], "--record-routing") && i + 1 < argc) record = argv[++i];
         else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) {
             for (char *t = strtok(argv[++i], ","); t && n_sizes < 16; t = strtok(NULL, ",")) sizes[n_sizes++] = atoi(t);
             for (int k = 0; k < n_sizes; k++) if (sizes[k] < 1) { fprintf(stderr, "bench_decode: bad --prefill size\n"); return 2; }
         } else if (!strcmp(argv[i], "--chunk") && i + 1 < argc) setenv("HOTMOE_PREFILL_CHUNK", argv[++i], 1);
-        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N [--no-batch]] [--prompt-seed S] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--sampler-ref] (and runner flags)\n"); return 2; }
+        else { fprintf(stderr, "usage: bench_decode -m MODEL [--device cpu|cuda] [--prompt N] [--gen N] [--runs N] [--json FILE] [--prefill N,M] [--chunk N] [--streams N [--no-batch]] [--prompt-seed S] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--sampler-ref] [--quick] (and runner flags)\n"); return 2; }
     }
     if (!model || n_prompt < 1 || n_gen < 1 || runs < 1 || runs > 32) { fprintf(stderr, "bench_decode: -m MODEL is required\n"); return 2; }
     hm_model m;
@@ -307,7 +310,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n_gen; i++) { hsh ^= (uint32_t)gen[i]; hsh *= 1099511628211ull; }
         printf("tokens of the last run: %d, hash %016llx\n", n_gen, (unsigned long long)hsh);
     }
-    if (r.device == HM_DEVICE_CUDA && !lay.n_streamed && !record && !replay) {
+    if (r.device == HM_DEVICE_CUDA && !lay.n_streamed && !record && !replay && !quick) {
         /* the last run's steps again, same tokens and positions (the KV cache rewritten with the same
          * rows), without logits: no output head, no copy out, no sampler. The gap to the decode rate
          * is what a step costs past the layers. */

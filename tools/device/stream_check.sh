@@ -23,6 +23,9 @@ BUDGET=${BUDGET:-570}          # seconds this script may take (one run call: 600
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 # bench_gemv only when a `gemv` config asks for it (with PREBUILT=1 a missing target means a build: ~130 s)
 case " ${CONFIGS:-} $MODELS " in *gemv*) BG=" bench_gemv" ;; *) BG="" ;; esac
+# EXTRAS=1: bench_decode's replays after the runs (steps without logits, greedy both ways: ~3 x RUNS x GEN steps, ~9 s of an
+# air config); by default --quick leaves them out
+QUICK="--quick"; [ -n "${EXTRAS:-}" ] && QUICK=""
 TARGETS=${TARGETS:-"hotmoe hotmoe-gen bench_decode test_gpu_stream$BG"}   # TARGETS=all: everything (and ctest of the GPU tests)
 [ -n "${GPU_TESTS:-}" ] && TARGETS="$TARGETS $GPU_TESTS"   # e.g. GPU_TESTS="test_gpu_gemv test_gpu_model": built and run below
 if [ "$TARGETS" != all ] && hm_prebuilt $TARGETS; then :   # PREBUILT=1: tools/device/prebuild.sh's binaries (env.sh)
@@ -84,7 +87,7 @@ PY
   run() { local tag=${1//\//-}${TAGSFX:-}; tag=${tag//\//-}; shift;   # (a / in a setting, e.g. HOTMOE_DIAG_SKIP=attn/post, not in file names)
           local k=2 tg=$tag; while [ -e "$OUT/decode-$shape-$tag.log" ]; do tag=$tg-$k; k=$((k + 1)); done   # a config run again keeps its own logs
           local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
-          timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
+          timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" $QUICK "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
           echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without|^greedy steps|^tokens of" "$OUT/decode-$shape-$tag.log"; }
   one() { local c=$1   # one config (envc-K=V+K2=V2@config: that config under those settings, its logs tagged with them)
     case $c in
