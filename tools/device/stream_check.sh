@@ -35,7 +35,7 @@ else
   else cmake --build build-dev -j"$(nproc)" --target $TARGETS >"$OUT/build.log" 2>&1; fi || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 fi
 echo "== built in $(( $(date +%s) - t0 )) s"
-df -h /tmp | tail -1
+df -h /tmp | tail -1; df -h /dev/shm 2>/dev/null | tail -1   # (/dev/shm: whether HOTMOE_MODELS there would spare the models' disk writes)
 if [ "$TARGETS" = all ]; then
   (cd build-dev && timeout 240 ctest --output-on-failure -j4 -R "test_gpu_(model|ops|prefill|gemv|decode_emu)" >"$OUT/ctest.log" 2>&1); grep -E "tests passed|\*\*\*Failed|Timeout" "$OUT/ctest.log"
 fi
