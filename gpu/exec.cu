@@ -282,7 +282,9 @@ static size_t fsz_up(const hm_ffn_w *f, int tok) { size_t ou, od; return fsz_up_
  * experts, a range of experts each. A thread packs an expert's gate | up | down into a pinned
  * staging buffer laid out as the expert's VRAM (fsz_up_at, the gaps zero) and copies it up with one
  * cudaMemcpyAsync on its own stream; two buffers a thread, so the next expert is packed while the
- * last crosses PCIe. The same bytes in VRAM either way. gpu_exec_upload_threads_set: for tests. */
+ * last crosses PCIe. The same bytes in VRAM either way. With an expert cache (--cold stream|cpu)
+ * the cold experts' pinned host records are copied on as many threads (cache_setup). N 1 is 0.
+ * gpu_exec_upload_threads_set: for tests. */
 #define UP_MAX 64
 static std::atomic<int> up_threads_env{ -1 }, up_threads_over{ -1 };
 static int upload_threads(void) {
@@ -918,6 +920,20 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
     for (int e = 0; e < n_expert; e++) hidx[e] = slot_of[e] = -1;
     for (int r = 0; r < R; r++) { owner[r] = order[r]; slot_of[order[r]] = r; }
     for (int i = S, nh = 0; i < n_expert; i++) hidx[order[i]] = nh++;
+    /* the host records: copied here one expert after another, or on upload_threads() threads first
+     * (the same bytes) */
+    const unsigned nth = upload_threads() > 1 ? (unsigned)upload_threads() : 1;
+    if (nth > 1)
+        hm_host_parallel(n_expert, nth, [&](int e0, int e1) {
+            for (int e = e0; e < e1; e++) {
+                if (hidx[e] < 0) continue;
+                const hm_ffn_w *f = &ly->experts[e].host;
+                uint8_t *h = hrec + (size_t)hidx[e] * hc.stride;
+                memcpy(h, f->gate.data, f->gate.nbytes);
+                memcpy(h + hc.off_up, f->up.data, f->up.nbytes);
+                memcpy(h + hc.off_down, f->down.data, f->down.nbytes);
+            }
+        });
     for (int e = 0; e < n_expert; e++) {
         const hm_ffn_w *f = &ly->experts[e].host;
         const hm_tensor *mt[3] = { &f->gate, &f->up, &f->down };
@@ -925,7 +941,8 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
         uint8_t *base;
         if (hidx[e] >= 0) {
             uint8_t *h = hrec + (size_t)hidx[e] * hc.stride;
-            for (int i = 0; i < 3; i++) memcpy(h + off[i], mt[i]->data, mt[i]->nbytes);
+            if (nth == 1)
+                for (int i = 0; i < 3; i++) memcpy(h + off[i], mt[i]->data, mt[i]->nbytes);
             if (views) {   /* the CPU workers read the pinned copy */
                 views[e] = ly->experts[e];
                 views[e].host.gate.data = h; views[e].host.up.data = h + off[1]; views[e].host.down.data = h + off[2];
