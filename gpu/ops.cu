@@ -568,7 +568,18 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
 
 /* positions per split for n positions over nsplit splits; the splits that have positions are the
  * first ceil(n / len) (k_attn_gqa and k_attn_combine both derive them from pos) */
-static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((n + nsplit - 1) / nsplit, ATT_MINPOS); }
+/* s1 > 0 (HOTMOE_ATT_SPLIT1, NOT YET MEASURED; the register kernel only): the splits a kv head gets in
+ * one round of the launch's blocks (attn_split1); a split then takes ceil(n / s1) positions, at least
+ * ATT_MINPOS / 2 and at most ATT_MINPOS while that keeps to nsplit splits and to the ATT_S1_MAXS the
+ * merge loads at once, so that short contexts run more, shorter blocks (air, 16 splits a round: 16
+ * positions a block up to 256 instead of 32; a3b, 4 kv heads at two blocks a SM: 16 up to 512). Other
+ * split bounds, so other sums. */
+#define ATT_S1_MAXS 32   /* k_attn_combine's CB_PRE */
+static __device__ __forceinline__ int attn_len(int n, int nsplit, int s1 = 0) {
+    const int even = (n + nsplit - 1) / nsplit;
+    if (s1 <= 0) return max(even, ATT_MINPOS);
+    return max(max(min(max((n + s1 - 1) / s1, ATT_MINPOS / 2), ATT_MINPOS), even), (n + ATT_S1_MAXS - 1) / ATT_S1_MAXS);
+}
 
 /* K and V rows [tb, tb + nt) of kv head kvh (hd floats each, rows kvd floats apart in the cache)
  * into shared memory, K rows ks floats apart, V rows hd; 4 rows' loads in flight a thread */
@@ -724,7 +735,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int f) {
+                                                            int f, int s1) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
@@ -739,7 +750,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
      * first tile's rows of earlier positions (written by earlier steps); after it, the row of this
      * step's position (the kernel before writes it) and q */
     const int n = *pos_p + 1;
-    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
+    const int len = attn_len(n, nsplit, s1), ns = (n + len - 1) / len;
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
@@ -852,14 +863,15 @@ void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStr
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
+static_assert(CB_PRE == ATT_S1_MAXS, "attn_len's s1 rule keeps to the splits the merge loads at once");
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
-                               long long ps, long long os, uint8_t *__restrict__ xq, int f) {
+                               long long ps, long long os, uint8_t *__restrict__ xq, int f, int s1) {
     const int h = blockIdx.x, row = blockIdx.y;
     hm_pdl_pre(f);   /* the position is copied in before the step's first kernel */
-    const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
+    const int n = pos_p[row] + 1, len = attn_len(n, n_split, s1), ns = (n + len - 1) / len;
     hm_pdl_wait_f(f);
     if (ns == 1) {   /* the attention kernel wrote the output: only its records are left to make */
         if (xq && threadIdx.x < hd) q8_quant_lane(out[row * os + (size_t)h * hd + threadIdx.x], h * hd + threadIdx.x, xq);
@@ -898,14 +910,37 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
+/* HOTMOE_ATT_SPLIT1=1 (NOT YET MEASURED; 0, the default: attn_len's old rule): the register kernel's
+ * split length from the splits one round of its blocks holds (attn_len's s1) */
+static bool attn_split1_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_ATT_SPLIT1", 0, 1, 0, c) == 1;
+}
+
+/* the splits a kv head gets in one round of kern's blocks (block threads, smem bytes) over the grid's
+ * kv heads, slabs and rows, at most nsplit; 0 when off or unknown */
+template <class K>
+static int attn_split1(K kern, int threads, size_t smem, dim3 grid) {
+    int nb = 0;
+    if (!attn_split1_on() || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, threads, smem) != cudaSuccess || nb < 1) {
+        cudaGetLastError();
+        return 0;
+    }
+    const int s1 = nb * gpu_sm_count() / (int)(grid.x * grid.z);
+    return s1 < 1 ? 1 : s1 > (int)grid.y ? (int)grid.y : s1;
+}
+
+/* returns the launch's s1 (the merge takes the same) */
 template <int DPL, int NW>
-static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
-                      float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                      long long qs, long long os, long long ps) {
+static int attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                     float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
+                     long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
     hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    const int s1 = attn_split1(k_attn_gqa_w<DPL, NW>, 32 * NW, smem, grid);
     hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0));
+              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0), s1);
+    return s1;
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
@@ -913,20 +948,21 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
  * Each head's work is the same code whichever warp runs it (bitwise the same results). 16 warps
  * for hd 128/256 past 12 heads is left for a measurement (the device ran the tests above only). */
 template <int DPL>
-static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
-                          float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                          long long qs, long long os, long long ps) {
+static int attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                         float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
+                         long long qs, long long os, long long ps) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
     auto go = [&](auto nw) {
-        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        return attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+                                                   qs, os, ps);
     };
     if constexpr (DPL == 2) {
-        if (on && grp > 8) go(std::integral_constant<int, 16>());
-        else go(std::integral_constant<int, 8>());
+        if (on && grp > 8) return go(std::integral_constant<int, 16>());
+        return go(std::integral_constant<int, 8>());
     } else {
-        if (on && grp > 8 && grp <= 12) go(std::integral_constant<int, 12>());
-        else go(std::integral_constant<int, 8>());
+        if (on && grp > 8 && grp <= 12) return go(std::integral_constant<int, 12>());
+        return go(std::integral_constant<int, 8>());
     }
 }
 
@@ -937,11 +973,12 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
+    int s1 = 0;   /* attn_len's: the register kernel's choice, which the merge follows */
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
-        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        if (hd == 64) s1 = attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) s1 = attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else s1 = attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);
@@ -954,7 +991,7 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
                        (uintptr_t)xq % 16 == 0;
     if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
-              fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
+              fused ? xq : nullptr, hm_small_pdl(), s1);   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 
