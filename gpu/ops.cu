@@ -567,8 +567,8 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
 }
 
 /* positions per split for n positions over nsplit splits; the splits that have positions are the
- * first ceil(n / len) (k_attn_gqa and k_attn_combine both derive them from pos) */
-/* s1 > 0 (HOTMOE_ATT_SPLIT1, NOT YET MEASURED; the register kernel only): the splits a kv head gets in
+ * first ceil(n / len) (k_attn_gqa and k_attn_combine both derive them from pos).
+ * s1 > 0 (HOTMOE_ATT_SPLIT1, NOT YET MEASURED; the register kernel only): the splits a kv head gets in
  * one round of the launch's blocks (attn_split1); a split then takes ceil(n / s1) positions, at least
  * ATT_MINPOS / 2 and at most ATT_MINPOS while that keeps to nsplit splits and to the ATT_S1_MAXS the
  * merge loads at once, so that short contexts run more, shorter blocks (air, 16 splits a round: 16
