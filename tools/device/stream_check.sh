@@ -144,6 +144,9 @@ PY
       no-swap-replay) run no-swap-replay --gpu-mem $gib --cold cpu --no-swap --routing "$T" --replay-routing "$T" ;;   # the exchange's "before" under the replayed trace
       alt|alt-*) n=${c#alt}; B0=$B; B=./build-alt$n/bench_decode   # the same run on another build's binary (prebuild.sh ALT=DIR: alt; ALTS="name=DIR ...": alt-name), A/B in one call
              [ -x $B ] && { echo "-- alt$n is $(cat build-alt$n/COMMIT 2>/dev/null)"; run resident-alt$n; } || echo "-- alt$n: no $B (prebuild.sh ALT= or ALTS=)"; B=$B0 ;;
+      sweep) for v in ${SWEEP:-HM_BASE=s1 HOTMOE_ATT_WARPS=0 HOTMOE_RN_CLUSTER=0 HOTMOE_RN_WIDE=0 HOTMOE_QKV_PAIR=0 HOTMOE_PDL_TRIGGER=0 \
+               HOTMOE_PDL_TRIGGER=1 HOTMOE_PDL_TRIGGER=2 HOTMOE_PREWAIT=0 HOTMOE_ROUTER_NORM_ROWS=2 HOTMOE_OWARM=0 \
+               HOTMOE_Q8_BPS3=0 HM_BASE=s2}; do one "env-$v"; done ;;   # each old switch again against main (SWEEP="K=V K2=V2+K3=V3 ...": others)
       env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
              for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
       pfenv-*) kvs=${c#pfenv-}; for kv in ${kvs//+/ }; do export "$kv"; done; run prefill-$kvs --prefill 8192   # the prefill under environment settings
