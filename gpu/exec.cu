@@ -353,6 +353,12 @@ static int expert_image(const hm_ffn_w *f, int inter, int tok, size_t ou, size_t
     return 0;
 }
 
+extern "C" size_t gpu_exec_expert_image(const hm_ffn_w *f, int tok, void *dst) {
+    size_t ou, od;
+    const size_t stride = fsz_up_at(f, tok, &ou, &od);
+    return !dst || !expert_image(f, inter_for(f, tok), tok, ou, od, stride, (uint8_t *)dst) ? stride : 0;
+}
+
 /* experts [0, n) of w into arena (expert e at e * stride) on nt threads (upload_threads): 0, or -1
  * with err set */
 static int upload_experts_par(gpu_exec *g, uint8_t *arena, const hm_ffn_w *const *w, int n, int nt, int inter, int tok,

@@ -81,6 +81,9 @@ void gpu_exec_free(gpu_exec *g);
 /* host threads that upload a layer's resident experts (HOTMOE_UPLOAD_THREADS; 0 or 1: one expert at
  * a time), set for the executors created after the call; n < 0 goes back to the variable's */
 void gpu_exec_upload_threads_set(int n);
+/* expert f's VRAM image as the threaded upload stages it (tok slots a token: the interleaved layout's
+ * lanes), into dst (NULL: only its size); its bytes, or 0 when it cannot be made. Host only, for tests. */
+size_t gpu_exec_expert_image(const hm_ffn_w *f, int tok, void *dst);
 void gpu_exec_info(const gpu_exec *g, gpu_exec_layout *out);
 /* Expert cache counters summed over layers since creation or the last reset: [0] hits, [1] misses
  * copied into a slot, [2] misses read in place from host RAM, [3] misses computed by the CPU

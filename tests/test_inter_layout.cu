@@ -11,6 +11,7 @@
 #include "gpu_gemv.h"
 #include "gemv_q8.cuh"   /* q3r_pack_chunk, q4r_pack_chunk */
 extern "C" {
+#include "exec.h"
 #include "quant.h"
 }
 
@@ -84,6 +85,45 @@ static void threads_same(int type, int ncols, int nrows, int nmat, int tok) {
     bad ? n_fail++ : n_pass++;
 }
 
+/* gpu_exec_expert_image (the image HOTMOE_UPLOAD_THREADS stages for an expert): gate at 0, up at
+ * al256(gate's bytes), down after up's al256, each packed as gpu_q8_inter_pack makes it (GEMV mode 1
+ * and types it takes) or copied (mode 0, or a type without the layout), the gaps zero, in the stride
+ * the upload gives the expert; written over other bytes */
+static void expert_image(int tgu, int tdn, int H, int I, int tok, int mode) {
+    char what[160];
+    snprintf(what, sizeof what, "expert image %s/%s, %d x %d, %d slots a token, GEMV mode %d", hm_type_get(tgu)->name,
+             hm_type_get(tdn)->name, I, H, tok, mode);
+    gpu_gemv_set_mode(mode);
+    const size_t rg = hm_row_size(tgu, H) * I, rd = hm_row_size(tdn, I) * H;
+    std::vector<uint8_t> g(rg), u(rg), d(rd);
+    for (auto *v : { &g, &u, &d })
+        for (auto &b : *v) b = rnd8();
+    hm_ffn_w f;
+    memset(&f, 0, sizeof f);
+    f.gate = { tgu, 2, { H, I, 1, 1 }, g.data(), rg };
+    f.up = { tgu, 2, { H, I, 1, 1 }, u.data(), rg };
+    f.down = { tdn, 2, { I, H, 1, 1 }, d.data(), rd };
+    const char *ie = getenv("HOTMOE_INTER");   /* 0: GGUF rows everywhere (exec.cu's inter_on) */
+    const bool inter = mode == 1 && !(ie && ie[0] == '0') && gpu_q8_inter_bytes(tgu, H, I, 2, tok) && gpu_q8_inter_bytes(tdn, I, H, 1, tok);
+    const size_t gb = inter ? gpu_q8_inter_bytes(tgu, H, I, 2, tok) : rg, db = inter ? gpu_q8_inter_bytes(tdn, I, H, 1, tok) : rd;
+    auto al = [](size_t n) { return (n + 255) & ~(size_t)255; };
+    const size_t ou = al(gb), od = ou + al(gb), st = od + al(db);
+    std::vector<uint8_t> want(st, 0), got(st, 0xA5);
+    int bad = 0;
+    if (inter)
+        bad = gpu_q8_inter_pack(tgu, g.data(), H, I, 2, tok, want.data()) || gpu_q8_inter_pack(tgu, u.data(), H, I, 2, tok, want.data() + ou) ||
+              gpu_q8_inter_pack(tdn, d.data(), I, H, 1, tok, want.data() + od);
+    else {
+        memcpy(want.data(), g.data(), rg); memcpy(want.data() + ou, u.data(), rg); memcpy(want.data() + od, d.data(), rd);
+    }
+    const size_t n = gpu_exec_expert_image(&f, tok, nullptr), m = bad ? 0 : gpu_exec_expert_image(&f, tok, got.data());
+    bad = bad || n != st || m != st || memcmp(got.data(), want.data(), st);
+    printf("%s %s (%s): %s\n", bad ? "FAIL" : "PASS", what, inter ? "interleaved" : "copied",
+           bad ? "size or bytes differ from the matrices packed one by one" : "the matrices packed one by one, gaps zero");
+    bad ? n_fail++ : n_pass++;
+    gpu_gemv_set_mode(1);
+}
+
 static void refused(int type, int ncols, int nrows, int nmat, int tok, const char *why) {
     std::vector<uint8_t> src(1 << 20, 1), dst(1 << 22);
     const bool ok = gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok) == 0 && gpu_q8_inter_lanes(type, ncols, nrows, nmat, tok) < 0 &&
@@ -101,6 +141,11 @@ int main(void) {
     check(HM_TYPE_Q6_K, 768, 2048, 1, 8, 210);    /* a3b's down: 3 chunks, 4 lanes */
     check(HM_TYPE_Q5_K, 512, 96, 2, 2, 176);
     check(HM_TYPE_Q8_0, 96, 64, 1, 1, 272);       /* one partial chunk a row */
+    expert_image(HM_TYPE_Q3_K, HM_TYPE_Q4_0, 4096, 1408, 8, 1);   /* air's routed experts */
+    expert_image(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 1408, 1, 1);   /* its shared expert */
+    expert_image(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 1);    /* a3b's */
+    expert_image(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 0);    /* GEMV mode 0: copied */
+    expert_image(HM_TYPE_IQ4_XS, HM_TYPE_IQ4_XS, 2048, 768, 8, 1);   /* no interleaved kernel for the type: copied */
     threads_same(HM_TYPE_Q3_K, 4096, 1408, 2, 8);
     threads_same(HM_TYPE_Q4_0, 1408, 4096, 1, 8);
     threads_same(HM_TYPE_Q6_K, 768, 64, 1, 8);     /* fewer row groups than 16 threads */
