@@ -51,9 +51,121 @@ static int put(void *dst, const void *src, size_t n, char *err, size_t errlen) {
     return fail(err, errlen, "cuda: upload failed");
 }
 
+/* HOTMOE_UPLOAD_THREADS (NOT YET MEASURED; unset or 0: the way before, one matrix at a time, each
+ * packed on up to 16 threads and copied from pageable memory): host threads that upload the model.
+ * Every other matrix of at least 4 MiB goes up in 16 MiB chunks (staged_put), each packed or copied
+ * into a pinned buffer by one of N threads. A layer's experts go a range of experts a thread. A thread packs an expert's gate | up | down into a pinned
+ * staging buffer laid out as the expert's VRAM (fsz_up_at, the gaps zero) and copies it up with one
+ * cudaMemcpyAsync on its own stream; two buffers a thread, so the next expert is packed while the
+ * last crosses PCIe. The same bytes in VRAM either way. With an expert cache (--cold stream|cpu)
+ * the cold experts' pinned host records are copied on as many threads (cache_setup). N 1 is 0.
+ * gpu_exec_upload_threads_set: for tests. */
+#define UP_MAX 64
+/* staged_put's chunk (the pool's least buffer) and the least matrix it takes: 16 and 4 MiB
+ * (gpu_exec_upload_test_sizes: smaller, for the tests' small models) */
+static size_t up_chunk = (size_t)16 << 20, up_staged_min = (size_t)4 << 20;
+extern "C" void gpu_exec_upload_test_sizes(size_t chunk, size_t min_bytes) {
+    up_chunk = chunk ? chunk : (size_t)16 << 20;
+    up_staged_min = chunk ? min_bytes : (size_t)4 << 20;
+}
+static std::atomic<int> up_threads_env{ -1 }, up_threads_over{ -1 };
+static int upload_threads(void) {
+    const int o = up_threads_over.load(std::memory_order_relaxed);
+    return o >= 0 ? o : hm_env_int("HOTMOE_UPLOAD_THREADS", 0, UP_MAX, 0, up_threads_env);
+}
+extern "C" void gpu_exec_upload_threads_set(int n) { up_threads_over.store(n < 0 ? -1 : n > UP_MAX ? UP_MAX : n); }
+
+struct up_worker { uint8_t *buf[2]; cudaStream_t s; cudaEvent_t ev[2]; };
+struct up_pool { int n; size_t bytes; up_worker w[UP_MAX]; };
+
+static void up_pool_free(gpu_exec *g) {
+    up_pool *p = g->up;
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) {
+        up_worker *w = &p->w[i];
+        if (w->s) { cudaStreamSynchronize(w->s); cudaStreamDestroy(w->s); }
+        for (int k = 0; k < 2; k++) {
+            if (w->ev[k]) cudaEventDestroy(w->ev[k]);
+            if (w->buf[k]) cudaFreeHost(w->buf[k]);
+        }
+    }
+    cudaGetLastError();
+    free(p);
+    g->up = NULL;
+}
+
+/* g->up with nt workers of bytes a buffer (made, or remade when smaller): 0, or -1 with err set */
+static int up_pool_get(gpu_exec *g, int nt, size_t bytes, char *err, size_t errlen) {
+    if (bytes < up_chunk) bytes = up_chunk;   /* one pool for the experts' images and the chunks */
+    if (g->up && g->up->n >= nt && g->up->bytes >= bytes) return 0;
+    up_pool_free(g);
+    up_pool *p = (up_pool *)calloc(1, sizeof(up_pool));
+    if (!p) return fail(err, errlen, "out of host memory for the upload's staging");
+    g->up = p;
+    p->bytes = bytes;
+    for (; p->n < nt; p->n++) {
+        up_worker *w = &p->w[p->n];
+        if (cudaStreamCreateWithFlags(&w->s, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&w->ev[0], cudaEventDisableTiming) != cudaSuccess ||
+            cudaEventCreateWithFlags(&w->ev[1], cudaEventDisableTiming) != cudaSuccess ||
+            cudaMallocHost((void **)&w->buf[0], bytes) != cudaSuccess || cudaMallocHost((void **)&w->buf[1], bytes) != cudaSuccess) {
+            cudaGetLastError();
+            p->n++;   /* what was made of this one is freed too */
+            up_pool_free(g);
+            return fail(err, errlen, "cuda: %d pinned staging buffers of %.1f MiB for the upload not allocated "
+                        "(HOTMOE_UPLOAD_THREADS=%d; fewer threads, or 0, need less)", 2 * nt, bytes / 1048576.0, nt);
+        }
+    }
+    return 0;
+}
+
+/* n bytes into dst through the pool's pinned buffers on nt threads: chunk c of ceil(n / chunk) is
+ * filled by fill(c, buf) (its bytes returned, 0: it failed) and copied to dst + c * chunk on its
+ * thread's stream, two buffers a thread; 0, or -1 with err set */
+template <class F>
+static int staged_put(gpu_exec *g, uint8_t *dst, size_t n, size_t chunk, int nt, F fill, char *err, size_t errlen) {
+    if (!n) return 0;
+    const int nc = (int)((n + chunk - 1) / chunk);
+    if (nt > nc) nt = nc;
+    if (up_pool_get(g, nt, chunk, err, errlen)) return -1;
+    std::atomic<int> bad{ 0 };
+    const int dev = g->dev;
+    up_pool *p = g->up;
+    hm_host_parallel_w(nc, (unsigned)nt, [&](unsigned wi, int c0, int c1) {
+        up_worker *u = &p->w[wi];
+        if (cudaSetDevice(dev) != cudaSuccess) { bad.store(1); return; }
+        for (int c = c0; c < c1 && !bad.load(std::memory_order_relaxed); c++) {
+            const int k = (c - c0) & 1;
+            size_t len = 0;
+            if ((c - c0 >= 2 && cudaEventSynchronize(u->ev[k]) != cudaSuccess) || !(len = fill(c, u->buf[k])) ||
+                cudaMemcpyAsync(dst + (size_t)c * chunk, u->buf[k], len, cudaMemcpyHostToDevice, u->s) != cudaSuccess ||
+                cudaEventRecord(u->ev[k], u->s) != cudaSuccess) {
+                bad.store(1);
+                break;
+            }
+        }
+        if (cudaStreamSynchronize(u->s) != cudaSuccess) bad.store(1);
+    });
+    if (!bad.load()) return 0;
+    cudaGetLastError();
+    return fail(err, errlen, "cuda: staged upload of %zu bytes failed", n);
+}
+
+/* n host bytes into a new allocation (large ones staged on upload_threads() threads) */
 static const void *upload(gpu_exec *g, const void *src, size_t n, char *err, size_t errlen) {
     void *d = dalloc(g, n, err, errlen);
-    return d && !put(d, src, n, err, errlen) ? d : NULL;
+    if (!d) return NULL;
+    const int nt = upload_threads();
+    if (nt > 1 && n >= up_staged_min) {
+        const uint8_t *s = (const uint8_t *)src;
+        auto fill = [&](int c, uint8_t *buf) {
+            const size_t o = (size_t)c * up_chunk, len = n - o < up_chunk ? n - o : up_chunk;
+            memcpy(buf, s + o, len);
+            return len;
+        };
+        return staged_put(g, (uint8_t *)d, n, up_chunk, nt, fill, err, errlen) ? NULL : d;
+    }
+    return !put(d, src, n, err, errlen) ? d : NULL;
 }
 
 /* 1-D tensors go up as F32 whatever their file type. */
@@ -226,6 +338,20 @@ static int inter_for(const hm_ffn_w *f, int tok) {
 static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, int64_t ne1, const void *data, int nmat, int tok, char *err,
                                 size_t errlen, void *dst = NULL) {
     const size_t nb = gpu_q8_inter_bytes(type, (int)ne0, (int)ne1, nmat, tok);
+    const int nt = upload_threads();
+    int ng = 0;
+    size_t sb = 0, gsz = 0;
+    if (nt > 1 && nb >= up_staged_min && !gpu_q8_inter_groups(type, (int)ne0, (int)ne1, nmat, tok, &ng, &sb, &gsz) && gsz <= up_chunk) {
+        /* packed by row groups straight into the pinned chunks, up_chunk / gsz groups a chunk */
+        void *d = dst ? dst : dalloc(g, nb, err, errlen);
+        if (!d) return NULL;
+        const int gpc = (int)(up_chunk / gsz);
+        auto fill = [&](int c, uint8_t *buf) -> size_t {
+            const int g0 = c * gpc, g1 = g0 + gpc < ng ? g0 + gpc : ng;
+            return gpu_q8_inter_pack_groups(type, data, (int)ne0, (int)ne1, nmat, tok, buf, g0, g1) ? 0 : (size_t)(g1 - g0) * gsz;
+        };
+        return staged_put(g, (uint8_t *)d, nb, (size_t)gpc * gsz, nt, fill, err, errlen) ? NULL : d;
+    }
     void *h = malloc(nb);
     if (!h) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
     const void *d = NULL;
@@ -276,65 +402,6 @@ static size_t fsz_up_at(const hm_ffn_w *f, int tok, size_t *ou, size_t *od) {
     return *od + al256(db);
 }
 static size_t fsz_up(const hm_ffn_w *f, int tok) { size_t ou, od; return fsz_up_at(f, tok, &ou, &od); }
-
-/* HOTMOE_UPLOAD_THREADS (NOT YET MEASURED; unset or 0: the way before, one matrix at a time, each
- * packed on up to 16 threads and copied from pageable memory): host threads that upload a layer's
- * experts, a range of experts each. A thread packs an expert's gate | up | down into a pinned
- * staging buffer laid out as the expert's VRAM (fsz_up_at, the gaps zero) and copies it up with one
- * cudaMemcpyAsync on its own stream; two buffers a thread, so the next expert is packed while the
- * last crosses PCIe. The same bytes in VRAM either way. With an expert cache (--cold stream|cpu)
- * the cold experts' pinned host records are copied on as many threads (cache_setup). N 1 is 0.
- * gpu_exec_upload_threads_set: for tests. */
-#define UP_MAX 64
-static std::atomic<int> up_threads_env{ -1 }, up_threads_over{ -1 };
-static int upload_threads(void) {
-    const int o = up_threads_over.load(std::memory_order_relaxed);
-    return o >= 0 ? o : hm_env_int("HOTMOE_UPLOAD_THREADS", 0, UP_MAX, 0, up_threads_env);
-}
-extern "C" void gpu_exec_upload_threads_set(int n) { up_threads_over.store(n < 0 ? -1 : n > UP_MAX ? UP_MAX : n); }
-
-struct up_worker { uint8_t *buf[2]; cudaStream_t s; cudaEvent_t ev[2]; };
-struct up_pool { int n; size_t bytes; up_worker w[UP_MAX]; };
-
-static void up_pool_free(gpu_exec *g) {
-    up_pool *p = g->up;
-    if (!p) return;
-    for (int i = 0; i < p->n; i++) {
-        up_worker *w = &p->w[i];
-        if (w->s) { cudaStreamSynchronize(w->s); cudaStreamDestroy(w->s); }
-        for (int k = 0; k < 2; k++) {
-            if (w->ev[k]) cudaEventDestroy(w->ev[k]);
-            if (w->buf[k]) cudaFreeHost(w->buf[k]);
-        }
-    }
-    cudaGetLastError();
-    free(p);
-    g->up = NULL;
-}
-
-/* g->up with nt workers of bytes a buffer (made, or remade when smaller): 0, or -1 with err set */
-static int up_pool_get(gpu_exec *g, int nt, size_t bytes, char *err, size_t errlen) {
-    if (g->up && g->up->n >= nt && g->up->bytes >= bytes) return 0;
-    up_pool_free(g);
-    up_pool *p = (up_pool *)calloc(1, sizeof(up_pool));
-    if (!p) return fail(err, errlen, "out of host memory for the upload's staging");
-    g->up = p;
-    p->bytes = bytes;
-    for (; p->n < nt; p->n++) {
-        up_worker *w = &p->w[p->n];
-        if (cudaStreamCreateWithFlags(&w->s, cudaStreamNonBlocking) != cudaSuccess ||
-            cudaEventCreateWithFlags(&w->ev[0], cudaEventDisableTiming) != cudaSuccess ||
-            cudaEventCreateWithFlags(&w->ev[1], cudaEventDisableTiming) != cudaSuccess ||
-            cudaMallocHost((void **)&w->buf[0], bytes) != cudaSuccess || cudaMallocHost((void **)&w->buf[1], bytes) != cudaSuccess) {
-            cudaGetLastError();
-            p->n++;   /* what was made of this one is freed too */
-            up_pool_free(g);
-            return fail(err, errlen, "cuda: %d pinned staging buffers of %.1f MiB for the upload not allocated "
-                        "(HOTMOE_UPLOAD_THREADS=%d; fewer threads, or 0, need less)", 2 * nt, bytes / 1048576.0, nt);
-        }
-    }
-    return 0;
-}
 
 /* expert f's VRAM image (fsz_up_at's layout, stride bytes, gaps zero) into b; 0, or -1 */
 static int expert_image(const hm_ffn_w *f, int inter, int tok, size_t ou, size_t od, size_t stride, uint8_t *b) {

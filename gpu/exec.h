@@ -81,6 +81,9 @@ void gpu_exec_free(gpu_exec *g);
 /* host threads that upload a layer's resident experts (HOTMOE_UPLOAD_THREADS; 0 or 1: one expert at
  * a time), set for the executors created after the call; n < 0 goes back to the variable's */
 void gpu_exec_upload_threads_set(int n);
+/* for tests: the threaded upload's chunk and the least matrix it stages (0, 0: 16 MiB and 4 MiB),
+ * so that small models take every path */
+void gpu_exec_upload_test_sizes(size_t chunk, size_t min_bytes);
 /* expert f's VRAM image as the threaded upload stages it (tok slots a token: the interleaved layout's
  * lanes), into dst (NULL: only its size); its bytes, or 0 when it cannot be made. Host only, for tests. */
 size_t gpu_exec_expert_image(const hm_ffn_w *f, int tok, void *dst);

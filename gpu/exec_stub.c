@@ -10,6 +10,7 @@ gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size
 }
 void gpu_exec_free(gpu_exec *g) { (void)g; }
 void gpu_exec_upload_threads_set(int n) { (void)n; }
+void gpu_exec_upload_test_sizes(size_t chunk, size_t min_bytes) { (void)chunk; (void)min_bytes; }
 size_t gpu_exec_expert_image(const hm_ffn_w *f, int tok, void *dst) { (void)f; (void)tok; (void)dst; return 0; }
 int gpu_exec_forward(gpu_exec *g, int32_t token, int pos, float *logits, char *err, size_t errlen) {
     (void)g; (void)token; (void)pos; (void)logits;

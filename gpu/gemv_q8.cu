@@ -967,13 +967,16 @@ extern "C" int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int 
     return q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw) ? -1 : ls;
 }
 
-extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
-    return gpu_q8_inter_pack_nt(type, src, ncols, nrows, nmat, tok, dst, 0);
-}
-
-extern "C" int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int threads) {
+/* row groups [g0, g1) (g1 < 0: to the last) of the interleaved layout into dst, which holds the
+ * layout's bytes from group gb on; threads as gpu_q8_inter_pack_nt's; 0, or -1 (not interleaved, or
+ * groups outside the matrix) */
+static int q8_inter_pack_part(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int gb, int g0, int g1,
+                              int threads) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
+    const int ng = nrows / rw;
+    if (g1 < 0) g1 = ng;
+    if (g0 < gb || g0 > g1 || g1 > ng) return -1;
     const int L = 1 << ls;
     const bool b32 = type == HM_TYPE_Q4_0 || type == HM_TYPE_Q8_0;   /* 8 blocks a chunk, rows of any multiple of 32 */
     const size_t row_src = b32 ? (size_t)(ncols / 32) * (cb / 8) : (size_t)(ncols / Q8_CHUNK) * cb;   /* GGUF row bytes */
@@ -984,7 +987,7 @@ extern "C" int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nr
      * matrices (the q3r rearrangement costs ~0.1 us a chunk: ~30 s of air's load in one thread) */
     auto pack = [&](int g0, int g1) {
         uint8_t tmp[160];
-        memset(d + (size_t)g0 * rw * nch * cbp, 0, (size_t)(g1 - g0) * rw * nch * cbp);
+        memset(d + (size_t)(g0 - gb) * rw * nch * cbp, 0, (size_t)(g1 - g0) * rw * nch * cbp);
         for (int r = g0 * rw; r < g1 * rw; r++)
             for (int c = 0; c < nch; c++) {
                 const size_t off = (size_t)c * cb;
@@ -997,17 +1000,29 @@ extern "C" int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nr
                     from = tmp;
                 }
                 const int li = c % L, t = c / L;
-                uint8_t *g = d + (size_t)(r / rw) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
+                uint8_t *g = d + (size_t)(r / rw - gb) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
                 for (int j = 0; j * 16 < nb; j++) {
                     const int n = nb - 16 * j < 16 ? nb - 16 * j : 16;
                     memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);
                 }
             }
     };
-    const int ng = nrows / rw;
     const unsigned nt = threads > 0 ? (unsigned)threads : hm_host_threads();
-    hm_host_parallel(ng, threads == 0 && ((size_t)nrows * nch < 16384 || (unsigned)ng < nt) ? 1 : nt, pack);
+    hm_host_parallel(g1 - g0, threads == 0 && ((size_t)nrows * nch < 16384 || (unsigned)ng < nt) ? 1 : nt,
+                     [&](int a, int b) { pack(g0 + a, g0 + b); });
     return 0;
+}
+
+extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
+    return q8_inter_pack_part(type, src, ncols, nrows, nmat, tok, dst, 0, 0, -1, 0);
+}
+
+extern "C" int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int threads) {
+    return q8_inter_pack_part(type, src, ncols, nrows, nmat, tok, dst, 0, 0, -1, threads);
+}
+
+extern "C" int gpu_q8_inter_pack_groups(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int g0, int g1) {
+    return q8_inter_pack_part(type, src, ncols, nrows, nmat, tok, dst, g0, g0, g1, 1);
 }
 
 /* registration happens where tables are made and freed (upload, gpu_exec_free): one thread */

@@ -112,9 +112,10 @@ out:
     free(a); free(b); free(q); runner_free(&c); runner_free(&f); runner_free(&g);
 }
 
-/* HOTMOE_UPLOAD_THREADS: the experts uploaded on 3 host threads (staged and packed per expert) give
- * the same logits, bit for bit, as one at a time. q8: GEMV mode 1, whose quantized experts are
- * interleaved (packed on the way up); 0: as the file's rows (copied). */
+/* HOTMOE_UPLOAD_THREADS: the model uploaded on 3 host threads (the experts staged and packed per
+ * expert, every other matrix staged in 64 KiB chunks) gives the same logits, bit for bit, as the
+ * upload one matrix at a time. q8: GEMV mode 1, whose quantized matrices are interleaved (packed on
+ * the way up); 0: as the file's rows (copied). */
 static void compare_upload(const char *label, const hm_model *m, int q8) {
     hm_runner a, b; hm_error e;
     const int n = 6, V = m->cfg.n_vocab;
@@ -124,8 +125,10 @@ static void compare_upload(const char *label, const hm_model *m, int q8) {
     gpu_exec_upload_threads_set(0);
     int rc = runner_init(&a, m, HM_DEVICE_CUDA, n, &e);
     gpu_exec_upload_threads_set(3);
+    gpu_exec_upload_test_sizes(64 << 10, 0);   /* every matrix staged, in chunks of 64 KiB: several a matrix */
     if (!rc && runner_init(&b, m, HM_DEVICE_CUDA, n, &e)) { runner_free(&a); rc = -1; }
     gpu_exec_upload_threads_set(-1);
+    gpu_exec_upload_test_sizes(0, 0);
     if (rc) { printf("FAIL %s (upload threads): %s\n", label, e.msg); n_fail++; return; }
     float *la = malloc(sizeof(float) * V), *lb = malloc(sizeof(float) * V);
     int same = 1, first = -1;

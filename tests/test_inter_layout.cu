@@ -67,9 +67,9 @@ static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
     bad ? n_fail++ : n_pass++;
 }
 
-/* gpu_q8_inter_pack_nt (the staged upload packs each matrix on one thread, HOTMOE_UPLOAD_THREADS):
- * the same bytes on 1, 3 and 16 threads as gpu_q8_inter_pack's own choice, into a buffer of other
- * bytes (every byte written) */
+/* gpu_q8_inter_pack_nt (the staged upload packs each expert's matrices on one thread,
+ * HOTMOE_UPLOAD_THREADS) and gpu_q8_inter_pack_groups (its chunks of the other matrices): the same
+ * bytes as gpu_q8_inter_pack's own choice, into buffers of other bytes (every byte written) */
 static void threads_same(int type, int ncols, int nrows, int nmat, int tok) {
     const size_t nb = gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok);
     std::vector<uint8_t> src(hm_row_size(type, ncols) * nrows), want(nb), got(nb);
@@ -80,8 +80,24 @@ static void threads_same(int type, int ncols, int nrows, int nmat, int tok) {
         memset(got.data(), 0xA5, nb);
         bad = gpu_q8_inter_pack_nt(type, src.data(), ncols, nrows, nmat, tok, got.data(), nts[i]) || memcmp(got.data(), want.data(), nb);
     }
-    printf("%s %s %d x %d packed on 1, 3 and 16 threads: %s\n", bad ? "FAIL" : "PASS", hm_type_get(type)->name, nrows, ncols,
-           bad ? "bytes differ from the pack's own choice" : "the same bytes");
+    /* and by row groups, gpc at a time, each chunk packed into a buffer of its own (the staged upload's chunks) */
+    int ng = 0;
+    size_t sb = 0, gsz = 0;
+    bad = bad || gpu_q8_inter_groups(type, ncols, nrows, nmat, tok, &ng, &sb, &gsz) || (size_t)ng * gsz != nb;
+    const int gpcs[3] = { 1, 3, 7 };
+    for (int i = 0; i < 3 && !bad; i++) {
+        memset(got.data(), 0xA5, nb);
+        for (int g0 = 0; g0 < ng && !bad; g0 += gpcs[i]) {
+            const int g1 = g0 + gpcs[i] < ng ? g0 + gpcs[i] : ng;
+            std::vector<uint8_t> chunk((size_t)(g1 - g0) * gsz, 0x5A);
+            bad = gpu_q8_inter_pack_groups(type, src.data(), ncols, nrows, nmat, tok, chunk.data(), g0, g1);
+            memcpy(got.data() + (size_t)g0 * gsz, chunk.data(), chunk.size());
+        }
+        bad = bad || memcmp(got.data(), want.data(), nb);
+    }
+    bad = bad || !gpu_q8_inter_pack_groups(type, src.data(), ncols, nrows, nmat, tok, got.data(), 0, ng + 1);   /* past the end: refused */
+    printf("%s %s %d x %d packed on 1, 3 and 16 threads and by 1, 3 and 7 row groups a chunk: %s\n", bad ? "FAIL" : "PASS",
+           hm_type_get(type)->name, nrows, ncols, bad ? "bytes differ from the pack's own choice" : "the same bytes");
     bad ? n_fail++ : n_pass++;
 }
 
