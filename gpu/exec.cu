@@ -51,14 +51,14 @@ static int put(void *dst, const void *src, size_t n, char *err, size_t errlen) {
     return fail(err, errlen, "cuda: upload failed");
 }
 
-/* HOTMOE_UPLOAD_THREADS (NOT YET MEASURED; unset or 0: the way before, one matrix at a time, each
- * packed on up to 16 threads and copied from pageable memory): host threads that upload the model.
- * Every other matrix of at least 4 MiB goes up in 16 MiB chunks (staged_put), each packed or copied
- * into a pinned buffer by one of N threads. A layer's experts go a range of experts a thread. A thread packs an expert's gate | up | down into a pinned
- * staging buffer laid out as the expert's VRAM (fsz_up_at, the gaps zero) and copies it up with one
- * cudaMemcpyAsync on its own stream; two buffers a thread, so the next expert is packed while the
- * last crosses PCIe. The same bytes in VRAM either way. With an expert cache (--cold stream|cpu)
- * the cold experts' pinned host records are copied on as many threads (cache_setup). N 1 is 0.
+/* HOTMOE_UPLOAD_THREADS (NOT YET MEASURED; unset, 0 or 1: the way before, one matrix at a time,
+ * each packed on up to 16 threads and copied from pageable memory): N host threads upload the model
+ * through staged_put. A layer's experts go an expert a chunk: its gate | up | down packed into a
+ * pinned buffer laid out as its VRAM (expert_image), a range of experts a thread. Every other matrix
+ * of at least 4 MiB goes in 16 MiB chunks, packed by row groups or copied. Each chunk goes up with
+ * one cudaMemcpyAsync on its thread's stream, two buffers a thread, so the next chunk is packed while
+ * the last crosses PCIe. The same bytes in VRAM either way. With an expert cache (--cold
+ * stream|cpu) the cold experts' pinned host records are copied on as many threads (cache_setup).
  * gpu_exec_upload_threads_set: for tests. */
 #define UP_MAX 64
 /* staged_put's chunk (the pool's least buffer) and the least matrix it takes: 16 and 4 MiB
@@ -119,36 +119,37 @@ static int up_pool_get(gpu_exec *g, int nt, size_t bytes, char *err, size_t errl
     return 0;
 }
 
-/* n bytes into dst through the pool's pinned buffers on nt threads: chunk c of ceil(n / chunk) is
- * filled by fill(c, buf) (its bytes returned, 0: it failed) and copied to dst + c * chunk on its
- * thread's stream, two buffers a thread; 0, or -1 with err set */
+/* n bytes into dst through the pool's pinned buffers on nt threads, a contiguous range of chunks a
+ * thread: chunk c of ceil(n / chunk) is filled by fill(c, buf) (its bytes returned, 0: it failed)
+ * and copied to dst + c * chunk on its thread's stream, two buffers a thread; 0, or -1 with err
+ * naming the first chunk that failed (what: its noun) */
 template <class F>
-static int staged_put(gpu_exec *g, uint8_t *dst, size_t n, size_t chunk, int nt, F fill, char *err, size_t errlen) {
+static int staged_put(gpu_exec *g, uint8_t *dst, size_t n, size_t chunk, int nt, F fill, const char *what, char *err,
+                      size_t errlen) {
     if (!n) return 0;
     const int nc = (int)((n + chunk - 1) / chunk);
     if (nt > nc) nt = nc;
     if (up_pool_get(g, nt, chunk, err, errlen)) return -1;
-    std::atomic<int> bad{ 0 };
+    std::atomic<int> bad{ -1 }, packing{ 0 };   /* the first chunk that failed; whether its fill did */
+    auto failed = [&](int c, bool in_fill) { int x = -1; if (bad.compare_exchange_strong(x, c)) packing.store(in_fill); };
     const int dev = g->dev;
     up_pool *p = g->up;
     hm_host_parallel_w(nc, (unsigned)nt, [&](unsigned wi, int c0, int c1) {
         up_worker *u = &p->w[wi];
-        if (cudaSetDevice(dev) != cudaSuccess) { bad.store(1); return; }
-        for (int c = c0; c < c1 && !bad.load(std::memory_order_relaxed); c++) {
+        if (cudaSetDevice(dev) != cudaSuccess) { failed(c0, false); return; }
+        for (int c = c0; c < c1 && bad.load(std::memory_order_relaxed) < 0; c++) {
             const int k = (c - c0) & 1;
-            size_t len = 0;
-            if ((c - c0 >= 2 && cudaEventSynchronize(u->ev[k]) != cudaSuccess) || !(len = fill(c, u->buf[k])) ||
-                cudaMemcpyAsync(dst + (size_t)c * chunk, u->buf[k], len, cudaMemcpyHostToDevice, u->s) != cudaSuccess ||
-                cudaEventRecord(u->ev[k], u->s) != cudaSuccess) {
-                bad.store(1);
-                break;
-            }
+            if (c - c0 >= 2 && cudaEventSynchronize(u->ev[k]) != cudaSuccess) { failed(c, false); break; }
+            const size_t len = fill(c, u->buf[k]);
+            if (!len) { failed(c, true); break; }
+            if (cudaMemcpyAsync(dst + (size_t)c * chunk, u->buf[k], len, cudaMemcpyHostToDevice, u->s) != cudaSuccess ||
+                cudaEventRecord(u->ev[k], u->s) != cudaSuccess) { failed(c, false); break; }
         }
-        if (cudaStreamSynchronize(u->s) != cudaSuccess) bad.store(1);
+        if (cudaStreamSynchronize(u->s) != cudaSuccess) failed(c0, false);
     });
-    if (!bad.load()) return 0;
+    if (bad.load() < 0) return 0;
     cudaGetLastError();
-    return fail(err, errlen, "cuda: staged upload of %zu bytes failed", n);
+    return fail(err, errlen, packing.load() ? "gpu: packing %s %d failed" : "cuda: upload of %s %d failed", what, bad.load());
 }
 
 /* n host bytes into a new allocation (large ones staged on upload_threads() threads) */
@@ -163,7 +164,7 @@ static const void *upload(gpu_exec *g, const void *src, size_t n, char *err, siz
             memcpy(buf, s + o, len);
             return len;
         };
-        return staged_put(g, (uint8_t *)d, n, up_chunk, nt, fill, err, errlen) ? NULL : d;
+        return staged_put(g, (uint8_t *)d, n, up_chunk, nt, fill, "chunk", err, errlen) ? NULL : d;
     }
     return !put(d, src, n, err, errlen) ? d : NULL;
 }
@@ -350,7 +351,7 @@ static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, int64_t ne1,
             const int g0 = c * gpc, g1 = g0 + gpc < ng ? g0 + gpc : ng;
             return gpu_q8_inter_pack_groups(type, data, (int)ne0, (int)ne1, nmat, tok, buf, g0, g1) ? 0 : (size_t)(g1 - g0) * gsz;
         };
-        return staged_put(g, (uint8_t *)d, nb, (size_t)gpc * gsz, nt, fill, err, errlen) ? NULL : d;
+        return staged_put(g, (uint8_t *)d, nb, (size_t)gpc * gsz, nt, fill, "chunk", err, errlen) ? NULL : d;
     }
     void *h = malloc(nb);
     if (!h) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
@@ -426,36 +427,6 @@ extern "C" size_t gpu_exec_expert_image(const hm_ffn_w *f, int tok, void *dst) {
     return !dst || !expert_image(f, inter_for(f, tok), tok, ou, od, stride, (uint8_t *)dst) ? stride : 0;
 }
 
-/* experts [0, n) of w into arena (expert e at e * stride) on nt threads (upload_threads): 0, or -1
- * with err set */
-static int upload_experts_par(gpu_exec *g, uint8_t *arena, const hm_ffn_w *const *w, int n, int nt, int inter, int tok,
-                              size_t ou, size_t od, size_t stride, char *err, size_t errlen) {
-    if (up_pool_get(g, nt, stride, err, errlen)) return -1;
-    std::atomic<int> bad{ -1 };   /* the first expert that failed */
-    std::atomic<int> why{ 0 };    /* 1: packing, 2: a copy */
-    const int dev = g->dev;
-    up_pool *p = g->up;
-    hm_host_parallel_w(n, (unsigned)nt, [&](unsigned wi, int e0, int e1) {
-        up_worker *u = &p->w[wi];
-        if (cudaSetDevice(dev) != cudaSuccess) { int x = -1; bad.compare_exchange_strong(x, e0); why.store(2); return; }
-        for (int e = e0; e < e1 && bad.load(std::memory_order_relaxed) < 0; e++) {
-            const int k = (e - e0) & 1;
-            if ((e - e0 >= 2 && cudaEventSynchronize(u->ev[k]) != cudaSuccess) ||
-                expert_image(w[e], inter, tok, ou, od, stride, u->buf[k]) ||
-                cudaMemcpyAsync(arena + (size_t)e * stride, u->buf[k], stride, cudaMemcpyHostToDevice, u->s) != cudaSuccess ||
-                cudaEventRecord(u->ev[k], u->s) != cudaSuccess) {
-                int x = -1;
-                if (bad.compare_exchange_strong(x, e)) why.store(cudaPeekAtLastError() != cudaSuccess ? 2 : 1);
-                break;
-            }
-        }
-        if (cudaStreamSynchronize(u->s) != cudaSuccess) { int x = -1; if (bad.compare_exchange_strong(x, e0)) why.store(2); }
-    });
-    if (bad.load() < 0) return 0;
-    cudaGetLastError();
-    return fail(err, errlen, why.load() == 1 ? "gpu: interleaving expert %d failed" : "cuda: upload of expert %d failed", bad.load());
-}
-
 /* Uploads n experts and the tables; tok: expert slots a token takes from these tables (the
  * interleaved layout's lanes follow it). The n experts go into one allocation, expert e's gate | up |
  * down at e * stride (each 256-byte aligned; fsz_up): cudaMalloc rounds every allocation up to 2 MiB,
@@ -479,22 +450,27 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
             return fail(err, errlen, "gpu: experts of one layer must share gate/up and down types and shapes (expert %d differs)", e);
         }
     }
-    const int nt = upload_threads() < n ? upload_threads() : n;
-    if (nt > 1 && upload_experts_par(g, arena, w, n, nt, inter, tok, ou, od, stride, err, errlen)) { free(hg); return -1; }
     for (int e = 0; e < n; e++) {
-        const hm_ffn_w *f = w[e];
         uint8_t *b = arena + (size_t)e * stride;
-        if (nt > 1) { hg[e] = b; hu[e] = b + ou; hd[e] = b + od; continue; }
-        if (inter) {
-            if (!(hg[e] = upload_inter_t(g, &f->gate, 2, tok, err, errlen, b)) ||
-                !(hu[e] = upload_inter_t(g, &f->up, 2, tok, err, errlen, b + ou)) ||
-                !(hd[e] = upload_inter_t(g, &f->down, 1, tok, err, errlen, b + od))) { free(hg); return -1; }
-            continue;
-        }
-        if (put(b, f->gate.data, f->gate.nbytes, err, errlen) || put(b + ou, f->up.data, f->up.nbytes, err, errlen) ||
-            put(b + od, f->down.data, f->down.nbytes, err, errlen)) { free(hg); return -1; }
         hg[e] = b; hu[e] = b + ou; hd[e] = b + od;
     }
+    const int nt = upload_threads() < n ? upload_threads() : n;
+    int rc = 0;
+    if (nt > 1) {   /* an expert a chunk */
+        auto fill = [&](int e, uint8_t *buf) -> size_t { return expert_image(w[e], inter, tok, ou, od, stride, buf) ? 0 : stride; };
+        rc = staged_put(g, arena, (size_t)n * stride, stride, nt, fill, "expert", err, errlen);
+    }
+    for (int e = 0; e < n && nt <= 1 && !rc; e++) {
+        const hm_ffn_w *f = w[e];
+        uint8_t *b = arena + (size_t)e * stride;
+        if (inter)
+            rc = !upload_inter_t(g, &f->gate, 2, tok, err, errlen, b) || !upload_inter_t(g, &f->up, 2, tok, err, errlen, b + ou) ||
+                 !upload_inter_t(g, &f->down, 1, tok, err, errlen, b + od);
+        else
+            rc = put(b, f->gate.data, f->gate.nbytes, err, errlen) || put(b + ou, f->up.data, f->up.nbytes, err, errlen) ||
+                 put(b + od, f->down.data, f->down.nbytes, err, errlen);
+    }
+    if (rc) { free(hg); return -1; }
     x->gate = (const void **)upload(g, hg, n * sizeof(void *), err, errlen);
     x->up = (const void **)upload(g, hu, n * sizeof(void *), err, errlen);
     x->down = (const void **)upload(g, hd, n * sizeof(void *), err, errlen);
@@ -993,20 +969,17 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
     for (int e = 0; e < n_expert; e++) hidx[e] = slot_of[e] = -1;
     for (int r = 0; r < R; r++) { owner[r] = order[r]; slot_of[order[r]] = r; }
     for (int i = S, nh = 0; i < n_expert; i++) hidx[order[i]] = nh++;
-    /* the host records: copied here one expert after another, or on upload_threads() threads first
-     * (the same bytes) */
-    const unsigned nth = upload_threads() > 1 ? (unsigned)upload_threads() : 1;
-    if (nth > 1)
-        hm_host_parallel(n_expert, nth, [&](int e0, int e1) {
-            for (int e = e0; e < e1; e++) {
-                if (hidx[e] < 0) continue;
-                const hm_ffn_w *f = &ly->experts[e].host;
-                uint8_t *h = hrec + (size_t)hidx[e] * hc.stride;
-                memcpy(h, f->gate.data, f->gate.nbytes);
-                memcpy(h + hc.off_up, f->up.data, f->up.nbytes);
-                memcpy(h + hc.off_down, f->down.data, f->down.nbytes);
-            }
-        });
+    /* the cold experts' host records, on upload_threads() threads (one: on this one) */
+    hm_host_parallel(n_expert, upload_threads() > 1 ? (unsigned)upload_threads() : 1, [&](int e0, int e1) {
+        for (int e = e0; e < e1; e++) {
+            if (hidx[e] < 0) continue;
+            const hm_ffn_w *f = &ly->experts[e].host;
+            uint8_t *h = hrec + (size_t)hidx[e] * hc.stride;
+            memcpy(h, f->gate.data, f->gate.nbytes);
+            memcpy(h + hc.off_up, f->up.data, f->up.nbytes);
+            memcpy(h + hc.off_down, f->down.data, f->down.nbytes);
+        }
+    });
     for (int e = 0; e < n_expert; e++) {
         const hm_ffn_w *f = &ly->experts[e].host;
         const hm_tensor *mt[3] = { &f->gate, &f->up, &f->down };
@@ -1014,8 +987,6 @@ static int cache_setup(gpu_exec *g, dlayer *l, const hm_layer *ly, int n_expert,
         uint8_t *base;
         if (hidx[e] >= 0) {
             uint8_t *h = hrec + (size_t)hidx[e] * hc.stride;
-            if (nth == 1)
-                for (int i = 0; i < 3; i++) memcpy(h + off[i], mt[i]->data, mt[i]->nbytes);
             if (views) {   /* the CPU workers read the pinned copy */
                 views[e] = ly->experts[e];
                 views[e].host.gate.data = h; views[e].host.up.data = h + off[1]; views[e].host.down.data = h + off[2];

@@ -697,32 +697,25 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
 
 /* After the wait, under ATT_QROW: the slab's q (n4 float4, attn_stage_q's) and, row set, the step's
  * own K and V row (position t of the cache, into skr and svr) are loaded before either is stored, a
- * thread's first QE float4 of q in registers (the rest, for groups past QE NT float4, as before;
- * QE 1 takes all of air's 12 heads of 128 on 12 warps and a3b's 8 on 8).
+ * thread's first float4 of q in a register (the rest, for groups past NT float4, as before; one a
+ * thread takes all of air's 12 heads of 128 on 12 warps and a3b's 8 on 8).
  * Without it the row's loads, their shared stores and only then q's loads made two L2 round trips
  * in a row for warp 0 of the split that holds the step's position (the compiler keeps a load behind
  * shared stores); now one. Same values. */
-template <int NT, int QE>
+template <int NT>
 static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *sq, int n4, bool row, const float *__restrict__ kc,
                                                         const float *__restrict__ vc, float *skr, float *svr, int t, int kvd, int kvh,
                                                         int hd) {
     const int hd4 = hd / 4;
     const bool rw = row && (int)threadIdx.x < hd4;
     const size_t g = (size_t)t * kvd + (size_t)kvh * hd + 4 * threadIdx.x;
-    float4 kr = make_float4(0.f, 0.f, 0.f, 0.f), vr = kr, qv[QE];
+    const bool q1 = (int)threadIdx.x < n4;
+    float4 kr = make_float4(0.f, 0.f, 0.f, 0.f), vr = kr, qv = kr;
     if (rw) { kr = *(const float4 *)(kc + g); vr = *(const float4 *)(vc + g); }
-#pragma unroll
-    for (int u = 0; u < QE; u++) {
-        const int i = threadIdx.x + u * NT;
-        if (i < n4) qv[u] = ((const float4 *)qg)[i];
-    }
+    if (q1) qv = ((const float4 *)qg)[threadIdx.x];
     if (rw) { *(float4 *)(skr + 4 * threadIdx.x) = kr; *(float4 *)(svr + 4 * threadIdx.x) = vr; }
-#pragma unroll
-    for (int u = 0; u < QE; u++) {
-        const int i = threadIdx.x + u * NT;
-        if (i < n4) ((float4 *)sq)[i] = qv[u];
-    }
-    for (int i = threadIdx.x + QE * NT; i < n4; i += NT) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
+    if (q1) ((float4 *)sq)[threadIdx.x] = qv;
+    for (int i = threadIdx.x + NT; i < n4; i += NT) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
 }
 
 /* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
@@ -758,7 +751,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
     if (f & ATT_QROW) {
-        attn_stage_q_row<NT, 1>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD,
+        attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD,
                                  t0 + npre, kvd, kvh, HD);
     } else {
         if (npre < nt0) attn_load_tile<NT>(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
