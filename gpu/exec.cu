@@ -152,21 +152,51 @@ static int staged_put(gpu_exec *g, uint8_t *dst, size_t n, size_t chunk, int nt,
     return fail(err, errlen, packing.load() ? "gpu: packing %s %d failed" : "cuda: upload of %s %d failed", what, bad.load());
 }
 
-/* n host bytes into a new allocation (large ones staged on upload_threads() threads) */
-static const void *upload(gpu_exec *g, const void *src, size_t n, char *err, size_t errlen) {
-    void *d = dalloc(g, n, err, errlen);
+/* host bytes in up to three arrays, one after another: a matrix's GGUF rows (q|k|v from its three
+ * matrices, without a copy into one buffer first); p[i] holds bytes[i] bytes, rows[i] rows */
+struct hrows { int n; const void *p[3]; int rows[3]; size_t bytes[3]; };
+static hrows hrows_of(const void *p, int64_t rows, size_t bytes) {
+    hrows h = {};
+    h.n = 1; h.p[0] = p; h.rows[0] = (int)rows; h.bytes[0] = bytes;
+    return h;
+}
+static void hrows_add(hrows *h, const void *p, int64_t rows, size_t bytes) {
+    h->p[h->n] = p; h->rows[h->n] = (int)rows; h->bytes[h->n++] = bytes;
+}
+static size_t hrows_bytes(const hrows &h) { size_t n = 0; for (int i = 0; i < h.n; i++) n += h.bytes[i]; return n; }
+static int64_t hrows_rows(const hrows &h) { int64_t n = 0; for (int i = 0; i < h.n; i++) n += h.rows[i]; return n; }
+/* bytes [o, o + len) of h into b */
+static void hrows_copy(const hrows &h, size_t o, size_t len, uint8_t *b) {
+    for (int i = 0; i < h.n && len; i++) {
+        if (o >= h.bytes[i]) { o -= h.bytes[i]; continue; }
+        const size_t k = h.bytes[i] - o < len ? h.bytes[i] - o : len;
+        memcpy(b, (const uint8_t *)h.p[i] + o, k);
+        b += k; len -= k; o = 0;
+    }
+}
+
+/* h's bytes into a new allocation (large ones staged on upload_threads() threads) */
+static const void *upload_h(gpu_exec *g, const hrows &h, char *err, size_t errlen) {
+    const size_t n = hrows_bytes(h);
+    uint8_t *d = (uint8_t *)dalloc(g, n, err, errlen);
     if (!d) return NULL;
     const int nt = upload_threads();
     if (nt > 1 && n >= up_staged_min) {
-        const uint8_t *s = (const uint8_t *)src;
         auto fill = [&](int c, uint8_t *buf) {
             const size_t o = (size_t)c * up_chunk, len = n - o < up_chunk ? n - o : up_chunk;
-            memcpy(buf, s + o, len);
+            hrows_copy(h, o, len, buf);
             return len;
         };
-        return staged_put(g, (uint8_t *)d, n, up_chunk, nt, fill, "chunk", err, errlen) ? NULL : d;
+        return staged_put(g, d, n, up_chunk, nt, fill, "chunk", err, errlen) ? NULL : d;
     }
-    return !put(d, src, n, err, errlen) ? d : NULL;
+    size_t o = 0;
+    for (int i = 0; i < h.n; o += h.bytes[i++])
+        if (put(d + o, h.p[i], h.bytes[i], err, errlen)) return NULL;
+    return d;
+}
+/* n host bytes into a new allocation */
+static const void *upload(gpu_exec *g, const void *src, size_t n, char *err, size_t errlen) {
+    return upload_h(g, hrows_of(src, 0, n), err, errlen);
 }
 
 /* 1-D tensors go up as F32 whatever their file type. */
@@ -333,11 +363,12 @@ static int inter_for(const hm_ffn_w *f, int tok) {
            gpu_q8_inter_bytes(d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok);
 }
 
-/* one matrix of ne1 GGUF rows of ne0 values (host bytes data) in the interleaved layout, into dst
- * (device memory the caller owns, gpu_q8_inter_bytes of it) or, dst NULL, a new allocation; NULL
- * with err set on failure */
-static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, int64_t ne1, const void *data, int nmat, int tok, char *err,
-                                size_t errlen, void *dst = NULL) {
+/* one matrix of h's GGUF rows of ne0 values in the interleaved layout, into dst (device memory the
+ * caller owns, gpu_q8_inter_bytes of it) or, dst NULL, a new allocation; NULL with err set on
+ * failure */
+static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, const hrows &h, int nmat, int tok, char *err, size_t errlen,
+                                void *dst = NULL) {
+    const int64_t ne1 = hrows_rows(h);
     const size_t nb = gpu_q8_inter_bytes(type, (int)ne0, (int)ne1, nmat, tok);
     const int nt = upload_threads();
     int ng = 0;
@@ -349,42 +380,42 @@ static const void *upload_inter(gpu_exec *g, int type, int64_t ne0, int64_t ne1,
         const int gpc = (int)(up_chunk / gsz);
         auto fill = [&](int c, uint8_t *buf) -> size_t {
             const int g0 = c * gpc, g1 = g0 + gpc < ng ? g0 + gpc : ng;
-            return gpu_q8_inter_pack_groups(type, data, (int)ne0, (int)ne1, nmat, tok, buf, g0, g1) ? 0 : (size_t)(g1 - g0) * gsz;
+            return gpu_q8_inter_pack_src(type, h.p, h.rows, h.n, (int)ne0, nmat, tok, buf, g0, g1, 1) ? 0 : (size_t)(g1 - g0) * gsz;
         };
         return staged_put(g, (uint8_t *)d, nb, (size_t)gpc * gsz, nt, fill, "chunk", err, errlen) ? NULL : d;
     }
-    void *h = malloc(nb);
-    if (!h) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
+    void *b = malloc(nb);
+    if (!b) { fail(err, errlen, "out of host memory for an interleaved matrix (%zu bytes)", nb); return NULL; }
     const void *d = NULL;
-    if (gpu_q8_inter_pack(type, data, (int)ne0, (int)ne1, nmat, tok, h)) fail(err, errlen, "gpu: interleaving failed");
-    else if (!dst) d = upload(g, h, nb, err, errlen);
-    else if (!put(dst, h, nb, err, errlen)) d = dst;
-    free(h);
+    if (gpu_q8_inter_pack_src(type, h.p, h.rows, h.n, (int)ne0, nmat, tok, b, 0, -1, 0)) fail(err, errlen, "gpu: interleaving failed");
+    else if (!dst) d = upload(g, b, nb, err, errlen);
+    else if (!put(dst, b, nb, err, errlen)) d = dst;
+    free(b);
     return d;
 }
 
 static const void *upload_inter_t(gpu_exec *g, const hm_tensor *t, int nmat, int tok, char *err, size_t errlen, void *dst = NULL) {
-    return upload_inter(g, t->type, t->ne[0], t->ne[1], t->data, nmat, tok, err, errlen, dst);
+    return upload_inter(g, t->type, t->ne[0], hrows_of(t->data, t->ne[1], t->nbytes), nmat, tok, err, errlen, dst);
 }
 static size_t al256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* a plain matrix of nrows = ne1 GGUF rows (host bytes) into d: interleaved and registered when
- * inter_mat says so */
-static int upload_rows(gpu_exec *g, dmat *d, int type, int64_t ne0, int64_t ne1, const void *data, size_t nbytes, char *err,
-                       size_t errlen) {
+/* a plain matrix of h's GGUF rows of ne0 values into d: interleaved and registered when inter_mat
+ * says so */
+static int upload_rows(gpu_exec *g, dmat *d, int type, int64_t ne0, const hrows &h, char *err, size_t errlen) {
+    const int64_t ne1 = hrows_rows(h);
     d->type = type; d->ne0 = ne0; d->ne1 = ne1; d->inter = 0;
     if (!inter_mat(type, ne0, ne1)) {
-        d->d = upload(g, data, nbytes, err, errlen);
+        d->d = upload_h(g, h, err, errlen);
         return d->d ? 0 : -1;
     }
-    if (!(d->d = upload_inter(g, type, ne0, ne1, data, 1, 1, err, errlen))) return -1;
+    if (!(d->d = upload_inter(g, type, ne0, h, 1, 1, err, errlen))) return -1;
     if (gpu_q8_inter_register((const void *const *)d->d, type, (int)ne0, (int)ne1, 1, 1))
         return fail(err, errlen, "gpu: too many interleaved matrices");
     d->inter = 1;
     return 0;
 }
 static int upload_w(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_t errlen) {
-    return upload_rows(g, d, t->type, t->ne[0], t->ne[1], t->data, t->nbytes, err, errlen);
+    return upload_rows(g, d, t->type, t->ne[0], hrows_of(t->data, t->ne[1], t->nbytes), err, errlen);
 }
 
 static size_t tsz(const hm_tensor *t) { return t->data ? t->nbytes : 0; }
@@ -1209,16 +1240,10 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             /* q|k(|v) in one allocation, rows in that order, so one GEMV fills q, k (and v), which
              * are contiguous too */
             l->n_fused = ly->wv.type == ly->wq.type ? 3 : 2;
-            const size_t nb = ly->wq.nbytes + ly->wk.nbytes + (l->n_fused == 3 ? ly->wv.nbytes : 0);
-            uint8_t *h = (uint8_t *)malloc(nb);
-            if (!h) { fail(err, errlen, "out of host memory for layer %d's q|k|v (%zu bytes)", il, nb); goto bad; }
-            memcpy(h, ly->wq.data, ly->wq.nbytes);
-            memcpy(h + ly->wq.nbytes, ly->wk.data, ly->wk.nbytes);
-            if (l->n_fused == 3) memcpy(h + ly->wq.nbytes + ly->wk.nbytes, ly->wv.data, ly->wv.nbytes);
-            const int rc = upload_rows(g, &l->wqkv, ly->wq.type, ly->wq.ne[0],
-                                       ly->wq.ne[1] + ly->wk.ne[1] + (l->n_fused == 3 ? ly->wv.ne[1] : 0), h, nb, err, errlen);
-            free(h);
-            if (rc) goto bad;
+            hrows h = hrows_of(ly->wq.data, ly->wq.ne[1], ly->wq.nbytes);
+            hrows_add(&h, ly->wk.data, ly->wk.ne[1], ly->wk.nbytes);
+            if (l->n_fused == 3) hrows_add(&h, ly->wv.data, ly->wv.ne[1], ly->wv.nbytes);
+            if (upload_rows(g, &l->wqkv, ly->wq.type, ly->wq.ne[0], h, err, errlen)) goto bad;
             if (l->n_fused == 2 && upload_w(g, &l->wv, &ly->wv, err, errlen)) goto bad;
         } else if (upload_w(g, &l->wq, &ly->wq, err, errlen) || upload_w(g, &l->wk, &ly->wk, err, errlen) ||
                    upload_w(g, &l->wv, &ly->wv, err, errlen))

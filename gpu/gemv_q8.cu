@@ -968,19 +968,31 @@ extern "C" int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int 
 }
 
 /* row groups [g0, g1) (g1 < 0: to the last) of the interleaved layout into dst, which holds the
- * layout's bytes from group gb on; threads as gpu_q8_inter_pack_nt's; 0, or -1 (not interleaved, or
- * groups outside the matrix) */
-static int q8_inter_pack_part(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int gb, int g0, int g1,
-                              int threads) {
+ * layout's bytes from group gb on; the GGUF rows are src[0]'s rows[0], then src[1]'s rows[1], ...
+ * (nsrc of them: q|k|v packed from its three matrices); threads as gpu_q8_inter_pack_nt's; 0, or -1
+ * (not interleaved, groups outside the matrix, or the sources' rows not nrows) */
+static int q8_inter_pack_part(int type, const void *const *src, const int *rows, int nsrc, int ncols, int nrows, int nmat, int tok,
+                              void *dst, int gb, int g0, int g1, int threads) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
     const int ng = nrows / rw;
     if (g1 < 0) g1 = ng;
-    if (g0 < gb || g0 > g1 || g1 > ng) return -1;
+    if (g0 < 0 || g0 < gb || g0 > g1 || g1 > ng || nsrc < 1) return -1;
+    int64_t sum = 0;
+    for (int i = 0; i < nsrc; i++) {
+        if (rows[i] < 0 || (rows[i] && !src[i])) return -1;
+        sum += rows[i];
+    }
+    if (sum != nrows) return -1;
     const int L = 1 << ls;
     const bool b32 = type == HM_TYPE_Q4_0 || type == HM_TYPE_Q8_0;   /* 8 blocks a chunk, rows of any multiple of 32 */
     const size_t row_src = b32 ? (size_t)(ncols / 32) * (cb / 8) : (size_t)(ncols / Q8_CHUNK) * cb;   /* GGUF row bytes */
-    const uint8_t *s = (const uint8_t *)src;
+    /* row r's GGUF bytes */
+    auto row_at = [&](int r) {
+        int i = 0;
+        while (r >= rows[i]) r -= rows[i++];
+        return (const uint8_t *)src[i] + (size_t)r * row_src;
+    };
     uint8_t *d = (uint8_t *)dst;
     const bool rearr = q8_rearr_on(type);   /* q3r (whole chunks: Q3_K rows are multiples of 256) or q4r */
     /* whole groups of rw rows (each a contiguous span of the output) a thread; threads for big
@@ -988,12 +1000,13 @@ static int q8_inter_pack_part(int type, const void *src, int ncols, int nrows, i
     auto pack = [&](int g0, int g1) {
         uint8_t tmp[160];
         memset(d + (size_t)(g0 - gb) * rw * nch * cbp, 0, (size_t)(g1 - g0) * rw * nch * cbp);
-        for (int r = g0 * rw; r < g1 * rw; r++)
+        for (int r = g0 * rw; r < g1 * rw; r++) {
+            const uint8_t *sr = row_at(r);
             for (int c = 0; c < nch; c++) {
                 const size_t off = (size_t)c * cb;
                 if (off >= row_src) break;   /* the empty slots of the last step */
                 int nb = (int)(off + cb <= row_src ? cb : row_src - off);   /* a partial last chunk */
-                const uint8_t *from = s + (size_t)r * row_src + off;
+                const uint8_t *from = sr + off;
                 if (rearr) {   /* a q4r chunk fills its slot (a partial one: its blocks, the rest zero) */
                     if (type == HM_TYPE_Q3_K) q3r_pack_chunk(from, tmp);
                     else { q4r_pack_chunk(from, nb, tmp); nb = cb; }
@@ -1006,6 +1019,7 @@ static int q8_inter_pack_part(int type, const void *src, int ncols, int nrows, i
                     memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);
                 }
             }
+        }
     };
     const unsigned nt = threads > 0 ? (unsigned)threads : hm_host_threads();
     hm_host_parallel(g1 - g0, threads == 0 && ((size_t)nrows * nch < 16384 || (unsigned)ng < nt) ? 1 : nt,
@@ -1014,15 +1028,18 @@ static int q8_inter_pack_part(int type, const void *src, int ncols, int nrows, i
 }
 
 extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
-    return q8_inter_pack_part(type, src, ncols, nrows, nmat, tok, dst, 0, 0, -1, 0);
+    return q8_inter_pack_part(type, &src, &nrows, 1, ncols, nrows, nmat, tok, dst, 0, 0, -1, 0);
 }
 
 extern "C" int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int threads) {
-    return q8_inter_pack_part(type, src, ncols, nrows, nmat, tok, dst, 0, 0, -1, threads);
+    return q8_inter_pack_part(type, &src, &nrows, 1, ncols, nrows, nmat, tok, dst, 0, 0, -1, threads);
 }
 
-extern "C" int gpu_q8_inter_pack_groups(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int g0, int g1) {
-    return q8_inter_pack_part(type, src, ncols, nrows, nmat, tok, dst, g0, g0, g1, 1);
+extern "C" int gpu_q8_inter_pack_src(int type, const void *const *src, const int *rows, int nsrc, int ncols, int nmat, int tok,
+                                     void *dst, int g0, int g1, int threads) {
+    int nrows = 0;
+    for (int i = 0; i < nsrc; i++) nrows += rows[i];
+    return q8_inter_pack_part(type, src, rows, nsrc, ncols, nrows, nmat, tok, dst, g0, g0, g1, threads);
 }
 
 /* registration happens where tables are made and freed (upload, gpu_exec_free): one thread */

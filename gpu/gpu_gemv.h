@@ -64,9 +64,12 @@ int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat,
 /* the same on threads host threads (0: its own choice, up to 16 for a big matrix; the same bytes
  * whatever the count) */
 int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int threads);
-/* row groups [g0, g1) of that layout (gpu_q8_inter_groups) on one thread into dst, which takes them
- * from its start: the bytes gpu_q8_inter_pack puts at g0's group onward */
-int gpu_q8_inter_pack_groups(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int g0, int g1);
+/* the same for a matrix whose GGUF rows are src[0]'s rows[0] rows, then src[1]'s rows[1], ... (nsrc
+ * of them; q|k|v from its three matrices), and only its row groups [g0, g1) (gpu_q8_inter_groups; 0,
+ * -1: all) into dst, which takes them from its start: the bytes gpu_q8_inter_pack puts at g0's group
+ * onward; threads as above (1 for a staged chunk) */
+int gpu_q8_inter_pack_src(int type, const void *const *src, const int *rows, int nsrc, int ncols, int nmat, int tok, void *dst,
+                          int g0, int g1, int threads);
 int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok);
 /* HOTMOE_AFFINE (1 by default, 0 turns it off; gpu_q8_affine_set for tests): a registered
  * table whose expert id's matrix is at base + id * stride is read that way (the launches compute

@@ -68,8 +68,10 @@ static void check(int type, int ncols, int nrows, int nmat, int tok, int cb) {
 }
 
 /* gpu_q8_inter_pack_nt (the staged upload packs each expert's matrices on one thread,
- * HOTMOE_UPLOAD_THREADS) and gpu_q8_inter_pack_groups (its chunks of the other matrices): the same
- * bytes as gpu_q8_inter_pack's own choice, into buffers of other bytes (every byte written) */
+ * HOTMOE_UPLOAD_THREADS) and gpu_q8_inter_pack_src by row groups (its chunks of the other matrices),
+ * from one array and from the rows cut into three arrays at other rows (q|k|v from its three
+ * matrices): the same bytes as gpu_q8_inter_pack's own choice, into buffers of other bytes (every
+ * byte written) */
 static void threads_same(int type, int ncols, int nrows, int nmat, int tok) {
     const size_t nb = gpu_q8_inter_bytes(type, ncols, nrows, nmat, tok);
     std::vector<uint8_t> src(hm_row_size(type, ncols) * nrows), want(nb), got(nb);
@@ -84,20 +86,37 @@ static void threads_same(int type, int ncols, int nrows, int nmat, int tok) {
     int ng = 0;
     size_t sb = 0, gsz = 0;
     bad = bad || gpu_q8_inter_groups(type, ncols, nrows, nmat, tok, &ng, &sb, &gsz) || (size_t)ng * gsz != nb;
+    /* the rows in separate copies: one array; q|k|v-like (the last 2 x 1/8 of the rows); cut at rows 1 and 6 */
+    const size_t rb = hm_row_size(type, ncols);
+    const int cuts[3][3] = { { nrows, 0, 0 }, { nrows - nrows / 4, nrows / 8, nrows / 8 }, { 1, 5, nrows - 6 } };
     const int gpcs[3] = { 1, 3, 7 };
     for (int i = 0; i < 3 && !bad; i++) {
+        std::vector<uint8_t> part[3];
+        const void *ps[3];
+        for (int j = 0, r0 = 0; j < 3; r0 += cuts[i][j++]) {
+            part[j].assign(src.begin() + (size_t)r0 * rb, src.begin() + (size_t)(r0 + cuts[i][j]) * rb);
+            ps[j] = part[j].empty() ? NULL : part[j].data();
+        }
+        const int nsrc = cuts[i][1] ? 3 : 1;
         memset(got.data(), 0xA5, nb);
         for (int g0 = 0; g0 < ng && !bad; g0 += gpcs[i]) {
             const int g1 = g0 + gpcs[i] < ng ? g0 + gpcs[i] : ng;
             std::vector<uint8_t> chunk((size_t)(g1 - g0) * gsz, 0x5A);
-            bad = gpu_q8_inter_pack_groups(type, src.data(), ncols, nrows, nmat, tok, chunk.data(), g0, g1);
+            bad = gpu_q8_inter_pack_src(type, ps, cuts[i], nsrc, ncols, nmat, tok, chunk.data(), g0, g1, 1);
             memcpy(got.data() + (size_t)g0 * gsz, chunk.data(), chunk.size());
         }
         bad = bad || memcmp(got.data(), want.data(), nb);
+        memset(got.data(), 0xA5, nb);   /* whole, on the pack's own threads */
+        bad = bad || gpu_q8_inter_pack_src(type, ps, cuts[i], nsrc, ncols, nmat, tok, got.data(), 0, -1, 0) ||
+              memcmp(got.data(), want.data(), nb);
     }
-    bad = bad || !gpu_q8_inter_pack_groups(type, src.data(), ncols, nrows, nmat, tok, got.data(), 0, ng + 1);   /* past the end: refused */
-    printf("%s %s %d x %d packed on 1, 3 and 16 threads and by 1, 3 and 7 row groups a chunk: %s\n", bad ? "FAIL" : "PASS",
-           hm_type_get(type)->name, nrows, ncols, bad ? "bytes differ from the pack's own choice" : "the same bytes");
+    const void *p1 = src.data();
+    const int short_rows[2] = { nrows - 1, 0 };
+    bad = bad || !gpu_q8_inter_pack_src(type, &p1, &nrows, 1, ncols, nmat, tok, got.data(), 0, ng + 1, 1) ||   /* past the end */
+          !gpu_q8_inter_pack_src(type, &p1, &nrows, 1, ncols, nmat, tok, got.data(), -1, 1, 1) ||           /* before the start */
+          !gpu_q8_inter_pack_src(type, &p1, short_rows, 1, ncols, nmat, tok, got.data(), 0, -1, 1);         /* rows not whole groups */
+    printf("%s %s %d x %d packed on 1, 3 and 16 threads, by 1, 3 and 7 row groups a chunk from rows in 1 or 3 arrays: %s\n",
+           bad ? "FAIL" : "PASS", hm_type_get(type)->name, nrows, ncols, bad ? "bytes differ from the pack's own choice" : "the same bytes");
     bad ? n_fail++ : n_pass++;
 }
 
