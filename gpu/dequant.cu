@@ -102,6 +102,88 @@ static int dequant_launch_float(const void *src, void *dst, int64_t n, int f16, 
     return 0;
 }
 
+/* ---- one embedding row chosen on the GPU (gpu_embed_row) ---- */
+
+/* the row of table at *tok (clamped into [0, nvocab)) as F32, each value the CPU's to_float's; block
+ * 0's thread 0 adds 1 to *pos first when pos is given */
+template <class T>
+__global__ void embed_kernel(const uint8_t *__restrict__ table, size_t row_bytes, const int *__restrict__ tok, int nvocab,
+                             int *pos, float *__restrict__ out, int nruns) {
+    if (pos && blockIdx.x == 0 && threadIdx.x == 0) *pos += 1;
+    constexpr int RPB = T::QK / 4;
+    int t = *tok;
+    t = t < 0 ? 0 : t >= nvocab ? nvocab - 1 : t;
+    const uint8_t *row = table + (size_t)t * row_bytes;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < nruns; i += gridDim.x * blockDim.x) {
+        float v[4];
+        T::deq4(row + (size_t)(i / RPB) * T::BS, i % RPB, v);
+        *(float4 *)(out + 4 * i) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+}
+
+template <int IN>   /* 0 F32, 1 F16, 2 BF16 */
+__global__ void embed_float_kernel(const uint8_t *__restrict__ table, size_t row_bytes, const int *__restrict__ tok, int nvocab,
+                                   int *pos, float *__restrict__ out, int n) {
+    if (pos && blockIdx.x == 0 && threadIdx.x == 0) *pos += 1;
+    int t = *tok;
+    t = t < 0 ? 0 : t >= nvocab ? nvocab - 1 : t;
+    const uint8_t *row = table + (size_t)t * row_bytes;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        if (IN == 0) out[i] = ((const float *)row)[i];
+        else if (IN == 1) out[i] = dev_fp16_to_f32(((const uint16_t *)row)[i]);
+        else out[i] = __uint_as_float((uint32_t)((const uint16_t *)row)[i] << 16);
+    }
+}
+
+template <class T>
+static void embed_launch(const uint8_t *table, size_t row_bytes, const int *tok, int nvocab, int *pos, float *out, int n, cudaStream_t s) {
+    const int nruns = n / 4;
+    embed_kernel<T><<<(nruns + 255) / 256, 256, 0, s>>>(table, row_bytes, tok, nvocab, pos, out, nruns);
+}
+template <int IN>
+static void embed_launch_float(const uint8_t *table, size_t row_bytes, const int *tok, int nvocab, int *pos, float *out, int n,
+                               cudaStream_t s) {
+    embed_float_kernel<IN><<<(n + 255) / 256, 256, 0, s>>>(table, row_bytes, tok, nvocab, pos, out, n);
+}
+
+extern "C" int gpu_embed_row_ok(int type, int n) {
+    switch (type) {
+    case HM_TYPE_F32: case HM_TYPE_F16: case HM_TYPE_BF16: return n > 0;
+    case HM_TYPE_Q4_0: case HM_TYPE_Q4_1: case HM_TYPE_Q5_0: case HM_TYPE_Q5_1: case HM_TYPE_Q8_0: case HM_TYPE_MXFP4:
+        return n > 0 && n % 32 == 0;
+    case HM_TYPE_Q2_K: case HM_TYPE_Q3_K: case HM_TYPE_Q4_K: case HM_TYPE_Q5_K: case HM_TYPE_Q6_K: case HM_TYPE_IQ4_XS:
+        return n > 0 && n % 256 == 0;
+    default: return 0;
+    }
+}
+
+extern "C" int gpu_embed_row(int type, const void *table, size_t row_bytes, const int *tok, int nvocab, int *pos, float *out, int n,
+                             void *stream) {
+    if (!gpu_embed_row_ok(type, n)) return gemv_fail("gpu_embed_row: ggml type %d with rows of %d values has no GPU kernel", type, n);
+    if ((uintptr_t)out % 16) return gemv_fail("gpu_embed_row: out at %p is not 16-byte aligned", out);
+    const uint8_t *t = (const uint8_t *)table;
+    const cudaStream_t s = (cudaStream_t)stream;
+    switch (type) {
+    case HM_TYPE_F32: embed_launch_float<0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_F16: embed_launch_float<1>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_BF16: embed_launch_float<2>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q4_0: embed_launch<TQ4_0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q4_1: embed_launch<TQ4_1>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q5_0: embed_launch<TQ5_0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q5_1: embed_launch<TQ5_1>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q8_0: embed_launch<TQ8_0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_MXFP4: embed_launch<TMXFP4>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q2_K: embed_launch<TQ2_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q3_K: embed_launch<TQ3_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q4_K: embed_launch<TQ4_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q5_K: embed_launch<TQ5_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_Q6_K: embed_launch<TQ6_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    case HM_TYPE_IQ4_XS: embed_launch<TIQ4_XS>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
+    }
+    CUDA_CHECK_LAUNCH();
+    return 0;
+}
+
 typedef int (*dequant_fn)(const void *src, void *dst, int64_t n, int f16, cudaStream_t s);
 struct dequant_type {
     int type;

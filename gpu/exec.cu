@@ -598,13 +598,19 @@ static void mark(gpu_exec *g, int grp) {
 }
 
 /* Records one decode step into the stream (captured into a graph by the caller). */
-/* with_logits: 0 no head, 1 the logits copied out, 2 only the greedy token (h_next) */
+/* with_logits: 0 no head, 1 the logits copied out, 2 only the greedy token (h_next), 3 the greedy
+ * chain's step (gpu_exec_greedy_chain): the token and position from the step before, on the GPU, the
+ * token into the ring */
 static void record_step(gpu_exec *g, int with_logits, int seq) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
     int D = c->n_embd;
-    cudaMemcpyAsync(g->x, g->h_x, sizeof(float) * D, cudaMemcpyHostToDevice, s);
-    cudaMemcpyAsync(g->d_pos, g->h_pos, sizeof(int), cudaMemcpyHostToDevice, s);
+    if (with_logits == 3)   /* x = the embedding of the last step's token (d_next), d_pos + 1 */
+        gpu_embed_row(g->m->tok_embd.type, g->d_embd, g->embd_row, g->d_next, c->n_vocab, g->d_pos, g->x, D, s);
+    else {
+        cudaMemcpyAsync(g->x, g->h_x, sizeof(float) * D, cudaMemcpyHostToDevice, s);
+        cudaMemcpyAsync(g->d_pos, g->h_pos, sizeof(int), cudaMemcpyHostToDevice, s);
+    }
     const size_t nk = (size_t)c->n_layer * c->n_expert_used;
     if (g->d_replay) cudaMemcpyAsync(g->d_replay, g->h_replay, sizeof(int) * nk, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
@@ -800,7 +806,9 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     }
     if (!with_logits) return;
     gpu_gemv_q8x(g->output.type, g->output.d, g->xn, g->xq_n, g->logits, D, c->n_vocab, s);
-    if (with_logits == 2) {   /* the greedy token only: 4 bytes come back instead of the logits */
+    if (with_logits == 3)   /* the chain: the token stays in d_next for the next step and goes into the ring */
+        op_argmax_rows(g->logits, c->n_vocab, 1, g->d_next, g->am_scratch, s, g->d_ring, g->d_ring_n, GPU_CHAIN_RING);
+    else if (with_logits == 2) {   /* the greedy token only: 4 bytes come back instead of the logits */
         op_argmax_rows(g->logits, c->n_vocab, 1, g->d_next, g->am_scratch, s);
         cudaMemcpyAsync(g->h_next, g->d_next, sizeof(int), cudaMemcpyDeviceToHost, s);
     } else {
@@ -1414,9 +1422,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         g->prefetch = 1;
     }
     if (g->n_streamed) hm_carveout_def.store(-1);   /* cold experts: each kernel's carveout the driver's (launch.cuh) */
-    g->graphs = (cudaGraphExec_t *)calloc(3 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
+    g->graphs = (cudaGraphExec_t *)calloc(4 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
-        if (capture(g, 0, 1, q, &g->graphs[3 * q + 1], err, errlen) || capture(g, 0, 0, q, &g->graphs[3 * q], err, errlen)) goto bad;
+        if (capture(g, 0, 1, q, &g->graphs[4 * q + 1], err, errlen) || capture(g, 0, 0, q, &g->graphs[4 * q], err, errlen)) goto bad;
     if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
         const double GiB = 1073741824.0;
         const char *mode = o->cold == GPU_COLD_CPU ? "cpu" : "stream";
@@ -1576,9 +1584,9 @@ static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, i
         record_step(g, mode, seq);
     } else {
         if (profiled) prof.n = prof.graph_n;
-        if (!profiled && !g->graphs[3 * seq + mode] && capture(g, 0, mode, seq, &g->graphs[3 * seq + mode], err, errlen)) return -1;
+        if (!profiled && !g->graphs[4 * seq + mode] && capture(g, 0, mode, seq, &g->graphs[4 * seq + mode], err, errlen)) return -1;
         gapm_before(g->s);
-        CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[3 * seq + mode], g->s));
+        CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[4 * seq + mode], g->s));
         gapm_after(g->s);
     }
     CK(cudaStreamSynchronize(g->s));
@@ -1614,6 +1622,93 @@ extern "C" int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, cons
     if (!next) return fail(err, errlen, "gpu: a greedy step needs somewhere to put its token");
     if (!x_in && g->l0) return fail(err, errlen, "gpu: stage of layers %d..%d: x_in expected", g->l0, g->l1 - 1);
     return forward_one(g, seq, token, x_in, pos, NULL, next, NULL, err, errlen);
+}
+
+/* HOTMOE_CHAIN=1: gpu_exec_greedy_chain runs (NOT YET MEASURED; unset or 0: it answers -2) */
+static int chain_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_CHAIN", 0, 1, 0, c) == 1;
+}
+
+/* the chain's table, ring and events, made at its first use: 0, or -1 with err set */
+static int chain_setup(gpu_exec *g, char *err, size_t errlen) {
+    if (g->d_embd) return 0;
+    const hm_tensor *te = &g->m->tok_embd;
+    const int cat = g->cat;
+    g->cat = VRAM_WEIGHTS;
+    const void *d = upload(g, te->data, te->nbytes, err, errlen);
+    g->cat = cat;
+    if (!d) return -1;
+    if (!(g->d_ring_n = (unsigned *)dalloc(g, sizeof(unsigned), err, errlen))) return -1;
+    if (cudaHostAlloc((void **)&g->h_ring, sizeof(int) * GPU_CHAIN_RING, cudaHostAllocMapped) != cudaSuccess ||
+        cudaHostGetDevicePointer((void **)&g->d_ring, g->h_ring, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return fail(err, errlen, "cuda: no mapped pinned ring for the greedy chain");
+    }
+    for (int i = 0; i < GPU_CHAIN_RING; i++)
+        if (cudaEventCreateWithFlags(&g->ev_chain[i], cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            return fail(err, errlen, "cuda: no events for the greedy chain");
+        }
+    g->embd_row = hm_row_size(te->type, te->ne[0]);
+    g->d_embd = (void *)d;
+    return 0;
+}
+
+extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int pos, int n, int32_t *out,
+                                     int (*stop)(void *user, int i, int32_t token), void *user, char *err, size_t errlen) {
+    const hm_config *c = &g->m->cfg;
+    const hm_tensor *te = &g->m->tok_embd;
+    if (!chain_on()) { fail(err, errlen, "gpu: the greedy chain is off (HOTMOE_CHAIN=1 turns it on)"); return -2; }
+    if (!g->head || g->l0 || g->d_rec || g->d_replay || g->h_step || g->n_streamed || g->n_jobs || g->xch_interval || prof.on ||
+        !te->data || !gpu_embed_row_ok(te->type, (int)te->ne[0]) || te->ne[0] != c->n_embd) {
+        fail(err, errlen, "gpu: this executor steps token by token (the greedy chain takes a whole model, its experts resident, "
+             "no routing record or replay, no profile, and an embedding type the GPU dequantizes)");
+        return -2;
+    }
+#ifdef HM_KTRACE
+    fail(err, errlen, "gpu: a KTRACE build steps token by token");
+    return -2;
+#endif
+    if (seq < 0 || seq >= g->n_seq) return fail(err, errlen, "gpu: sequence %d outside [0, %d)", seq, g->n_seq);
+    if (n < 0 || pos < 0 || (long long)pos + n > g->n_ctx)
+        return fail(err, errlen, "gpu: %d chained steps from position %d leave the context of %d", n, pos, g->n_ctx);
+    if (token < 0 || token >= c->n_vocab) return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", token, c->n_vocab);
+    if (!n) return 0;
+    if (!g->d_embd && g->budget && g->vram + te->nbytes > g->budget) {   /* the table would break --gpu-mem */
+        fail(err, errlen, "gpu: the greedy chain's embedding table (%.1f MiB) does not fit the --gpu-mem budget", te->nbytes / 1048576.0);
+        return -2;
+    }
+    CK(cudaSetDevice(g->dev));
+    if (chain_setup(g, err, errlen)) return -1;
+    if (!g->graphs[4 * seq + 3] && capture(g, 0, 3, seq, &g->graphs[4 * seq + 3], err, errlen)) return -1;
+    {
+        cudaStream_t s = g->s;
+        *g->h_next = token;
+        *g->h_pos = pos - 1;   /* each step's first kernel adds 1 */
+        CK(cudaMemcpyAsync(g->d_next, g->h_next, sizeof(int), cudaMemcpyHostToDevice, s));
+        CK(cudaMemcpyAsync(g->d_pos, g->h_pos, sizeof(int), cudaMemcpyHostToDevice, s));
+        CK(cudaMemsetAsync(g->d_ring_n, 0, sizeof(unsigned), s));
+        int queued = 0, done = 0, given = -1;   /* given: the tokens given when stop said so (-1: not stopped) */
+        while (done < n) {
+            while (given < 0 && queued < n && queued - done <= GPU_CHAIN_AHEAD) {
+                CK(cudaGraphLaunch(g->graphs[4 * seq + 3], s));
+                CK(cudaEventRecord(g->ev_chain[queued % GPU_CHAIN_RING], s));
+                queued++;
+                g->tokens++;
+            }
+            if (done == queued) break;   /* stopped, and every queued step is in */
+            CK(cudaEventSynchronize(g->ev_chain[done % GPU_CHAIN_RING]));
+            const int32_t t = ((volatile int *)g->h_ring)[done % GPU_CHAIN_RING];
+            done++;
+            if (given >= 0) continue;
+            if (out) out[done - 1] = t;
+            if (stop && stop(user, done - 1, t)) given = done;
+        }
+        return given >= 0 ? given : n;
+    }
+bad:
+    return -1;
 }
 
 static int forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos, float *logits,
@@ -1713,7 +1808,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     }
     hybrid_stop(g);   /* before the pinned memory the workers read goes */
     up_pool_free(g);
-    for (int i = 0; g->graphs && i < 3 * g->n_seq; i++)
+    for (int i = 0; g->graphs && i < 4 * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs);
     for (int i = 0; i <= GPU_BATCH_MAX; i++) {
@@ -1740,6 +1835,9 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_pos) cudaFreeHost(g->h_pos);
     if (g->h_next) cudaFreeHost(g->h_next);
+    if (g->h_ring) cudaFreeHost(g->h_ring);
+    for (int i = 0; i < GPU_CHAIN_RING; i++)
+        if (g->ev_chain[i]) cudaEventDestroy(g->ev_chain[i]);
     if (g->h_xout) cudaFreeHost(g->h_xout);
     if (g->pinned) cudaFreeHost(g->pinned);
     if (g->h_rec) cudaFreeHost(g->h_rec);

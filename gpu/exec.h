@@ -121,6 +121,23 @@ int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_i
  * whose choice is the plain argmax (greedy, no penalties). x_in as gpu_exec_forward_stage. */
 int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, int32_t *next, char *err,
                             size_t errlen);
+/* Greedy decoding with the host out of the loop (HOTMOE_CHAIN=1; NOT YET MEASURED, off by default):
+ * n steps of sequence seq, the first on token at pos, each later step's token the greedy choice of
+ * the step before, taken and embedded on the GPU (gpu_embed_row), so that steps are queued back to
+ * back, GPU_CHAIN_AHEAD of them ahead of the one whose token the host reads. out[i] (out may be
+ * NULL) is step i's greedy token: what gpu_exec_forward_greedy gives for the same steps, bit for
+ * bit. stop (may be NULL) sees each token (i, token) as it comes back; when it returns nonzero no
+ * further step is queued, those already queued finish (at most GPU_CHAIN_AHEAD, within positions
+ * pos..pos+n-1; their tokens are dropped) and the tokens given so far are counted. Takes only a
+ * whole-model executor (one stage, with the head) whose experts are all resident, without routing
+ * record or replay, and an embedding type gpu_embed_row takes; the table goes into VRAM (its GGUF
+ * bytes) at the first chain. Returns the count of tokens given (n unless stopped), -2 with err set
+ * when the switch is off or this executor cannot chain (the caller steps token by token), or -1 on
+ * failure. */
+#define GPU_CHAIN_RING 8
+#define GPU_CHAIN_AHEAD 2
+int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int pos, int n, int32_t *out, int (*stop)(void *user, int i, int32_t token),
+                          void *user, char *err, size_t errlen);
 /* Batched decode: nb tokens (1..GPU_BATCH_MAX) of nb different sequences in one step (one CUDA
  * graph per batch size): token r of sequence seq[r] at position pos[r]. Every weight matrix of
  * the dense part (attention, router, shared expert, output head) is read once for all of them, the

@@ -110,9 +110,16 @@ struct gpu_exec {
     int *ids, *zero_id, *d_pos;
     float *h_x, *h_logits; int *h_pos;    /* pinned */
     int *d_next, *h_next; void *am_scratch;   /* the greedy graphs' tokens (GPU_BATCH_MAX, device and pinned), argmax scratch */
+    /* the greedy chain (gpu_exec_greedy_chain): the embedding table's GGUF rows in VRAM (embd_row bytes a
+       row; made at the first chain), the ring each step's argmax writes its token into (pinned, mapped: h_ring
+       on the host, d_ring for the kernel), the steps counted on the device, an event a ring slot */
+    void *d_embd; size_t embd_row;
+    int *h_ring, *d_ring; unsigned *d_ring_n;
+    cudaEvent_t ev_chain[GPU_CHAIN_RING];
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */
-    cudaGraphExec_t *graphs;              /* [3 * seq + mode]: a sequence's decode graphs (mode 0 without the head, 1
-                                             with the logits, 2 with the greedy token only: captured at its first use) */
+    cudaGraphExec_t *graphs;              /* [4 * seq + mode]: a sequence's decode graphs (mode 0 without the head, 1
+                                             with the logits, 2 with the greedy token only, 3 the greedy chain's step:
+                                             captured at its first use) */
     size_t vram;
     size_t vram_by[4];                    /* bytes by category (enum below) */
     int cat;                              /* the category dalloc is counting now */

@@ -29,6 +29,12 @@ int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_
     snprintf(err, errlen, "gpu: this binary was built without CUDA");
     return -1;
 }
+int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int pos, int n, int32_t *out, int (*stop)(void *user, int i, int32_t token),
+                          void *user, char *err, size_t errlen) {
+    (void)g; (void)seq; (void)token; (void)pos; (void)n; (void)out; (void)stop; (void)user;
+    snprintf(err, errlen, "gpu: this binary was built without CUDA");
+    return -2;
+}
 int gpu_exec_forward_batch_greedy(gpu_exec *g, int nb, const int *seq, const int32_t *tokens, const float *x_in, const int *pos,
                                   int32_t *next, char *err, size_t errlen) {
     (void)g; (void)nb; (void)seq; (void)tokens; (void)x_in; (void)pos; (void)next;

@@ -153,6 +153,14 @@ int gpu_gemv_experts_y(int type, const void *const *w_tab, const int *ids, int k
  * type is F32/F16/BF16 (then 2). */
 int gpu_dequant(int type, const void *src, void *dst, int64_t n, int out_f16, void *stream);
 
+/* out[0..n) = the row of an embedding table (GGUF rows of n values, row_bytes apart, on the device)
+ * whose index is at *tok on the device (read when the kernel runs; clamped into [0, nvocab)), each
+ * value as the CPU's to_float gives it; when pos is not NULL, *pos += 1 first (gpu_exec's greedy
+ * chain: the step's token and position come from the step before). out 16-byte aligned.
+ * gpu_embed_row_ok: whether a table of that type and row length has the kernel. */
+int gpu_embed_row_ok(int type, int n);
+int gpu_embed_row(int type, const void *table, size_t row_bytes, const int *tok, int nvocab, int *pos, float *out, int n, void *stream);
+
 /* Selects the GEMV path of the block types for launches enqueued after the call, process-wide
  * (captured CUDA graphs keep what they captured): 0: F32 activations as described above;
  * 1 (default) x quantized to int8 per 32 values (d = amax/127, q = round-half-even(x * 127/amax),

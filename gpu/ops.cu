@@ -1061,7 +1061,11 @@ __device__ __forceinline__ void am_block(float &bv, int &bi) {
     bv = sv[0]; bi = si[0];
     for (int k = 1; k < AM_THREADS / 32; k++) am_take(sv[k], si[k], bv, bi);
 }
-__global__ void __launch_bounds__(AM_THREADS) k_argmax(const float *x, int n, float *pv, int *pi, unsigned *cnt, int *out, int f) {
+/* RING (the greedy chain, gpu_exec_greedy_chain): the token also into ring[*ring_n % ring_len] (pinned host
+ * memory the host reads after the step), *ring_n counting the steps */
+template <bool RING>
+static __device__ __forceinline__ void argmax_body(const float *x, int n, float *pv, int *pi, unsigned *cnt, int *out, int f, int *ring,
+                                                   unsigned *ring_n, int ring_len) {
     hm_pdl_pre(f);
     hm_pdl_wait_f(f);
     const int r = blockIdx.y, nb = gridDim.x;
@@ -1098,18 +1102,34 @@ __global__ void __launch_bounds__(AM_THREADS) k_argmax(const float *x, int n, fl
     for (int b = threadIdx.x; b < nb; b += AM_THREADS) am_take(__ldcg(pv + r * nb + b), __ldcg(pi + r * nb + b), bv, bi);
     am_block(bv, bi);
     if (threadIdx.x == 0) {
-        out[r] = isnan(x[0]) || bi >= n ? 0 : bi;
+        const int tk = isnan(x[0]) || bi >= n ? 0 : bi;
+        out[r] = tk;
         cnt[r] = 0;   /* for the next launch (the graph replays this one) */
+        if (RING) {
+            const unsigned j = *ring_n;
+            ring[j % (unsigned)ring_len] = tk;
+            *ring_n = j + 1;
+        }
     }
+}
+__global__ void __launch_bounds__(AM_THREADS) k_argmax(const float *x, int n, float *pv, int *pi, unsigned *cnt, int *out, int f) {
+    argmax_body<false>(x, n, pv, pi, cnt, out, f, NULL, NULL, 0);
+}
+__global__ void __launch_bounds__(AM_THREADS) k_argmax_ring(const float *x, int n, float *pv, int *pi, unsigned *cnt, int *out, int f,
+                                                            int *ring, unsigned *ring_n, int ring_len) {
+    argmax_body<true>(x, n, pv, pi, cnt, out, f, ring, ring_n, ring_len);
 }
 
 /* scratch: the rows' counters first, at fixed places whatever rows a launch has (a launch with
  * more rows writes its partial results past them), then the blocks' values and indices */
 size_t op_argmax_scratch_bytes(int rows) { return AM_MAXROWS * sizeof(unsigned) + (size_t)rows * AM_BLOCKS * (sizeof(float) + sizeof(int)); }
 
-void op_argmax_rows(const float *x, int n, int rows, int *out, void *scratch, cudaStream_t s) {
+void op_argmax_rows(const float *x, int n, int rows, int *out, void *scratch, cudaStream_t s, int *ring, unsigned *ring_n, int ring_len) {
     unsigned *cnt = (unsigned *)scratch;
     float *pv = (float *)(cnt + AM_MAXROWS);
     int *pi = (int *)(pv + (size_t)rows * AM_BLOCKS);
-    hm_launch(k_argmax, dim3(AM_BLOCKS, rows), AM_THREADS, 0, s, x, n, pv, pi, cnt, out, hm_small_pdl());
+    if (ring && rows == 1)
+        hm_launch(k_argmax_ring, dim3(AM_BLOCKS, rows), AM_THREADS, 0, s, x, n, pv, pi, cnt, out, hm_small_pdl(), ring, ring_n, ring_len);
+    else
+        hm_launch(k_argmax, dim3(AM_BLOCKS, rows), AM_THREADS, 0, s, x, n, pv, pi, cnt, out, hm_small_pdl());
 }

@@ -79,8 +79,10 @@ void op_router(const float *logits, const float *bias, int n, int k, int fn, int
  * out[rows] (device): sampler_argmax's rule (the first index of the largest value, NaNs never
  * win, x[0] NaN: 0). scratch: op_argmax_scratch_bytes(rows) bytes of device memory, zeroed once
  * before the first launch (the kernel leaves its counters zeroed again); launches of any rows up
- * to the scratch's may share it, one at a time. */
+ * to the scratch's may share it, one at a time. ring (one row; the greedy chain): the token also
+ * into ring[*ring_n % ring_len], pinned host memory, and *ring_n (device) counted up. */
 #define AM_BLOCKS 32
 #define AM_MAXROWS 64
 size_t op_argmax_scratch_bytes(int rows);
-void op_argmax_rows(const float *x, int n, int rows, int *out, void *scratch, cudaStream_t s);
+void op_argmax_rows(const float *x, int n, int rows, int *out, void *scratch, cudaStream_t s, int *ring = NULL, unsigned *ring_n = NULL,
+                    int ring_len = 0);

@@ -184,6 +184,21 @@ static int cmd_logits(int argc, char **argv) {
     return 0;
 }
 
+/* generate's output: a token accepted and written, or 1 at the end of the text (eos or a special
+ * token unless ignore_eos); n counts the tokens written */
+typedef struct { const hm_model *m; sampler *sm; tokenizer_stream *ts; int ignore_eos, n; } gen_out;
+static int gen_emit(void *u, int i, int32_t t) {
+    gen_out *go = u;
+    char buf[256];
+    (void)i;
+    sampler_accept(go->sm, t);
+    if (!go->ignore_eos && (t == tokenizer_eos(go->m->tok) || tokenizer_is_special(go->m->tok, t))) return 1;
+    size_t k = tokenizer_stream_push(go->m->tok, go->ts, t, buf, sizeof buf);
+    fwrite(buf, 1, k, stdout); fflush(stdout);
+    go->n++;
+    return 0;
+}
+
 static int cmd_generate(int argc, char **argv) {
     opts o; config_set cfg; parse_opts_config(&o, "generate", argc, argv, &cfg);
     if (!o.prompt && o.n_pos) o.prompt = o.positional[0];
@@ -219,13 +234,18 @@ static int cmd_generate(int argc, char **argv) {
     int gen = 0, pos = (int)n;
     fputs(o.prompt, stdout);
     const int greedy = sampler_greedy_only(&sm);   /* then the next token comes back instead of the logits */
+    int chain = greedy && !io.rec && !io.has_replay;   /* try the greedy chain once (HOTMOE_CHAIN=1) */
+    gen_out go = { &m, &sm, &ts, o.ignore_eos, 0 };
     int32_t t = -1;
     for (; gen < o.n_predict; gen++) {
         if (t < 0) t = sampler_sample(&sm, logits);
-        sampler_accept(&sm, t);
-        if (!o.ignore_eos && (t == tokenizer_eos(m.tok) || tokenizer_is_special(m.tok, t))) break;
-        size_t k = tokenizer_stream_push(m.tok, &ts, t, buf, sizeof buf);
-        fwrite(buf, 1, k, stdout); fflush(stdout);
+        if (gen_emit(&go, gen, t)) break;
+        if (gen + 1 < o.n_predict && chain) {   /* the rest without the host between steps, when the runner can */
+            const int rc = runner_greedy_chain(&r, t, pos, o.n_predict - gen - 1, NULL, gen_emit, &go, &e);
+            if (rc == -1) { fprintf(stderr, "hotmoe: %s\n", e.msg); return 1; }
+            chain = 0;
+            if (rc >= 0) { gen = go.n; break; }
+        }
         if (gen + 1 < o.n_predict) {
             routeio_before(&io, pos);
             int32_t nx = -1;

@@ -335,6 +335,15 @@ int runner_forward_greedy(hm_runner *r, int32_t token, int pos, float *scratch, 
     return 0;
 }
 
+int runner_greedy_chain(hm_runner *r, int32_t token, int pos, int n, int32_t *out, int (*stop)(void *user, int i, int32_t token),
+                        void *user, hm_error *e) {
+    if (r->device != HM_DEVICE_CUDA || r->gpu2) { hm_fail(e, "the greedy chain takes one GPU"); return -2; }
+    char msg[1024];
+    const int rc = gpu_exec_greedy_chain(r->gpu, 0, token, pos, n, out, stop, user, msg, sizeof msg);
+    if (rc < 0) hm_fail(e, "%s", msg);
+    return rc;
+}
+
 int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e) {
     if (n <= 0) return hm_fail(e, "prefill of %d tokens (at least 1 expected)", n);
     if (r->device == HM_DEVICE_CUDA && !r->gpu2) {   /* a pipeline runs the prompt token by token (below) */

@@ -88,6 +88,13 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
  * GPU only that token is copied back; the CPU target writes the logits to scratch (n_vocab floats)
  * and takes their argmax. For requests whose choice is the plain argmax (sampler_greedy_only). */
 int runner_forward_greedy(hm_runner *r, int32_t token, int pos, float *scratch, int32_t *next, hm_error *e);
+/* n greedy steps from token at pos without the host between them (gpu_exec_greedy_chain,
+ * HOTMOE_CHAIN=1): out[i] (out may be NULL) the greedy choice after step i, what n calls of
+ * runner_forward_greedy give; stop (may be NULL) sees each token and ends the chain by returning
+ * nonzero. Returns the tokens given, -2 when this runner cannot chain (the CPU, a pipeline, an
+ * expert cache, the switch off: step with runner_forward_greedy instead), -1 with e set on failure. */
+int runner_greedy_chain(hm_runner *r, int32_t token, int pos, int n, int32_t *out, int (*stop)(void *user, int i, int32_t token),
+                        void *user, hm_error *e);
 /* Runs the n prompt tokens at positions pos0.. (batched on the GPU, token by token on the CPU);
  * writes the last token's logits when logits_last is not NULL. Decode continues at pos0 + n. */
 int runner_prefill(hm_runner *r, const int32_t *tokens, int n, int pos0, float *logits_last, hm_error *e);

@@ -433,6 +433,58 @@ static void test_experts(int t, int ncols, int dcols = 0) {
     experts_free(&gate); experts_free(&up); experts_free(&down);
 }
 
+/* ---- gpu_embed_row (the greedy chain's embedding): the row at a device index, bit-exact to
+ * to_float, every element poisoned before; the position counted; an index outside the table
+ * clamped; a row length the kernel cannot take refused ---- */
+static void test_embed_row(int t) {
+    const hm_type_traits *tr = hm_type_get(t);
+    const int n = tr->blck == 1 ? 1412 : tr->blck == 32 ? 1408 : 2048, V = 5;
+    const size_t rb = hm_row_size(t, n);
+    uint8_t *src = (uint8_t *)malloc(rb * V);
+    if (is_float_type(t)) /* every bit pattern: NaNs, infinities, subnormals */
+        for (size_t i = 0; i < rb * V; i++) src[i] = (uint8_t)rnd32();
+    else
+        fill_weights(t, src, (int64_t)n * V);
+    float *want = (float *)malloc(sizeof(float) * n), *got = (float *)malloc(sizeof(float) * n);
+    void *dsrc = dev_upload(src, rb * V);
+    int *dv, hv[2];
+    float *dout;
+    CK(cudaMalloc(&dv, 2 * sizeof(int)));
+    CK(cudaMalloc(&dout, sizeof(float) * n));
+    char detail[320] = "";
+    int failed = 0;
+    const int toks[3] = { 3, 0, 9 };   /* 9: past the table, read as its last row */
+    for (int c = 0; c < 3 && !failed; c++) {
+        hv[0] = toks[c]; hv[1] = 41 + c;
+        CK(cudaMemcpy(dv, hv, sizeof hv, cudaMemcpyHostToDevice));
+        CK(cudaMemset(dout, 0xFF, sizeof(float) * n));
+        if (gpu_embed_row(t, dsrc, rb, dv, V, dv + 1, dout, n, NULL)) {
+            failed = 1;
+            snprintf(detail, sizeof detail, "gpu_embed_row returned -1: %s", gpu_gemv_error());
+            break;
+        }
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(got, dout, sizeof(float) * n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hv, dv, sizeof hv, cudaMemcpyDeviceToHost));
+        const int row = toks[c] < V ? toks[c] : V - 1;
+        tr->to_float(src + rb * row, want, n);
+        if (hv[1] != 42 + c) { failed = 1; snprintf(detail, sizeof detail, "the position went %d -> %d", 41 + c, hv[1]); }
+        for (int i = 0; i < n && !failed; i++)
+            if (memcmp(&got[i], &want[i], 4)) {
+                failed = 1;
+                snprintf(detail, sizeof detail, "token %d: [%d] got %.9g want %.9g", toks[c], i, got[i], want[i]);
+            }
+    }
+    if (!failed && !gpu_embed_row(t, dsrc, rb, dv, V, NULL, dout, tr->blck == 1 ? 0 : n + tr->blck / 2, NULL)) {
+        failed = 1;
+        snprintf(detail, sizeof detail, "a row of %d values was not refused", tr->blck == 1 ? 0 : n + tr->blck / 2);
+    }
+    if (!failed) snprintf(detail, sizeof detail, "rows of %d values at tokens 3, 0 and 9 (clamped to 4), bit-exact, the position counted", n);
+    report(!failed, "embed row", tr->name, detail);
+    CK(cudaFree(dsrc)); CK(cudaFree(dv)); CK(cudaFree(dout));
+    free(src); free(want); free(got);
+}
+
 /* ---- gpu_dequant: bit-exact to to_float + hm_f32_to_bf16/fp16 ---- */
 
 static void test_dequant(int t) {
@@ -1425,6 +1477,7 @@ int main(int argc, char **argv) {
         test_experts(t, 512);
         if (is_float_type(t)) test_experts(t, 515); /* the scalar path */
         test_dequant(t);
+        test_embed_row(t);
     }
     test_errors();
     test_router_f32(128, 4096);   /* air's router */

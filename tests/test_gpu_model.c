@@ -150,7 +150,45 @@ out:
     free(la); free(lb); runner_free(&a); runner_free(&b);
 }
 
+/* the greedy chain (gpu_exec_greedy_chain): n steps from one token must give the tokens of n
+ * runner_forward_greedy steps, and a stop after 3 tokens must give those 3 */
+static int stop_at_3(void *u, int i, int32_t t) { (void)u; (void)t; return i == 2; }
+static void compare_chain(const char *label, const hm_model *m, int q8) {
+    enum { N = 12 };
+    hm_runner r; hm_error e;
+#ifdef HOTMOE_HAVE_CUDA
+    gpu_gemv_set_mode(q8);
+#endif
+    if (runner_init(&r, m, HM_DEVICE_CUDA, N + 1, &e)) { printf("FAIL %s (chain): %s\n", label, e.msg); n_fail++; return; }
+    const int32_t t0 = (int32_t)(m->cfg.n_vocab / 3);
+    int32_t want[N], got[N], part[N];
+    float *scratch = malloc(sizeof(float) * m->cfg.n_vocab);
+    int32_t t = t0, bad = -1;
+    for (int i = 0; i < N; i++) {
+        if (runner_forward_greedy(&r, t, i, scratch, &want[i], &e)) { printf("FAIL %s (chain): %s\n", label, e.msg); n_fail++; goto out; }
+        t = want[i];
+    }
+    for (int i = 0; i < N; i++) got[i] = part[i] = -1;
+    const int rc = runner_greedy_chain(&r, t0, 0, N, got, NULL, NULL, &e);
+    const int rs = rc == N ? runner_greedy_chain(&r, t0, 0, N, part, stop_at_3, NULL, &e) : rc;
+    for (int i = 0; i < N && bad < 0; i++)
+        if (got[i] != want[i] || (i < 3 && part[i] != want[i]) || (i >= 3 && part[i] != -1)) bad = i;
+    if (rc == N && rs == 3 && bad < 0)
+        printf("PASS %s%s: the greedy chain gives the %d tokens of step-by-step greedy decoding, and 3 when stopped there\n", label,
+               q8 ? " (GEMV mode 1)" : "", N);
+    else if (rc < 0 || rs < 0)
+        printf("FAIL %s%s: the greedy chain: %s\n", label, q8 ? " (GEMV mode 1)" : "", e.msg);
+    else
+        printf("FAIL %s%s: the greedy chain gave %d and %d tokens (%d, 3 expected), first difference at step %d\n", label,
+               q8 ? " (GEMV mode 1)" : "", rc, rs, N, bad);
+    (rc == N && rs == 3 && bad < 0) ? n_pass++ : n_fail++;
+out:
+    free(scratch);
+    runner_free(&r);
+}
+
 int main(int argc, char **argv) {
+    setenv("HOTMOE_CHAIN", "1", 1);   /* compare_chain: the chain runs where it is called */
     if (!gpu_built() || gpu_device_count() == 0) { printf("SKIP: no CUDA device (test_gpu_model needs a GPU)\n"); return 77; }
     /* the CPU side runs the reference kernels (exact dequantization, F32 activations): the GPU
      * kernels dequantize exactly too, so the two differ only by summation order */
@@ -170,6 +208,7 @@ int main(int argc, char **argv) {
         snprintf(label, sizeof label, "%s (GGUF)", fixtures[f]);
         compare(label, &m, 0, 0);
         compare_upload(label, &m, 0);
+        compare_chain(label, &m, 0);
         model_free(&m);
     }
     /* extra models given on the command line (e.g. the quantized tiny models of the device script) */
@@ -181,6 +220,7 @@ int main(int argc, char **argv) {
         compare(argv[i], &m, 1, 1); /* judged */
         compare_upload(argv[i], &m, 0);
         compare_upload(argv[i], &m, 1);
+        compare_chain(argv[i], &m, 1);
         model_free(&m);
     }
     printf("%d passed, %d failed\n", n_pass, n_fail);
