@@ -257,6 +257,9 @@ int main(int argc, char **argv) {
      * logits copied out and the argmax on the host, as before) */
     const int gpu_greedy = r.device == HM_DEVICE_CUDA && sampler_greedy_only(&sm) && !sref && !host_argmax && !record && !replay;
     double dec[32], pre[32];
+    /* the greedy chain's table and ring (HOTMOE_CHAIN=1) before the runs; its step graph is captured in the first run,
+     * as the step-by-step greedy graph is */
+    if (gpu_greedy && runner_greedy_chain(&r, 0, 0, 0, NULL, NULL, NULL, &e) == -1) { fprintf(stderr, "%s\n", e.msg); return 1; }
     for (int run = 0; run < runs; run++) {
         /* position 0 restarts the sequence: the KV cache is overwritten in order */
         int32_t *ptok = hm_malloc(sizeof(int32_t) * (size_t)n_prompt);

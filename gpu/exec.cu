@@ -1674,13 +1674,13 @@ extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int po
     if (n < 0 || pos < 0 || (long long)pos + n > g->n_ctx)
         return fail(err, errlen, "gpu: %d chained steps from position %d leave the context of %d", n, pos, g->n_ctx);
     if (token < 0 || token >= c->n_vocab) return fail(err, errlen, "gpu: token %d outside the vocabulary of %d", token, c->n_vocab);
-    if (!n) return 0;
     if (!g->d_embd && g->budget && g->vram + te->nbytes > g->budget) {   /* the table would break --gpu-mem */
         fail(err, errlen, "gpu: the greedy chain's embedding table (%.1f MiB) does not fit the --gpu-mem budget", te->nbytes / 1048576.0);
         return -2;
     }
     CK(cudaSetDevice(g->dev));
     if (chain_setup(g, err, errlen)) return -1;
+    if (!n) return 0;   /* the table and the ring made: a timed run does not pay for them */
     if (!g->graphs[4 * seq + 3] && capture(g, 0, 3, seq, &g->graphs[4 * seq + 3], err, errlen)) return -1;
     {
         cudaStream_t s = g->s;

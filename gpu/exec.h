@@ -131,9 +131,9 @@ int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_
  * pos..pos+n-1; their tokens are dropped) and the tokens given so far are counted. Takes only a
  * whole-model executor (one stage, with the head) whose experts are all resident, without routing
  * record or replay, and an embedding type gpu_embed_row takes; the table goes into VRAM (its GGUF
- * bytes) at the first chain. Returns the count of tokens given (n unless stopped), -2 with err set
- * when the switch is off or this executor cannot chain (the caller steps token by token), or -1 on
- * failure. */
+ * bytes) at the first chain (n = 0 makes it and runs nothing). Returns the count of tokens given
+ * (n unless stopped), -2 with err set when the switch is off or this executor cannot chain (the
+ * caller steps token by token), or -1 on failure. */
 #define GPU_CHAIN_RING 8
 #define GPU_CHAIN_AHEAD 2
 int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int pos, int n, int32_t *out, int (*stop)(void *user, int i, int32_t token),
