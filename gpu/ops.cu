@@ -723,12 +723,57 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
+/* attn_post (HOTMOE_ATT_POST): k_qkv_post's arithmetic on a lane's dims lane + 32c of one head of 128
+ * (x: after the bias), in registers: the sum of squares as block_sum makes it over k_qkv_post's four
+ * warps ((s0 + s2) + (s1 + s3), each a warp_sum of rounded squares), the norm's two products, then
+ * the rotation with the products k_qkv_post's SASS contracts (a c - b sn as fma(a, c, -(b sn)), b c +
+ * a sn as fma(a, sn, b c)); nw, cs, sn: the lane's norm weights, cos and sin (attn_post_pre) */
+static __device__ __forceinline__ void attn_post_vec(float x[4], bool has_nw, const float nw[4], const float cs[4], const float sn[4],
+                                                     int n_rot, float eps) {
+    if (has_nw) {
+        const float s0 = warp_sum(__fmul_rn(x[0], x[0])), s1 = warp_sum(__fmul_rn(x[1], x[1]));
+        const float s2 = warp_sum(__fmul_rn(x[2], x[2])), s3 = warp_sum(__fmul_rn(x[3], x[3]));
+        const float ss = (s0 + s2) + (s1 + s3);
+#pragma unroll
+        for (int c = 0; c < 4; c++) x[c] = nw[c] * (x[c] * (1.0f / sqrtf(ss / 128.0f + eps)));
+    }
+    /* a rotation pair (d, d + n_rot / 2) is (c, c + n_rot / 64) of one lane */
+    if (n_rot == 128) {
+        const float y0 = __fmaf_rn(x[0], cs[0], -__fmul_rn(x[2], sn[0])), y1 = __fmaf_rn(x[1], cs[1], -__fmul_rn(x[3], sn[1]));
+        const float y2 = __fmaf_rn(x[0], sn[2], __fmul_rn(x[2], cs[2])), y3 = __fmaf_rn(x[1], sn[3], __fmul_rn(x[3], cs[3]));
+        x[0] = y0; x[1] = y1; x[2] = y2; x[3] = y3;
+    } else if (n_rot == 64) {
+        const float y0 = __fmaf_rn(x[0], cs[0], -__fmul_rn(x[1], sn[0])), y1 = __fmaf_rn(x[0], sn[1], __fmul_rn(x[1], cs[1]));
+        x[0] = y0; x[1] = y1;
+    }
+}
+
+/* the lane's norm weights and rotation at pos (qkv_post_prep's values for dims lane + 32c) */
+static __device__ __forceinline__ void attn_post_pre(const attn_post &ap, int pos, float pq[4], float pk[4], float cs[4], float sn[4]) {
+    const int lane = threadIdx.x & 31, half = ap.n_rot / 2;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const int d = lane + 32 * c;
+        pq[c] = ap.qn ? ap.qn[d] : 0.f;
+        pk[c] = ap.kn ? ap.kn[d] : 0.f;
+        cs[c] = 1.f; sn[c] = 0.f;
+        if (d < ap.n_rot) {
+            const int j = d < half ? d : d - half;
+            const float inv = 1.0f / powf(ap.theta, (float)(2 * j) / (float)ap.n_rot);
+            const float ang = (float)pos * inv;
+            cs[c] = cosf(ang); sn[c] = sinf(ang);
+        }
+    }
+}
+
+bool attn_post_ok(int hd, int n_rot) { return hd == 128 && (n_rot == 0 || n_rot == 64 || n_rot == 128); }
+
+template <int DPL, int NW, bool POST = false>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa); POST: attn_post */
 __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int f, int s1) {
+                                                            int f, int s1, const attn_post ap) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
@@ -748,9 +793,49 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
     attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    float pq[4], pk[4], pcs[4], psn[4];   /* POST: the lane's norm weights, cos and sin (weights and pos: before the wait) */
+    if constexpr (POST) attn_post_pre(ap, n - 1, pq, pk, pcs, psn);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
-    if (f & ATT_QROW) {
+    if constexpr (POST) {   /* q as the GEMV left it, posted in place by its warp; the step's row from k and v */
+        static_assert(!POST || DPL == 4, "the post takes heads of 128");
+        attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
+        if (npre < nt0 && wid == 0) {   /* this split holds the position: its K and V row, posted, into the tile and the caches */
+            const size_t g = (size_t)(n - 1) * kvd + (size_t)kvh * HD;
+            float x[4], v[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int d = lane + 32 * c;
+                x[c] = ap.k[kvh * HD + d];
+                v[c] = ap.v[kvh * HD + d];
+                if (ap.bk) x[c] += ap.bk[kvh * HD + d];
+                if (ap.bv) v[c] += ap.bv[kvh * HD + d];
+            }
+            attn_post_vec(x, ap.kn != nullptr, pk, pcs, psn, ap.n_rot, ap.eps);
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int d = lane + 32 * c;
+                sk[npre * KS + d] = x[c]; sv[npre * HD + d] = v[c];
+                ((float *)kc)[g + d] = x[c]; ((float *)vc)[g + d] = v[c];
+            }
+        }
+        __syncthreads();   /* q is in */
+#pragma unroll
+        for (int j = 0; j < HPW; j++) {
+            const int h = wid + NW * j;
+            if (h >= ng) break;   /* warp-uniform */
+            const int hh = kvh * grp + h0 + h;
+            float x[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                x[c] = sq[h * HD + lane + 32 * c];
+                if (ap.bq) x[c] += ap.bq[hh * HD + lane + 32 * c];
+            }
+            attn_post_vec(x, ap.qn != nullptr, pq, pcs, psn, ap.n_rot, ap.eps);
+#pragma unroll
+            for (int c = 0; c < 4; c++) sq[h * HD + lane + 32 * c] = x[c];
+        }
+    } else if (f & ATT_QROW) {
         attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD,
                                  t0 + npre, kvd, kvh, HD);
     } else {
@@ -924,16 +1009,25 @@ static int attn_split1(K kern, int threads, size_t smem, dim3 grid) {
 }
 
 /* returns the launch's s1 (the merge takes the same) */
+template <int DPL, int NW, bool POST>
+static int attn_w_go1(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                      float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
+                      long long qs, long long os, long long ps, const attn_post &ap) {
+    static std::atomic<unsigned long long> raised(0);
+    hm_allow_smem(k_attn_gqa_w<DPL, NW, POST>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    const int s1 = attn_split1(k_attn_gqa_w<DPL, NW, POST>, 32 * NW, smem, grid);
+    hm_launch(k_attn_gqa_w<DPL, NW, POST>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0), s1, ap);
+    return s1;
+}
 template <int DPL, int NW>
 static int attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                      float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                     long long qs, long long os, long long ps) {
-    static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    const int s1 = attn_split1(k_attn_gqa_w<DPL, NW>, 32 * NW, smem, grid);
-    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0), s1);
-    return s1;
+                     long long qs, long long os, long long ps, const attn_post *ap) {
+    if constexpr (DPL == 4)
+        if (ap) return attn_w_go1<DPL, NW, true>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, *ap);
+    return attn_w_go1<DPL, NW, false>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps,
+                                      attn_post{});
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
@@ -943,12 +1037,12 @@ static int attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, con
 template <int DPL>
 static int attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                          float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                         long long qs, long long os, long long ps) {
+                         long long qs, long long os, long long ps, const attn_post *ap = NULL) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
     auto go = [&](auto nw) {
         return attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-                                                   qs, os, ps);
+                                                   qs, os, ps, ap);
     };
     if constexpr (DPL == 2) {
         if (on && grp > 8) return go(std::integral_constant<int, 16>());
@@ -961,7 +1055,8 @@ static int attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q,
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true) {
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true,
+                        const attn_post *ap = NULL) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
@@ -970,7 +1065,7 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
         if (hd == 64) s1 = attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else if (hd == 128) s1 = attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) s1 = attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, ap);
         else s1 = attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
@@ -994,8 +1089,9 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
 }
 
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s, merge != 0);
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge, const attn_post *ap) {
+    if (ap && !attn_post_ok(hd, ap->n_rot)) ap = NULL;   /* exec.cu asks attn_post_ok first: not reached */
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s, merge != 0, ap);
 }
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
