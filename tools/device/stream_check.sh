@@ -21,6 +21,10 @@ source tools/device/env.sh
 t0=$(date +%s)
 BUDGET=${BUDGET:-570}          # seconds this script may take (one run call: 600)
 left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
+# a config's settings (K=V+K2=V2) exported, and env_restore puts each back as it was before (set to its old value, or unset):
+# a setting given to the whole call (e.g. HOTMOE_UPLOAD_THREADS=16 before the script) holds again for the configs after it
+env_set() { ENV_OLD=(); local kv n; for kv in ${1//+/ }; do n=${kv%%=*}; ENV_OLD+=("$n=${!n-__unset__}"); export "$kv"; done; }
+env_restore() { local kv; for kv in "${ENV_OLD[@]}"; do [ "${kv#*=}" = __unset__ ] && unset "${kv%%=*}" || export "$kv"; done; ENV_OLD=(); }
 # bench_gemv only when a `gemv` config asks for it (with PREBUILT=1 a missing target means a build: ~130 s)
 case " ${CONFIGS:-} $MODELS " in *gemv*) BG=" bench_gemv" ;; *) BG="" ;; esac
 # EXTRAS=1: bench_decode's replays after the runs (steps without logits, greedy both ways: ~3 x RUNS x GEN steps, ~9 s of an
@@ -147,10 +151,10 @@ PY
       sweep) for v in ${SWEEP:-HM_BASE=s1 HOTMOE_ATT_WARPS=0 HOTMOE_RN_CLUSTER=0 HOTMOE_RN_WIDE=0 HOTMOE_QKV_PAIR=0 HOTMOE_PDL_TRIGGER=0 \
                HOTMOE_PDL_TRIGGER=1 HOTMOE_PDL_TRIGGER=2 HOTMOE_PREWAIT=0 HOTMOE_ROUTER_NORM_ROWS=2 HOTMOE_OWARM=0 \
                HOTMOE_Q8_BPS3=0 HM_BASE=s2}; do one "env-$v"; done ;;   # each old switch again against main (SWEEP="K=V K2=V2+K3=V3 ...": others)
-      env-*) kvs=${c#env-}; for kv in ${kvs//+/ }; do export "$kv"; done; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (unset again after the run)
-             for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
-      pfenv-*) kvs=${c#pfenv-}; for kv in ${kvs//+/ }; do export "$kv"; done; run prefill-$kvs --prefill 8192   # the prefill under environment settings
-             for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
+      env-*) kvs=${c#env-}; env_set "$kvs"; run resident-$kvs   # resident under environment settings, e.g. env-HOTMOE_XQ=0+HOTMOE_Q8_LANES=0 (as they were again after the run)
+             env_restore ;;
+      pfenv-*) kvs=${c#pfenv-}; env_set "$kvs"; run prefill-$kvs --prefill 8192   # the prefill under environment settings
+             env_restore ;;
       benchair) for v in ${BENCHAIR:-default}; do   # the q8 GEMV launches of one air layer (needs test_gpu_gemv), e.g. BENCHAIR="default HOTMOE_Q8T=0 HOTMOE_Q8T=1+HOTMOE_Q8T_KB=64"
             v=${v/default/}; env ${v//+/ } timeout 60 ./build-dev/tests/test_gpu_gemv --bench-air >"$OUT/benchair-${v//=/}.log" 2>&1; echo "-- bench-air $v: rc=$?"; grep -v "^$" "$OUT/benchair-${v//=/}.log" | head -16; done ;;
       launch) [ -x ./build-dev/bench_launch ] || cmake --build build-dev --target bench_launch >>"$OUT/build.log" 2>&1   # a kernel boundary's cost in a graph
@@ -169,8 +173,8 @@ PY
   }
   for c in ${mcfg:-${CONFIGS:-resident stream stream-replay cpu cpu-replay auto auto-replay all-cpu-experts prefill prefill-budget prefill-staged}}; do
     case $c in
-      envc-*@*) kvs=${c#envc-}; sub=${kvs#*@}; kvs=${kvs%@*}; for kv in ${kvs//+/ }; do export "$kv"; done
-                TAGSFX="-$kvs" one "$sub"; for kv in ${kvs//+/ }; do unset "${kv%%=*}"; done ;;
+      envc-*@*) kvs=${c#envc-}; sub=${kvs#*@}; kvs=${kvs%@*}; env_set "$kvs"; envc_old=("${ENV_OLD[@]}")
+                TAGSFX="-$kvs" one "$sub"; ENV_OLD=("${envc_old[@]}"); env_restore ;;
       *) one "$c" ;;
     esac
   done
