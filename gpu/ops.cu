@@ -800,8 +800,11 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     if constexpr (POST) {   /* q as the GEMV left it, posted in place by its warp; the step's row from k and v */
         static_assert(!POST || DPL == 4, "the post takes heads of 128");
         attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
-        if (npre < nt0 && wid == 0) {   /* this split holds the position: its K and V row, posted, into the tile and the caches */
+        if (t1 == n && wid == 0) {   /* this split holds the position: its K and V row, posted, into the caches (for later
+                                        steps) and into the tile, or the stash when a later tile holds the row (copied in
+                                        there by the tile loop below; no block reads the row from the caches in this step) */
             const size_t g = (size_t)(n - 1) * kvd + (size_t)kvh * HD;
+            float *rk = npre < nt0 ? sk + npre * KS : sq + ng * HD, *rv = npre < nt0 ? sv + npre * HD : sq + ng * HD + HD;
             float x[4], v[4];
 #pragma unroll
             for (int c = 0; c < 4; c++) {
@@ -815,7 +818,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
 #pragma unroll
             for (int c = 0; c < 4; c++) {
                 const int d = lane + 32 * c;
-                sk[npre * KS + d] = x[c]; sv[npre * HD + d] = v[c];
+                rk[d] = x[c]; rv[d] = v[c];
                 ((float *)kc)[g + d] = x[c]; ((float *)vc)[g + d] = v[c];
             }
         }
@@ -854,7 +857,16 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+            if constexpr (POST) {   /* the step's row from the stash (its cache row is not read in this step) */
+                const bool last = tb + nt == n;
+                attn_load_tile<NT>(kc, vc, sk, sv, tb, last ? nt - 1 : nt, kvd, kvh, HD, KS);
+                if (last && (int)threadIdx.x < HD4) {
+                    const float *st = sq + ng * HD;
+                    *(float4 *)(sk + (nt - 1) * KS + 4 * threadIdx.x) = *(const float4 *)(st + 4 * threadIdx.x);
+                    *(float4 *)(sv + (nt - 1) * HD + 4 * threadIdx.x) = *(const float4 *)(st + HD + 4 * threadIdx.x);
+                }
+            } else
+                attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
@@ -1063,7 +1075,8 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     int s1 = 0;   /* attn_len's: the register kernel's choice, which the merge follows */
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
-        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
+        /* (attn_post: and the stash of the step's K and V row) */
+        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd + (ap ? 2 * (size_t)hd : 0));
         if (hd == 64) s1 = attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
         else if (hd == 128) s1 = attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, ap);
         else s1 = attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);

@@ -426,6 +426,7 @@ int main(void) {
     test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
     test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
     for (int pos : { 0, 31, 32, 77, 600 }) test_attention_post(32, 4, 128, 0, 1, 640, pos);   /* a3b (HOTMOE_ATT_POST) */
+    test_attention_post(32, 4, 128, 0, 1, 3000, 2999);   /* splits of 47: the step's row in a split's second tile */
     test_attention_post(96, 8, 64, 1, 0, 640, 300);    /* air's shape: bias, partial rotation, twelve warps */
     test_attention_post(96, 8, 64, 1, 1, 640, 517);    /* with q/k norms too (GLM-4.6) */
     test_attention_post(64, 4, 128, 0, 1, 640, 517);   /* Qwen3-235B's 16 heads a group */
