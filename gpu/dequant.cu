@@ -146,43 +146,7 @@ static void embed_launch_float(const uint8_t *table, size_t row_bytes, const int
     embed_float_kernel<IN><<<(n + 255) / 256, 256, 0, s>>>(table, row_bytes, tok, nvocab, pos, out, n);
 }
 
-extern "C" int gpu_embed_row_ok(int type, int n) {
-    switch (type) {
-    case HM_TYPE_F32: case HM_TYPE_F16: case HM_TYPE_BF16: return n > 0;
-    case HM_TYPE_Q4_0: case HM_TYPE_Q4_1: case HM_TYPE_Q5_0: case HM_TYPE_Q5_1: case HM_TYPE_Q8_0: case HM_TYPE_MXFP4:
-        return n > 0 && n % 32 == 0;
-    case HM_TYPE_Q2_K: case HM_TYPE_Q3_K: case HM_TYPE_Q4_K: case HM_TYPE_Q5_K: case HM_TYPE_Q6_K: case HM_TYPE_IQ4_XS:
-        return n > 0 && n % 256 == 0;
-    default: return 0;
-    }
-}
-
-extern "C" int gpu_embed_row(int type, const void *table, size_t row_bytes, const int *tok, int nvocab, int *pos, float *out, int n,
-                             void *stream) {
-    if (!gpu_embed_row_ok(type, n)) return gemv_fail("gpu_embed_row: ggml type %d with rows of %d values has no GPU kernel", type, n);
-    if ((uintptr_t)out % 16) return gemv_fail("gpu_embed_row: out at %p is not 16-byte aligned", out);
-    const uint8_t *t = (const uint8_t *)table;
-    const cudaStream_t s = (cudaStream_t)stream;
-    switch (type) {
-    case HM_TYPE_F32: embed_launch_float<0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_F16: embed_launch_float<1>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_BF16: embed_launch_float<2>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q4_0: embed_launch<TQ4_0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q4_1: embed_launch<TQ4_1>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q5_0: embed_launch<TQ5_0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q5_1: embed_launch<TQ5_1>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q8_0: embed_launch<TQ8_0>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_MXFP4: embed_launch<TMXFP4>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q2_K: embed_launch<TQ2_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q3_K: embed_launch<TQ3_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q4_K: embed_launch<TQ4_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q5_K: embed_launch<TQ5_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_Q6_K: embed_launch<TQ6_K>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    case HM_TYPE_IQ4_XS: embed_launch<TIQ4_XS>(t, row_bytes, tok, nvocab, pos, out, n, s); break;
-    }
-    CUDA_CHECK_LAUNCH();
-    return 0;
-}
+typedef void (*embed_fn)(const uint8_t *table, size_t row_bytes, const int *tok, int nvocab, int *pos, float *out, int n, cudaStream_t s);
 
 typedef int (*dequant_fn)(const void *src, void *dst, int64_t n, int f16, cudaStream_t s);
 struct dequant_type {
@@ -190,30 +154,35 @@ struct dequant_type {
     const char *name;
     int blck;
     dequant_fn run;
+    embed_fn embed;   /* gpu_embed_row's launch */
 };
 
 static const dequant_type k_types[] = {
-    { HM_TYPE_F32,     "F32",    1,        dequant_launch_float<0> },
-    { HM_TYPE_F16,     "F16",    1,        dequant_launch_float<1> },
-    { HM_TYPE_BF16,    "BF16",   1,        dequant_launch_float<2> },
-    { HM_TYPE_Q4_0,    "Q4_0",   TQ4_0::QK,   dequant_launch<TQ4_0> },
-    { HM_TYPE_Q4_1,    "Q4_1",   TQ4_1::QK,   dequant_launch<TQ4_1> },
-    { HM_TYPE_Q5_0,    "Q5_0",   TQ5_0::QK,   dequant_launch<TQ5_0> },
-    { HM_TYPE_Q5_1,    "Q5_1",   TQ5_1::QK,   dequant_launch<TQ5_1> },
-    { HM_TYPE_Q8_0,    "Q8_0",   TQ8_0::QK,   dequant_launch<TQ8_0> },
-    { HM_TYPE_MXFP4,   "MXFP4",  TMXFP4::QK,  dequant_launch<TMXFP4> },
-    { HM_TYPE_Q2_K,    "Q2_K",   TQ2_K::QK,   dequant_launch<TQ2_K> },
-    { HM_TYPE_Q3_K,    "Q3_K",   TQ3_K::QK,   dequant_launch<TQ3_K> },
-    { HM_TYPE_Q4_K,    "Q4_K",   TQ4_K::QK,   dequant_launch<TQ4_K> },
-    { HM_TYPE_Q5_K,    "Q5_K",   TQ5_K::QK,   dequant_launch<TQ5_K> },
-    { HM_TYPE_Q6_K,    "Q6_K",   TQ6_K::QK,   dequant_launch<TQ6_K> },
-    { HM_TYPE_IQ4_XS,  "IQ4_XS", TIQ4_XS::QK, dequant_launch<TIQ4_XS> },
+    { HM_TYPE_F32,     "F32",    1,        dequant_launch_float<0>, embed_launch_float<0> },
+    { HM_TYPE_F16,     "F16",    1,        dequant_launch_float<1>, embed_launch_float<1> },
+    { HM_TYPE_BF16,    "BF16",   1,        dequant_launch_float<2>, embed_launch_float<2> },
+    { HM_TYPE_Q4_0,    "Q4_0",   TQ4_0::QK,   dequant_launch<TQ4_0>, embed_launch<TQ4_0> },
+    { HM_TYPE_Q4_1,    "Q4_1",   TQ4_1::QK,   dequant_launch<TQ4_1>, embed_launch<TQ4_1> },
+    { HM_TYPE_Q5_0,    "Q5_0",   TQ5_0::QK,   dequant_launch<TQ5_0>, embed_launch<TQ5_0> },
+    { HM_TYPE_Q5_1,    "Q5_1",   TQ5_1::QK,   dequant_launch<TQ5_1>, embed_launch<TQ5_1> },
+    { HM_TYPE_Q8_0,    "Q8_0",   TQ8_0::QK,   dequant_launch<TQ8_0>, embed_launch<TQ8_0> },
+    { HM_TYPE_MXFP4,   "MXFP4",  TMXFP4::QK,  dequant_launch<TMXFP4>, embed_launch<TMXFP4> },
+    { HM_TYPE_Q2_K,    "Q2_K",   TQ2_K::QK,   dequant_launch<TQ2_K>, embed_launch<TQ2_K> },
+    { HM_TYPE_Q3_K,    "Q3_K",   TQ3_K::QK,   dequant_launch<TQ3_K>, embed_launch<TQ3_K> },
+    { HM_TYPE_Q4_K,    "Q4_K",   TQ4_K::QK,   dequant_launch<TQ4_K>, embed_launch<TQ4_K> },
+    { HM_TYPE_Q5_K,    "Q5_K",   TQ5_K::QK,   dequant_launch<TQ5_K>, embed_launch<TQ5_K> },
+    { HM_TYPE_Q6_K,    "Q6_K",   TQ6_K::QK,   dequant_launch<TQ6_K>, embed_launch<TQ6_K> },
+    { HM_TYPE_IQ4_XS,  "IQ4_XS", TIQ4_XS::QK, dequant_launch<TIQ4_XS>, embed_launch<TIQ4_XS> },
 };
 
-extern "C" int gpu_dequant(int type, const void *src, void *dst, int64_t n, int out_f16, void *stream) {
-    const dequant_type *t = NULL;
+static const dequant_type *dequant_find(int type) {
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
-        if (k_types[i].type == type) t = &k_types[i];
+        if (k_types[i].type == type) return &k_types[i];
+    return NULL;
+}
+
+extern "C" int gpu_dequant(int type, const void *src, void *dst, int64_t n, int out_f16, void *stream) {
+    const dequant_type *t = dequant_find(type);
     if (!t) return gemv_fail("gpu_dequant: ggml type %d has no GPU kernel", type);
     if (gpu_q8_inter_lshift(src) >= 0) return gemv_fail("gpu_dequant: %p is an interleaved matrix (pf_deq_mat_inter reads those)", src);
     if (n < 0 || n % t->blck) return gemv_fail("gpu_dequant: n %lld must be a multiple of %s's block of %d", (long long)n, t->name, t->blck);
@@ -221,4 +190,18 @@ extern "C" int gpu_dequant(int type, const void *src, void *dst, int64_t n, int 
         return gemv_fail("gpu_dequant: src at %p is not 2-byte aligned", src);
     if (n == 0) return 0;
     return t->run(src, dst, n, out_f16, (cudaStream_t)stream);
+}
+
+extern "C" int gpu_embed_row_ok(int type, int n) {
+    const dequant_type *t = dequant_find(type);
+    return t && n > 0 && n % t->blck == 0;
+}
+
+extern "C" int gpu_embed_row(int type, const void *table, size_t row_bytes, const int *tok, int nvocab, int *pos, float *out, int n,
+                             void *stream) {
+    if (!gpu_embed_row_ok(type, n)) return gemv_fail("gpu_embed_row: ggml type %d with rows of %d values has no GPU kernel", type, n);
+    if ((uintptr_t)out % 16) return gemv_fail("gpu_embed_row: out at %p is not 16-byte aligned", out);
+    dequant_find(type)->embed((const uint8_t *)table, row_bytes, tok, nvocab, pos, out, n, (cudaStream_t)stream);
+    CUDA_CHECK_LAUNCH();
+    return 0;
 }
