@@ -30,6 +30,15 @@ static __device__ float block_sum(float v) {
  * rotation at pos (weights and pos only, so a decode kernel reads them before hm_pdl_wait: the
  * biases are cold in L2 each step) */
 struct qkv_pre { float b, nw, c, sn, bvv; bool has_b, has_nw; };
+/* the NeoX rotation of dim i < n_rot at pos: *c, *sn (cos and sin of pos / theta^(2j / n_rot), j = i
+ * mod n_rot / 2); k_qkv_post's and the attention's post (ops.cu, attn_post_pre) take it from here */
+static __device__ __forceinline__ void rope_cs(float theta, int n_rot, int i, int pos, float *c, float *sn) {
+    const int half = n_rot / 2, j = i < half ? i : i - half;
+    const float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
+    const float ang = (float)pos * inv;
+    *c = cosf(ang); *sn = sinf(ang);
+}
+
 static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const float *bv, const float *qn, const float *kn, int n_head,
                                         int hd, int n_rot, float theta, int h, int pos) {
     const int i = threadIdx.x, is_q = h < n_head, hh = is_q ? h : h - n_head;
@@ -38,12 +47,7 @@ static __device__ qkv_pre qkv_post_prep(const float *bq, const float *bk, const 
     if (b && i < hd) r.b = b[hh * hd + i];
     if (!is_q && bv && i < hd) r.bvv = bv[hh * hd + i];
     if (nw && i < hd) r.nw = nw[i];
-    if (i < n_rot) {
-        const int half = n_rot / 2, j = i < half ? i : i - half;
-        const float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);
-        const float ang = (float)pos * inv;
-        r.c = cosf(ang); r.sn = sinf(ang);
-    }
+    if (i < n_rot) rope_cs(theta, n_rot, i, pos, &r.c, &r.sn);
     return r;
 }
 

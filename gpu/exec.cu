@@ -295,13 +295,6 @@ static int owarm_on(void) {
     return hm_env_digit("HOTMOE_OWARM", 0, 1, 1, c);
 }
 
-/* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
- * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
- * on the second stream, whose join made the attention's launch wait for both without PDL (KTRACE,
- * air at position 427: ~4.7 us from v's last block to the attention's first). 1 (default); 0: the
- * second stream. The same rows, lanes and sums. nvidia-h200, session 32, one call: air 302.4, 304.6
- * tok/s against 300.4, 299.9; a3b 511.1 against 511.6 (its Q6_K v layers only); v after q|k on the
- * step's stream instead lost (294.3). */
 /* HOTMOE_ATT_POST=1 (NOT YET MEASURED, off by default): where the q/k/v post is a launch of its own
  * (a3b's q/k norms; layers without the GEMV epilogue), it runs inside the attention's launch instead
  * (op_attn_decode_q8's attn_post): a warp posts its q head, the split holding the position its K/V row */
@@ -310,6 +303,13 @@ static int att_post_on(void) {
     return hm_env_digit("HOTMOE_ATT_POST", 0, 1, 0, c) == 1;
 }
 
+/* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
+ * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
+ * on the second stream, whose join made the attention's launch wait for both without PDL (KTRACE,
+ * air at position 427: ~4.7 us from v's last block to the attention's first). 1 (default); 0: the
+ * second stream. The same rows, lanes and sums. nvidia-h200, session 32, one call: air 302.4, 304.6
+ * tok/s against 300.4, 299.9; a3b 511.1 against 511.6 (its Q6_K v layers only); v after q|k on the
+ * step's stream instead lost (294.3). */
 static int qkv_pair(void) {
     static int v = -1;
     if (v < 0) { const char *e = getenv("HOTMOE_QKV_PAIR"); v = !(e && e[0] == '0'); }
@@ -604,6 +604,10 @@ static void mark(gpu_exec *g, int grp) {
     else cudaEventRecord(prof.ev[prof.n], g->s);
     prof.grp[prof.n++] = grp;
 }
+
+/* sequence seq's decode graph of a mode (record_step's with_logits: STEP_MODES of them) */
+enum { STEP_MODES = 4 };
+static cudaGraphExec_t *step_graph(gpu_exec *g, int seq, int mode) { return &g->graphs[STEP_MODES * seq + mode]; }
 
 /* Records one decode step into the stream (captured into a graph by the caller). */
 /* with_logits: 0 no head, 1 the logits copied out, 2 only the greedy token (h_next), 3 the greedy
@@ -1433,9 +1437,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         g->prefetch = 1;
     }
     if (g->n_streamed) hm_carveout_def.store(-1);   /* cold experts: each kernel's carveout the driver's (launch.cuh) */
-    g->graphs = (cudaGraphExec_t *)calloc(4 * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
+    g->graphs = (cudaGraphExec_t *)calloc(STEP_MODES * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
     for (int q = 0; q < g->n_seq; q++)
-        if (capture(g, 0, 1, q, &g->graphs[4 * q + 1], err, errlen) || capture(g, 0, 0, q, &g->graphs[4 * q], err, errlen)) goto bad;
+        if (capture(g, 0, 1, q, step_graph(g, q, 1), err, errlen) || capture(g, 0, 0, q, step_graph(g, q, 0), err, errlen)) goto bad;
     if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
         const double GiB = 1073741824.0;
         const char *mode = o->cold == GPU_COLD_CPU ? "cpu" : "stream";
@@ -1595,9 +1599,9 @@ static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, i
         record_step(g, mode, seq);
     } else {
         if (profiled) prof.n = prof.graph_n;
-        if (!profiled && !g->graphs[4 * seq + mode] && capture(g, 0, mode, seq, &g->graphs[4 * seq + mode], err, errlen)) return -1;
+        if (!profiled && !*step_graph(g, seq, mode) && capture(g, 0, mode, seq, step_graph(g, seq, mode), err, errlen)) return -1;
         gapm_before(g->s);
-        CK(cudaGraphLaunch(profiled ? prof.graph : g->graphs[4 * seq + mode], g->s));
+        CK(cudaGraphLaunch(profiled ? prof.graph : *step_graph(g, seq, mode), g->s));
         gapm_after(g->s);
     }
     CK(cudaStreamSynchronize(g->s));
@@ -1692,7 +1696,7 @@ extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int po
     CK(cudaSetDevice(g->dev));
     if (chain_setup(g, err, errlen)) return -1;
     if (!n) return 0;   /* the table and the ring made: a timed run does not pay for them */
-    if (!g->graphs[4 * seq + 3] && capture(g, 0, 3, seq, &g->graphs[4 * seq + 3], err, errlen)) return -1;
+    if (!*step_graph(g, seq, 3) && capture(g, 0, 3, seq, step_graph(g, seq, 3), err, errlen)) return -1;
     {
         cudaStream_t s = g->s;
         *g->h_next = token;
@@ -1703,7 +1707,7 @@ extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int po
         int queued = 0, done = 0, given = -1;   /* given: the tokens given when stop said so (-1: not stopped) */
         while (done < n) {
             while (given < 0 && queued < n && queued - done <= GPU_CHAIN_AHEAD) {
-                CK(cudaGraphLaunch(g->graphs[4 * seq + 3], s));
+                CK(cudaGraphLaunch(*step_graph(g, seq, 3), s));
                 CK(cudaEventRecord(g->ev_chain[queued % GPU_CHAIN_RING], s));
                 queued++;
                 g->tokens++;
@@ -1819,7 +1823,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     }
     hybrid_stop(g);   /* before the pinned memory the workers read goes */
     up_pool_free(g);
-    for (int i = 0; g->graphs && i < 4 * g->n_seq; i++)
+    for (int i = 0; g->graphs && i < STEP_MODES * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs);
     for (int i = 0; i <= GPU_BATCH_MAX; i++) {

@@ -28,6 +28,7 @@
  * (bitwise its results). */
 #include <atomic>
 #include <type_traits>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -967,23 +968,23 @@ extern "C" int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int 
     return q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw) ? -1 : ls;
 }
 
-/* row groups [g0, g1) (g1 < 0: to the last) of the interleaved layout into dst, which holds the
- * layout's bytes from group gb on; the GGUF rows are src[0]'s rows[0], then src[1]'s rows[1], ...
- * (nsrc of them: q|k|v packed from its three matrices); threads as gpu_q8_inter_pack_nt's; 0, or -1
- * (not interleaved, groups outside the matrix, or the sources' rows not nrows) */
-static int q8_inter_pack_part(int type, const void *const *src, const int *rows, int nsrc, int ncols, int nrows, int nmat, int tok,
-                              void *dst, int gb, int g0, int g1, int threads) {
-    int cb, cbp, nch, ls, rw;
-    if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
-    const int ng = nrows / rw;
-    if (g1 < 0) g1 = ng;
-    if (g0 < 0 || g0 < gb || g0 > g1 || g1 > ng || nsrc < 1) return -1;
+/* gpu_gemv.h's gpu_q8_inter_pack_src: row groups [g0, g1) (g1 < 0: to the last) of the interleaved
+ * layout into dst from its start; the GGUF rows are src[0]'s rows[0], then src[1]'s rows[1], ... */
+extern "C" int gpu_q8_inter_pack_src(int type, const void *const *src, const int *rows, int nsrc, int ncols, int nmat, int tok,
+                                     void *dst, int g0, int g1, int threads) {
     int64_t sum = 0;
     for (int i = 0; i < nsrc; i++) {
         if (rows[i] < 0 || (rows[i] && !src[i])) return -1;
         sum += rows[i];
     }
-    if (sum != nrows) return -1;
+    if (nsrc < 1 || sum > INT_MAX) return -1;
+    const int nrows = (int)sum;
+    int cb, cbp, nch, ls, rw;
+    if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
+    const int ng = nrows / rw;
+    if (g1 < 0) g1 = ng;
+    if (g0 < 0 || g0 > g1 || g1 > ng) return -1;
+    const int gb = g0;   /* dst's first group */
     const int L = 1 << ls;
     const bool b32 = type == HM_TYPE_Q4_0 || type == HM_TYPE_Q8_0;   /* 8 blocks a chunk, rows of any multiple of 32 */
     const size_t row_src = b32 ? (size_t)(ncols / 32) * (cb / 8) : (size_t)(ncols / Q8_CHUNK) * cb;   /* GGUF row bytes */
@@ -1027,19 +1028,12 @@ static int q8_inter_pack_part(int type, const void *const *src, const int *rows,
     return 0;
 }
 
-extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
-    return q8_inter_pack_part(type, &src, &nrows, 1, ncols, nrows, nmat, tok, dst, 0, 0, -1, 0);
-}
-
 extern "C" int gpu_q8_inter_pack_nt(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst, int threads) {
-    return q8_inter_pack_part(type, &src, &nrows, 1, ncols, nrows, nmat, tok, dst, 0, 0, -1, threads);
+    return gpu_q8_inter_pack_src(type, &src, &nrows, 1, ncols, nmat, tok, dst, 0, -1, threads);
 }
 
-extern "C" int gpu_q8_inter_pack_src(int type, const void *const *src, const int *rows, int nsrc, int ncols, int nmat, int tok,
-                                     void *dst, int g0, int g1, int threads) {
-    int nrows = 0;
-    for (int i = 0; i < nsrc; i++) nrows += rows[i];
-    return q8_inter_pack_part(type, src, rows, nsrc, ncols, nrows, nmat, tok, dst, g0, g0, g1, threads);
+extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows, int nmat, int tok, void *dst) {
+    return gpu_q8_inter_pack_nt(type, src, ncols, nrows, nmat, tok, dst, 0);
 }
 
 /* registration happens where tables are made and freed (upload, gpu_exec_free): one thread */

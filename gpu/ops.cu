@@ -750,19 +750,14 @@ static __device__ __forceinline__ void attn_post_vec(float x[4], bool has_nw, co
 
 /* the lane's norm weights and rotation at pos (qkv_post_prep's values for dims lane + 32c) */
 static __device__ __forceinline__ void attn_post_pre(const attn_post &ap, int pos, float pq[4], float pk[4], float cs[4], float sn[4]) {
-    const int lane = threadIdx.x & 31, half = ap.n_rot / 2;
+    const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int c = 0; c < 4; c++) {
         const int d = lane + 32 * c;
         pq[c] = ap.qn ? ap.qn[d] : 0.f;
         pk[c] = ap.kn ? ap.kn[d] : 0.f;
         cs[c] = 1.f; sn[c] = 0.f;
-        if (d < ap.n_rot) {
-            const int j = d < half ? d : d - half;
-            const float inv = 1.0f / powf(ap.theta, (float)(2 * j) / (float)ap.n_rot);
-            const float ang = (float)pos * inv;
-            cs[c] = cosf(ang); sn[c] = sinf(ang);
-        }
+        if (d < ap.n_rot) rope_cs(ap.theta, ap.n_rot, d, pos, &cs[c], &sn[c]);
     }
 }
 
