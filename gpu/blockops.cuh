@@ -31,7 +31,7 @@ static __device__ float block_sum(float v) {
  * biases are cold in L2 each step) */
 struct qkv_pre { float b, nw, c, sn, bvv; bool has_b, has_nw; };
 /* the NeoX rotation of dim i < n_rot at pos: *c, *sn (cos and sin of pos / theta^(2j / n_rot), j = i
- * mod n_rot / 2); k_qkv_post's and the attention's post (ops.cu, attn_post_pre) take it from here */
+ * mod n_rot / 2); k_qkv_post and k_pf_qkv_post take it from here */
 static __device__ __forceinline__ void rope_cs(float theta, int n_rot, int i, int pos, float *c, float *sn) {
     const int half = n_rot / 2, j = i < half ? i : i - half;
     const float inv = 1.0f / powf(theta, (float)(2 * j) / (float)n_rot);

@@ -295,14 +295,6 @@ static int owarm_on(void) {
     return hm_env_digit("HOTMOE_OWARM", 0, 1, 1, c);
 }
 
-/* HOTMOE_ATT_POST=1 (NOT YET MEASURED, off by default): where the q/k/v post is a launch of its own
- * (a3b's q/k norms; layers without the GEMV epilogue), it runs inside the attention's launch instead
- * (op_attn_decode_q8's attn_post): a warp posts its q head, the split holding the position its K/V row */
-static int att_post_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_ATT_POST", 0, 1, 0, c) == 1;
-}
-
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
  * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
  * on the second stream, whose join made the attention's launch wait for both without PDL (KTRACE,
@@ -688,16 +680,13 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                 op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
             }
         }
-        /* HOTMOE_ATT_POST: the post inside the attention's launch (its shapes; not beside a diagnostic) */
-        const int apost = !epi && att_post_on() && attn_post_ok(c->head_dim, c->n_rot) && !diag_skip(D_POST) && !diag_skip(D_ATTN);
-        const attn_post ap = { g->k, g->v, l->q_norm, l->k_norm, l->bq, l->bk, l->bv, c->n_rot, c->rope_theta, c->rms_eps };
-        if (!diag_skip(D_POST) && !epi && !apost)
+        if (!diag_skip(D_POST) && !epi)
             op_qkv_post(g->q, g->k, g->v, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head, c->n_head_kv, c->head_dim,
                         c->n_rot, c->rope_theta, c->rms_eps, g->d_pos, g->kc + kvoff, g->vc + kvoff, s);
         mark(g, P_ROPE);
         if (!diag_skip(D_ATTN))
             op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
-                              g->n_ctx, g->d_pos, s, !diag_skip(D_MERGE), apost ? &ap : NULL);
+                              g->n_ctx, g->d_pos, s, !diag_skip(D_MERGE));
         mark(g, P_ATTN);
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         /* the norm and the router in one launch (router_norm_on); x + tmp is then left to the last norm */

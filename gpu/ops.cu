@@ -567,19 +567,8 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd) {
 }
 
 /* positions per split for n positions over nsplit splits; the splits that have positions are the
- * first ceil(n / len) (k_attn_gqa and k_attn_combine both derive them from pos).
- * s1 > 0 (HOTMOE_ATT_SPLIT1, NOT YET MEASURED; the register kernel only): the splits a kv head gets in
- * one round of the launch's blocks (attn_split1); a split then takes ceil(n / s1) positions, at least
- * ATT_MINPOS / 2 and at most ATT_MINPOS while that keeps to nsplit splits and to the ATT_S1_MAXS the
- * merge loads at once, so that short contexts run more, shorter blocks (air, 16 splits a round: 16
- * positions a block up to 256 instead of 32; a3b, 4 kv heads at two blocks a SM: 16 up to 512). Other
- * split bounds, so other sums. */
-#define ATT_S1_MAXS 32   /* k_attn_combine's CB_PRE */
-static __device__ __forceinline__ int attn_len(int n, int nsplit, int s1 = 0) {
-    const int even = (n + nsplit - 1) / nsplit;
-    if (s1 <= 0) return max(even, ATT_MINPOS);
-    return max(max(min(max((n + s1 - 1) / s1, ATT_MINPOS / 2), ATT_MINPOS), even), (n + ATT_S1_MAXS - 1) / ATT_S1_MAXS);
-}
+ * first ceil(n / len) (k_attn_gqa and k_attn_combine both derive them from pos) */
+static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((n + nsplit - 1) / nsplit, ATT_MINPOS); }
 
 /* K and V rows [tb, tb + nt) of kv head kvh (hd floats each, rows kvd floats apart in the cache)
  * into shared memory, K rows ks floats apart, V rows hd; 4 rows' loads in flight a thread */
@@ -723,52 +712,12 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-/* attn_post (HOTMOE_ATT_POST): k_qkv_post's arithmetic on a lane's dims lane + 32c of one head of 128
- * (x: after the bias), in registers: the sum of squares as block_sum makes it over k_qkv_post's four
- * warps ((s0 + s2) + (s1 + s3), each a warp_sum of rounded squares), the norm's two products, then
- * the rotation with the products k_qkv_post's SASS contracts (a c - b sn as fma(a, c, -(b sn)), b c +
- * a sn as fma(a, sn, b c)); nw, cs, sn: the lane's norm weights, cos and sin (attn_post_pre) */
-static __device__ __forceinline__ void attn_post_vec(float x[4], bool has_nw, const float nw[4], const float cs[4], const float sn[4],
-                                                     int n_rot, float eps) {
-    if (has_nw) {
-        const float s0 = warp_sum(__fmul_rn(x[0], x[0])), s1 = warp_sum(__fmul_rn(x[1], x[1]));
-        const float s2 = warp_sum(__fmul_rn(x[2], x[2])), s3 = warp_sum(__fmul_rn(x[3], x[3]));
-        const float ss = (s0 + s2) + (s1 + s3);
-#pragma unroll
-        for (int c = 0; c < 4; c++) x[c] = nw[c] * (x[c] * (1.0f / sqrtf(ss / 128.0f + eps)));
-    }
-    /* a rotation pair (d, d + n_rot / 2) is (c, c + n_rot / 64) of one lane */
-    if (n_rot == 128) {
-        const float y0 = __fmaf_rn(x[0], cs[0], -__fmul_rn(x[2], sn[0])), y1 = __fmaf_rn(x[1], cs[1], -__fmul_rn(x[3], sn[1]));
-        const float y2 = __fmaf_rn(x[0], sn[2], __fmul_rn(x[2], cs[2])), y3 = __fmaf_rn(x[1], sn[3], __fmul_rn(x[3], cs[3]));
-        x[0] = y0; x[1] = y1; x[2] = y2; x[3] = y3;
-    } else if (n_rot == 64) {
-        const float y0 = __fmaf_rn(x[0], cs[0], -__fmul_rn(x[1], sn[0])), y1 = __fmaf_rn(x[0], sn[1], __fmul_rn(x[1], cs[1]));
-        x[0] = y0; x[1] = y1;
-    }
-}
-
-/* the lane's norm weights and rotation at pos (qkv_post_prep's values for dims lane + 32c) */
-static __device__ __forceinline__ void attn_post_pre(const attn_post &ap, int pos, float pq[4], float pk[4], float cs[4], float sn[4]) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int c = 0; c < 4; c++) {
-        const int d = lane + 32 * c;
-        pq[c] = ap.qn ? ap.qn[d] : 0.f;
-        pk[c] = ap.kn ? ap.kn[d] : 0.f;
-        cs[c] = 1.f; sn[c] = 0.f;
-        if (d < ap.n_rot) rope_cs(ap.theta, ap.n_rot, d, pos, &cs[c], &sn[c]);
-    }
-}
-
-bool attn_post_ok(int hd, int n_rot) { return hd == 128 && (n_rot == 0 || n_rot == 64 || n_rot == 128); }
-
-template <int DPL, int NW, bool POST = false>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa); POST: attn_post */
+template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
 __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int f, int s1, const attn_post ap) {
+                                                            int f) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
@@ -783,57 +732,14 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
      * first tile's rows of earlier positions (written by earlier steps); after it, the row of this
      * step's position (the kernel before writes it) and q */
     const int n = *pos_p + 1;
-    const int len = attn_len(n, nsplit, s1), ns = (n + len - 1) / len;
+    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
     attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
-    float pq[4], pk[4], pcs[4], psn[4];   /* POST: the lane's norm weights, cos and sin (weights and pos: before the wait) */
-    if constexpr (POST) attn_post_pre(ap, n - 1, pq, pk, pcs, psn);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
-    if constexpr (POST) {   /* q as the GEMV left it, posted in place by its warp; the step's row from k and v */
-        static_assert(!POST || DPL == 4, "the post takes heads of 128");
-        attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
-        if (t1 == n && wid == 0) {   /* this split holds the position: its K and V row, posted, into the caches (for later
-                                        steps) and into the tile, or the stash when a later tile holds the row (copied in
-                                        there by the tile loop below; no block reads the row from the caches in this step) */
-            const size_t g = (size_t)(n - 1) * kvd + (size_t)kvh * HD;
-            float *rk = npre < nt0 ? sk + npre * KS : sq + ng * HD, *rv = npre < nt0 ? sv + npre * HD : sq + ng * HD + HD;
-            float x[4], v[4];
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int d = lane + 32 * c;
-                x[c] = ap.k[kvh * HD + d];
-                v[c] = ap.v[kvh * HD + d];
-                if (ap.bk) x[c] += ap.bk[kvh * HD + d];
-                if (ap.bv) v[c] += ap.bv[kvh * HD + d];
-            }
-            attn_post_vec(x, ap.kn != nullptr, pk, pcs, psn, ap.n_rot, ap.eps);
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int d = lane + 32 * c;
-                rk[d] = x[c]; rv[d] = v[c];
-                ((float *)kc)[g + d] = x[c]; ((float *)vc)[g + d] = v[c];
-            }
-        }
-        __syncthreads();   /* q is in */
-#pragma unroll
-        for (int j = 0; j < HPW; j++) {
-            const int h = wid + NW * j;
-            if (h >= ng) break;   /* warp-uniform */
-            const int hh = kvh * grp + h0 + h;
-            float x[4];
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                x[c] = sq[h * HD + lane + 32 * c];
-                if (ap.bq) x[c] += ap.bq[hh * HD + lane + 32 * c];
-            }
-            attn_post_vec(x, ap.qn != nullptr, pq, pcs, psn, ap.n_rot, ap.eps);
-#pragma unroll
-            for (int c = 0; c < 4; c++) sq[h * HD + lane + 32 * c] = x[c];
-        }
-    } else if (f & ATT_QROW) {
+    if (f & ATT_QROW) {
         attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD,
                                  t0 + npre, kvd, kvh, HD);
     } else {
@@ -852,16 +758,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            if constexpr (POST) {   /* the step's row from the stash (its cache row is not read in this step) */
-                const bool last = tb + nt == n;
-                attn_load_tile<NT>(kc, vc, sk, sv, tb, last ? nt - 1 : nt, kvd, kvh, HD, KS);
-                if (last && (int)threadIdx.x < HD4) {
-                    const float *st = sq + ng * HD;
-                    *(float4 *)(sk + (nt - 1) * KS + 4 * threadIdx.x) = *(const float4 *)(st + 4 * threadIdx.x);
-                    *(float4 *)(sv + (nt - 1) * HD + 4 * threadIdx.x) = *(const float4 *)(st + HD + 4 * threadIdx.x);
-                }
-            } else
-                attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+            attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
@@ -948,15 +845,14 @@ void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStr
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
-static_assert(CB_PRE == ATT_S1_MAXS, "attn_len's s1 rule keeps to the splits the merge loads at once");
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
-                               long long ps, long long os, uint8_t *__restrict__ xq, int f, int s1) {
+                               long long ps, long long os, uint8_t *__restrict__ xq, int f) {
     const int h = blockIdx.x, row = blockIdx.y;
     hm_pdl_pre(f);   /* the position is copied in before the step's first kernel */
-    const int n = pos_p[row] + 1, len = attn_len(n, n_split, s1), ns = (n + len - 1) / len;
+    const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
     hm_pdl_wait_f(f);
     if (ns == 1) {   /* the attention kernel wrote the output: only its records are left to make */
         if (xq && threadIdx.x < hd) q8_quant_lane(out[row * os + (size_t)h * hd + threadIdx.x], h * hd + threadIdx.x, xq);
@@ -995,46 +891,14 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
-/* HOTMOE_ATT_SPLIT1=1 (NOT YET MEASURED; 0, the default: attn_len's old rule): the register kernel's
- * split length from the splits one round of its blocks holds (attn_len's s1) */
-static bool attn_split1_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_ATT_SPLIT1", 0, 1, 0, c) == 1;
-}
-
-/* the splits a kv head gets in one round of kern's blocks (block threads, smem bytes) over the grid's
- * kv heads, slabs and rows, at most nsplit; 0 when off or unknown */
-template <class K>
-static int attn_split1(K kern, int threads, size_t smem, dim3 grid) {
-    int nb = 0;
-    if (!attn_split1_on() || cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kern, threads, smem) != cudaSuccess || nb < 1) {
-        cudaGetLastError();
-        return 0;
-    }
-    const int s1 = nb * gpu_sm_count() / (int)(grid.x * grid.z);
-    return s1 < 1 ? 1 : s1 > (int)grid.y ? (int)grid.y : s1;
-}
-
-/* returns the launch's s1 (the merge takes the same) */
-template <int DPL, int NW, bool POST>
-static int attn_w_go1(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
-                      float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                      long long qs, long long os, long long ps, const attn_post &ap) {
-    static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW, POST>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    const int s1 = attn_split1(k_attn_gqa_w<DPL, NW, POST>, 32 * NW, smem, grid);
-    hm_launch(k_attn_gqa_w<DPL, NW, POST>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0), s1, ap);
-    return s1;
-}
 template <int DPL, int NW>
-static int attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
-                     float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                     long long qs, long long os, long long ps, const attn_post *ap) {
-    if constexpr (DPL == 4)
-        if (ap) return attn_w_go1<DPL, NW, true>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, *ap);
-    return attn_w_go1<DPL, NW, false>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps,
-                                      attn_post{});
+static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                      float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
+                      long long qs, long long os, long long ps) {
+    static std::atomic<unsigned long long> raised(0);
+    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0));
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
@@ -1042,39 +906,35 @@ static int attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, con
  * Each head's work is the same code whichever warp runs it (bitwise the same results). 16 warps
  * for hd 128/256 past 12 heads is left for a measurement (the device ran the tests above only). */
 template <int DPL>
-static int attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
-                         float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
-                         long long qs, long long os, long long ps, const attn_post *ap = NULL) {
+static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                          float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
+                          long long qs, long long os, long long ps) {
     static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
     auto go = [&](auto nw) {
-        return attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-                                                   qs, os, ps, ap);
+        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     };
     if constexpr (DPL == 2) {
-        if (on && grp > 8) return go(std::integral_constant<int, 16>());
-        return go(std::integral_constant<int, 8>());
+        if (on && grp > 8) go(std::integral_constant<int, 16>());
+        else go(std::integral_constant<int, 8>());
     } else {
-        if (on && grp > 8 && grp <= 12) return go(std::integral_constant<int, 12>());
-        return go(std::integral_constant<int, 8>());
+        if (on && grp > 8 && grp <= 12) go(std::integral_constant<int, 12>());
+        else go(std::integral_constant<int, 8>());
     }
 }
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true,
-                        const attn_post *ap = NULL) {
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    int s1 = 0;   /* attn_len's: the register kernel's choice, which the merge follows */
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
-        /* (attn_post: and the stash of the step's K and V row) */
-        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd + (ap ? 2 * (size_t)hd : 0));
-        if (hd == 64) s1 = attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else if (hd == 128) s1 = attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps, ap);
-        else s1 = attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
+        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);
@@ -1087,7 +947,7 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
                        (uintptr_t)xq % 16 == 0;
     if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
-              fused ? xq : nullptr, hm_small_pdl(), s1);   /* whole warps */
+              fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
 
@@ -1097,9 +957,8 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
 }
 
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge, const attn_post *ap) {
-    if (ap && !attn_post_ok(hd, ap->n_rot)) ap = NULL;   /* exec.cu asks attn_post_ok first: not reached */
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s, merge != 0, ap);
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s, merge != 0);
 }
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,

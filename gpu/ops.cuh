@@ -69,18 +69,9 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
  * runs ~1.35x faster; after cp.async.bulk.prefetch.L2 over it, ~1.04x.) For a second stream
  * beside latency-bound launches (exec.cu's HOTMOE_OWARM). */
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s);
-/* The q/k/v post inside the decode attention (HOTMOE_ATT_POST=1, NOT YET MEASURED; exec.cu): q as the
- * GEMV left it, k and v this step's rows as the GEMVs left them, the biases and the q/k norm weights
- * (each may be NULL), the rotated dims. Each warp posts its q head in shared memory with k_qkv_post's
- * arithmetic (bitwise its values), and the split that holds the position posts the K and V row and
- * writes them into the caches, so that k_qkv_post's launch is left out. attn_post_ok: the shapes it
- * takes (hd 128 with n_rot 0, 64 or 128). */
-struct attn_post { const float *k, *v, *qn, *kn, *bq, *bk, *bv; int n_rot; float theta, eps; };
-bool attn_post_ok(int hd, int n_rot);
-/* merge 0 (a diagnostic, HOTMOE_DIAG_SKIP=merge): the attention without its merge, out and xq left as they were;
- * ap (may be NULL): the post inside the attention, above (q then as the GEMV left it) */
+/* merge 0 (a diagnostic, HOTMOE_DIAG_SKIP=merge): the attention without its merge, out and xq left as they were */
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge = 1, const attn_post *ap = NULL);
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge = 1);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);

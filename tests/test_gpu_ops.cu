@@ -253,49 +253,6 @@ static void test_qkv_post(int n_head, int n_kv, int hd, int n_rot, int bias, int
     free(q); free(k); free(v); free(bq); free(bk); free(bv); free(qn); free(kn); free(rq); free(rk); free(rv); free(gq); free(gk); free(gv);
 }
 
-/* HOTMOE_ATT_POST's attention (the q/k/v post inside its launch) against k_qkv_post's launch then the
- * attention: the output, its q8 records and both caches (every row) bitwise the same */
-static void test_attention_post(int n_head, int n_kv, int n_rot, int bias, int qk_norm, int n_ctx, int pos) {
-    const int hd = 128, qd = n_head * hd, kvd = n_kv * hd;
-    const size_t cn = (size_t)n_ctx * kvd;
-    char what[160];
-    snprintf(what, sizeof what, "attention with the post inside: heads %d/%d rot %d bias %d qknorm %d pos %d", n_head, n_kv, n_rot, bias,
-             qk_norm, pos);
-    if (!attn_post_ok(hd, n_rot)) { printf("FAIL %s: refused\n", what); n_fail++; return; }
-    float *q = (float *)malloc(qd * 4), *kv = (float *)malloc(2 * kvd * 4), *b = (float *)malloc((qd + 2 * kvd) * 4), *nw = (float *)malloc(2 * hd * 4);
-    float *kc = (float *)malloc(cn * 4), *vc = (float *)malloc(cn * 4);
-    fill(q, qd, 1); fill(kv, 2 * kvd, 1); fill(b, qd + 2 * kvd, 0.3f); fill(nw, 2 * hd, 1); fill(kc, cn, 1); fill(vc, cn, 1);
-    float *dq1 = dup(q, qd), *dq2 = dup(q, qd), *dkv1 = dup(kv, 2 * kvd), *dkv2 = dup(kv, 2 * kvd), *db = dup(b, qd + 2 * kvd), *dnw = dup(nw, 2 * hd);
-    float *kc1 = dup(kc, cn), *vc1 = dup(vc, cn), *kc2 = dup(kc, cn), *vc2 = dup(vc, cn);
-    float *o1 = poisoned(qd), *o2 = poisoned(qd), *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
-    void *x1 = poisoned_rec(qd), *x2 = poisoned_rec(qd);
-    int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
-    const float *bq = bias ? db : NULL, *bk = bias ? db + qd : NULL, *bv = bias ? db + qd + kvd : NULL;
-    const float *qn = qk_norm ? dnw : NULL, *kn = qk_norm ? dnw + hd : NULL;
-    op_qkv_post(dq1, dkv1, dkv1 + kvd, bq, bk, bv, qn, kn, n_head, n_kv, hd, n_rot, 10000.0f, 1e-6f, dpos, kc1, vc1, 0);
-    op_attn_decode_q8(dq1, kc1, vc1, o1, x1, part, n_head, n_kv, hd, n_ctx, dpos, 0);
-    const attn_post ap = { dkv2, dkv2 + kvd, qn, kn, bq, bk, bv, n_rot, 10000.0f, 1e-6f };
-    op_attn_decode_q8(dq2, kc2, vc2, o2, x2, part, n_head, n_kv, hd, n_ctx, dpos, 0, 1, &ap);
-    float *a1 = (float *)malloc(qd * 4), *a2 = (float *)malloc(qd * 4), *c1 = (float *)malloc(cn * 4), *c2 = (float *)malloc(cn * 4);
-    back(a1, o1, qd); back(a2, o2, qd);
-    int bad = memcmp(a1, a2, qd * 4) ? 1 : 0;
-    const size_t rb = gpu_q8_records_bytes(qd);
-    uint8_t *r1 = (uint8_t *)malloc(rb), *r2 = (uint8_t *)malloc(rb);
-    cudaMemcpy(r1, x1, rb, cudaMemcpyDeviceToHost); cudaMemcpy(r2, x2, rb, cudaMemcpyDeviceToHost);
-    if (!bad && memcmp(r1, r2, rb)) bad = 2;
-    back(c1, kc1, cn); back(c2, kc2, cn);
-    if (!bad && memcmp(c1, c2, cn * 4)) bad = 3;
-    back(c1, vc1, cn); back(c2, vc2, cn);
-    if (!bad && memcmp(c1, c2, cn * 4)) bad = 4;
-    static const char *const part_name[] = { "", "the output", "the q8 records", "the K cache", "the V cache" };
-    if (bad) printf("FAIL %s: %s differs from k_qkv_post's launch then the attention\n", what, part_name[bad]);
-    else printf("PASS %s: output, records and both caches bitwise those of k_qkv_post's launch then the attention\n", what);
-    bad ? n_fail++ : n_pass++;
-    cudaFree(dq1); cudaFree(dq2); cudaFree(dkv1); cudaFree(dkv2); cudaFree(db); cudaFree(dnw); cudaFree(kc1); cudaFree(vc1); cudaFree(kc2);
-    cudaFree(vc2); cudaFree(o1); cudaFree(o2); cudaFree(part); cudaFree(x1); cudaFree(x2); cudaFree(dpos);
-    free(q); free(kv); free(b); free(nw); free(kc); free(vc); free(a1); free(a2); free(c1); free(c2); free(r1); free(r2);
-}
-
 /* softmax(q . k / sqrt(hd)) v over positions 0..pos, GQA */
 static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     int qd = n_head * hd, kvd = n_kv * hd, grp = n_head / n_kv;
@@ -425,12 +382,6 @@ int main(void) {
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
     test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
     test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
-    for (int pos : { 0, 31, 32, 77, 600 }) test_attention_post(32, 4, 128, 0, 1, 640, pos);   /* a3b (HOTMOE_ATT_POST) */
-    test_attention_post(32, 4, 128, 0, 1, 3000, 2999);   /* splits of 47: the step's row in a split's second tile */
-    test_attention_post(96, 8, 64, 1, 0, 640, 300);    /* air's shape: bias, partial rotation, twelve warps */
-    test_attention_post(96, 8, 64, 1, 1, 640, 517);    /* with q/k norms too (GLM-4.6) */
-    test_attention_post(64, 4, 128, 0, 1, 640, 517);   /* Qwen3-235B's 16 heads a group */
-    test_attention_post(8, 1, 0, 1, 1, 5000, 4999);    /* no rotation; 64 splits */
     for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
     test_attention(4, 2, 16, 40, 39);
     test_attention(6, 3, 48, 300, 211);
