@@ -252,12 +252,12 @@ int main(int argc, char **argv) {
     double samp_s = 0;   /* host time in the sampler, all runs */
     int32_t *gen = hm_malloc(sizeof(int32_t) * (size_t)n_gen);   /* the last run's tokens, replayed without logits below */
     int32_t *chain_out = hm_malloc(sizeof(int32_t) * (size_t)(n_gen > 0 ? n_gen : 1));   /* the greedy chain's tokens */
-    int chained = 0;   /* whether the runs' steps went through the greedy chain (HOTMOE_CHAIN=1) */
+    int chained = 0;   /* whether the runs' steps went through the greedy chain (HOTMOE_CHAIN, on unless 0) */
     /* greedy on a GPU: the argmax beside the step, only the token copied back (--host-argmax: the
      * logits copied out and the argmax on the host, as before) */
     const int gpu_greedy = r.device == HM_DEVICE_CUDA && sampler_greedy_only(&sm) && !sref && !host_argmax && !record && !replay;
     double dec[32], pre[32];
-    /* the greedy chain's table and ring (HOTMOE_CHAIN=1) before the runs; its step graph is captured in the first run,
+    /* the greedy chain's table and ring (HOTMOE_CHAIN, on unless 0) before the runs; its step graph is captured in the first run,
      * as the step-by-step greedy graph is */
     if (gpu_greedy && runner_greedy_chain(&r, 0, 0, 0, NULL, NULL, NULL, &e) == -1) { fprintf(stderr, "%s\n", e.msg); return 1; }
     for (int run = 0; run < runs; run++) {
@@ -280,7 +280,7 @@ int main(int argc, char **argv) {
         if (lay.cpu_threads) { uint64_t b; double bs; runner_cpu_stats(&r, &b, &bs, 1); }
         double t1 = hm_now();
         int32_t nx = -1;   /* the GPU's greedy token of the last step (-1: sample from the logits) */
-        int i0 = 0;        /* the steps the greedy chain took (HOTMOE_CHAIN=1): the loop below takes the rest */
+        int i0 = 0;        /* the steps the greedy chain took (HOTMOE_CHAIN, on unless 0): the loop below takes the rest */
         if (gpu_greedy && n_gen > 0) {
             gen[0] = sampler_sample(&sm, logits);
             const int rc = runner_greedy_chain(&r, gen[0], n_prompt, n_gen, chain_out, NULL, NULL, &e);

@@ -78,8 +78,9 @@ gpu_exec *gpu_exec_create(const hm_model *m, int dev, int n_ctx, char *err, size
  * naming the minimum. */
 gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx, const gpu_exec_opts *o, char *err, size_t errlen);
 void gpu_exec_free(gpu_exec *g);
-/* host threads that upload a layer's resident experts (HOTMOE_UPLOAD_THREADS; 0 or 1: one expert at
- * a time), set for the executors created after the call; n < 0 goes back to the variable's */
+/* host threads that upload the model (HOTMOE_UPLOAD_THREADS; unset: the host's CPUs, at most 16; 0 or
+ * 1: one matrix at a time), set for the executors created after the call; n < 0 goes back to the
+ * variable's */
 void gpu_exec_upload_threads_set(int n);
 /* for tests: the threaded upload's chunk and the least matrix it stages (0, 0: 16 MiB and 4 MiB),
  * so that small models take every path */
@@ -121,7 +122,7 @@ int gpu_exec_forward_stage(gpu_exec *g, int seq, int32_t token, const float *x_i
  * whose choice is the plain argmax (greedy, no penalties). x_in as gpu_exec_forward_stage. */
 int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_in, int pos, int32_t *next, char *err,
                             size_t errlen);
-/* Greedy decoding with the host out of the loop (HOTMOE_CHAIN=1; NOT YET MEASURED, off by default):
+/* Greedy decoding with the host out of the loop (HOTMOE_CHAIN, on by default; 0 turns it off):
  * n steps of sequence seq, the first on token at pos, each later step's token the greedy choice of
  * the step before, taken and embedded on the GPU (gpu_embed_row), so that steps are queued back to
  * back, GPU_CHAIN_AHEAD of them ahead of the one whose token the host reads. out[i] (out may be
@@ -132,8 +133,8 @@ int gpu_exec_forward_greedy(gpu_exec *g, int seq, int32_t token, const float *x_
  * whole-model executor (one stage, with the head) whose experts are all resident, without routing
  * record or replay, and an embedding type gpu_embed_row takes; the table goes into VRAM (its GGUF
  * bytes) at the first chain (n = 0 makes it and runs nothing). Returns the count of tokens given
- * (n unless stopped), -2 with err set when the switch is off or this executor cannot chain (the
- * caller steps token by token), or -1 on failure. */
+ * (n unless stopped), -2 with err set when the switch is off, this executor cannot chain or the
+ * table or ring cannot be made (the caller steps token by token), or -1 on failure. */
 #define GPU_CHAIN_RING 8
 #define GPU_CHAIN_AHEAD 2
 int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int pos, int n, int32_t *out, int (*stop)(void *user, int i, int32_t token),

@@ -114,6 +114,7 @@ struct gpu_exec {
        row; made at the first chain), the ring each step's argmax writes its token into (pinned, mapped: h_ring
        on the host, d_ring for the kernel), the steps counted on the device, an event a ring slot */
     void *d_embd; size_t embd_row;
+    int chain_failed;   /* its setup failed once (VRAM, pinned memory): steps token by token from then on */
     int *h_ring, *d_ring; unsigned *d_ring_n;
     cudaEvent_t ev_chain[GPU_CHAIN_RING];
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */

@@ -234,7 +234,7 @@ static int cmd_generate(int argc, char **argv) {
     int gen = 0, pos = (int)n;
     fputs(o.prompt, stdout);
     const int greedy = sampler_greedy_only(&sm);   /* then the next token comes back instead of the logits */
-    int chain = greedy && !io.rec && !io.has_replay;   /* try the greedy chain once (HOTMOE_CHAIN=1) */
+    int chain = greedy && !io.rec && !io.has_replay;   /* try the greedy chain once (HOTMOE_CHAIN, on unless 0) */
     gen_out go = { &m, &sm, &ts, o.ignore_eos, 0 };
     int32_t t = -1;
     for (; gen < o.n_predict; gen++) {

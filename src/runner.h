@@ -89,7 +89,7 @@ int runner_forward(hm_runner *r, int32_t token, int pos, float *logits, hm_error
  * and takes their argmax. For requests whose choice is the plain argmax (sampler_greedy_only). */
 int runner_forward_greedy(hm_runner *r, int32_t token, int pos, float *scratch, int32_t *next, hm_error *e);
 /* n greedy steps from token at pos without the host between them (gpu_exec_greedy_chain,
- * HOTMOE_CHAIN=1): out[i] (out may be NULL) the greedy choice after step i, what n calls of
+ * HOTMOE_CHAIN, on unless 0): out[i] (out may be NULL) the greedy choice after step i, what n calls of
  * runner_forward_greedy give; stop (may be NULL) sees each token and ends the chain by returning
  * nonzero. Returns the tokens given, -2 when this runner cannot chain (the CPU, a pipeline, an
  * expert cache, the switch off: step with runner_forward_greedy instead), -1 with e set on failure. */
