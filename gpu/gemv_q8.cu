@@ -725,26 +725,27 @@ template <class T> struct q8_inter_ok {
                               std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_Q8_0>::value;
 };
 
-/* HOTMOE_XEARLY, bits (3 by default: 1 and 2; 0 none): 1, the routed launch, where x's records are
+/* HOTMOE_XEARLY, bits (63 by default: all six; 0 none): 1, the routed launch, where x's records are
  * not complete before its wait (q8_params' xpre: under HOTMOE_ROUTER_NORM), loads them into
  * registers before its top-k, so that their round trip overlaps the top-k's instead of following
  * it; 2, the other expert launches on affine tables load their slots' ids before they stage x
- * (q8_params' idpre). nvidia-h200, session 40 (bench/README.md, thirty-eighth pass), one call, air
- * resident: 3 330.2, 329.8 tok/s, 1 329.1, 2 326.5, against 325.9, 326.2 with 0; a3b 531.3 against
- * 528.7. Hashes unchanged. 4 (NOT YET MEASURED, written after that call; not in the default): the
- * routed launch's top-k loads the router's bias with the logits (router_select's bias_early,
- * q8_params' rbe): the SASS had the bias's load after the scores' stores, a second round trip.
- * 8 (NOT YET MEASURED, as 4): the q8 GEMVs copy x's records Q8_XC words a thread at a time, all
+ * (q8_params' idpre). 4: the routed launch's top-k loads the router's bias with the logits
+ * (router_select's bias_early, q8_params' rbe): the SASS had the bias's load after the scores'
+ * stores, a second round trip. 8: the q8 GEMVs copy x's records Q8_XC words a thread at a time, all
  * loaded before any is stored (q8_params' xbatch; the SASS had one load a round trip: air's
- * o-projection 4 of them before its first weight load, q|k|v and the shared gate/up 2). 16 (NOT YET
- * MEASURED, as 4): k_router_norm loads its rows of x and the o-projection's output before it sums
- * any (ops.cu; the SASS had a round trip a row, 4 on air). 32 (NOT YET MEASURED, written in session
- * 41): the decode attention (k_attn_gqa_w) loads q and the step's own K/V row before it stores
- * either (ops.cu's ATT_QROW; the SASS had the row's loads, their stores, then q's loads: two round
- * trips after the wait for the split that holds the position). */
+ * o-projection 4 of them before its first weight load, q|k|v and the shared gate/up 2). 16:
+ * k_router_norm loads its rows of x and the o-projection's output before it sums any (ops.cu; the
+ * SASS had a round trip a row, 4 on air). 32: the decode attention (k_attn_gqa_w) loads q and the
+ * step's own K/V row before it stores either (ops.cu's ATT_QROW; the SASS had the row's loads, their
+ * stores, then q's loads: two round trips after the wait for the split that holds the position).
+ * nvidia-h200, bench/README.md: 3 against 0 (thirty-eighth pass) air 330.2, 329.8 tok/s against
+ * 325.9, 326.2, a3b 531.3 against 528.7; 63 against 3 (forty-first pass, one call, alternated) air
+ * 336.2, 335.9, 336.5 against 329.2, 329.3, 329.2 (+2.1%), a3b 530.4, 530.0 against 523.7, 523.7
+ * (+1.2%); one bit at a time on air: 7 327.5, 11 330.7, 19 326.3, 35 324.9 against 325.2, 325.5
+ * (another call). Hashes unchanged by every bit. */
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
-    return hm_env_int("HOTMOE_XEARLY", 0, 63, 3, c);
+    return hm_env_int("HOTMOE_XEARLY", 0, 63, 63, c);
 }
 extern "C" int gpu_xearly(void) { return q8_xearly(); }
 
