@@ -6,6 +6,7 @@
 #include "engine.h"
 #include "tokenizer.h"
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -40,6 +41,7 @@ struct engine {
     /* step scratch */
     int *b_slot, *b_pos; int32_t *b_tok; float **b_logits;
     int32_t *b_next;       /* ENGINE_NEXT_WANTED or -1 in; the greedy token when the backend wrote one */
+    int chain_off;         /* the backend's chain answered -2 or failed: step by step from then on */
 };
 
 /* ---------------------------------------------------------------- requests */
@@ -161,6 +163,50 @@ static void engine_admit(engine *en) {
     }
 }
 
+/* The greedy chain (engine_backend's chain) of one decoding slot, when it is the step's only
+ * entry: each token is taken as a step's would be (slot_take_token), and the chain ends when the
+ * slot finishes, is cancelled or times out, the engine stops, or a request waits for a slot. */
+typedef struct { engine *en; int si, pos0, given; } chain_run;
+
+static int chain_stop(void *user, int i, int32_t t) {
+    chain_run *c = user;
+    engine *en = c->en;
+    slot *s = &en->slots[c->si];
+    pthread_mutex_lock(&en->mu);
+    if (i) en->st.steps++;
+    en->st.chain_tokens++;
+    c->given = i + 1;
+    s->pos = c->pos0 + i + 1;   /* step i fed position pos0 + i */
+    int more = 0;
+    if (s->state != SLOT_FREE) {
+        slot_take_token(en, s, t);
+        const engine_req *r = s->r;
+        more = s->state == SLOT_DECODE && !r->cancel && !en->stopping && !en->q_head &&
+               !(r->time_limit_s > 0 && hm_now() - r->t_submit > r->time_limit_s);
+    }
+    pthread_mutex_unlock(&en->mu);
+    return !more;
+}
+
+/* Runs the chain for the step's one entry (engine lock held; released while the backend runs). */
+static void engine_chain(engine *en) {
+    const int si = en->b_slot[0], pos0 = en->b_pos[0];
+    const engine_req *r = en->slots[si].r;
+    int n = r->max_tokens - r->n_gen;
+    if (n > en->p.n_ctx - pos0) n = en->p.n_ctx - pos0;
+    chain_run c = { en, si, pos0, 0 };
+    const int32_t tok = en->b_tok[0];
+    pthread_mutex_unlock(&en->mu);
+    hm_error e;
+    const int rc = en->be.chain(en->be.ctx, si, tok, pos0, n, chain_stop, &c, &e);
+    pthread_mutex_lock(&en->mu);
+    if (rc >= 0) return;
+    en->chain_off = 1;   /* the slot goes on step by step from the tokens given */
+    if (rc == -1) fprintf(stderr, "hotmoe: greedy chain failed (slot %d, position %d): %s; stepping token by token\n", si,
+                          pos0 + c.given, e.msg);
+    if (!c.given) { en->slots[si].pos = pos0; en->st.steps--; }   /* its token is fed again */
+}
+
 static void *engine_main(void *arg) {
     engine *en = arg;
     int n_slots = en->p.n_slots;
@@ -203,6 +249,10 @@ static void *engine_main(void *arg) {
             continue;
         }
         en->st.steps++;
+        if (n == 1 && en->b_next[0] == ENGINE_NEXT_WANTED && en->be.chain && !en->chain_off && !en->q_head) {
+            engine_chain(en);
+            continue;
+        }
         pthread_mutex_unlock(&en->mu);
         en->be.step(en->be.ctx, n, en->b_slot, en->b_tok, en->b_pos, en->b_logits, en->b_next);
         /* sampling reads only slot-private state: no lock needed until publishing */

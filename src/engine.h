@@ -32,6 +32,14 @@ typedef struct engine_backend {
     /* Optional: fills the expert residency counters of st (totals since start). Called from the
      * thread that reads the statistics, beside the engine's steps: a snapshot. */
     void (*stats)(void *ctx, struct engine_stats *st);
+    /* Optional: greedy decoding of one slot without the engine between steps (the GPU's chain,
+     * gpu_exec_greedy_chain). Feeds tok at pos, then each step's greedy token (sampler_argmax's
+     * rule), at most n steps; stop(user, i, token) sees step i's token as it comes and ends the
+     * chain by returning nonzero (steps already queued may run on: their tokens are dropped and
+     * their positions rewritten later). Returns the tokens given, -2 with e set when the backend
+     * cannot chain (the engine steps from then on), -1 with e set on failure. */
+    int (*chain)(void *ctx, int slot, int32_t tok, int pos, int n, int (*stop)(void *user, int i, int32_t token), void *user,
+                 hm_error *e);
 } engine_backend;
 
 /* CPU backend: one cpu_state (KV cache of n_ctx positions) per slot, cpu_forward per entry. */
@@ -97,6 +105,7 @@ typedef struct engine_stats {
     engine_hist ttft, itl;
     int slots_busy, n_slots, queue_len, queue_cap;
     uint64_t steps;
+    uint64_t chain_tokens;   /* tokens taken from the backend's greedy chain (engine_backend's chain) */
     /* expert residency counters: filled by the GPU backend when it exists; 0 on the CPU */
     uint64_t expert_hits, expert_misses, expert_swaps, pcie_bytes;
     double expert_cpu_share;

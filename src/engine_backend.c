@@ -1,5 +1,6 @@
 /* engine_backend.c - the backends the engine steps through: the CPU reference forward (one
- * cpu_state per slot) and a test-only replay backend that forces a scripted token sequence. */
+ * cpu_state per slot), the GPU executor, and a test-only replay backend that forces a scripted
+ * token sequence. */
 #include "engine.h"
 #include "cpu.h"
 #include "exec.h"
@@ -162,6 +163,18 @@ static void gpu_stats(void *ctx, engine_stats *st) {
     st->expert_cpu_share = sel ? (double)tot[3] / (double)sel : 0;
 }
 
+/* The slot's greedy tokens chained on the GPU (gpu_exec_greedy_chain: one executor, its experts
+ * resident; else -2 and the engine steps) */
+static int gpu_chain(void *ctx, int slot, int32_t tok, int pos, int n, int (*stop)(void *user, int i, int32_t token), void *user,
+                     hm_error *e) {
+    gpu_backend *b = ctx;
+    if (b->g2) { hm_fail(e, "the greedy chain takes one GPU"); return -2; }
+    char err[1024];
+    const int rc = gpu_exec_greedy_chain(b->g, slot, tok, pos, n, NULL, stop, user, err, sizeof err);
+    if (rc < 0) hm_fail(e, "%s", err);
+    return rc;
+}
+
 static void gpu_free(void *ctx) {
     gpu_backend *b = ctx;
     gpu_exec_free(b->g);
@@ -181,7 +194,7 @@ int engine_backend_gpu(engine_backend *out, const hm_model *m, int n_slots, int 
     const char *nob = getenv("HOTMOE_NO_BATCH");   /* decode tokens one by one (for comparison) */
     b->batch = nob && *nob == '1' ? 1 : runner_gpu_batch_max(g, g2);
     *out = (engine_backend){ .name = "cuda", .ctx = b, .slot_open = gpu_slot_open, .step = gpu_step, .free = gpu_free,
-                             .stats = gpu_stats };
+                             .stats = gpu_stats, .chain = gpu_chain };
     return 0;
 }
 
@@ -215,6 +228,24 @@ static void replay_step(void *ctx, int n, const int *slot, const int32_t *tok, c
     }
 }
 
+/* The chain's contract on the script (so that the engine's chain is tested without a GPU): the
+ * script's next tokens, then EOS, one a step until n or until stop says so. HOTMOE_CHAIN=0: -2,
+ * as the GPU's chain answers when it is off. */
+static int replay_chain(void *ctx, int slot, int32_t tok, int pos, int n, int (*stop)(void *user, int i, int32_t token), void *user,
+                        hm_error *e) {
+    (void)tok; (void)pos;
+    replay_backend *b = ctx;
+    const char *v = getenv("HOTMOE_CHAIN");
+    if (v && !strcmp(v, "0")) { hm_fail(e, "the greedy chain is off (HOTMOE_CHAIN=0)"); return -2; }
+    for (int i = 0; i < n; i++) {
+        size_t *c = &b->cursor[slot];
+        const int32_t t = *c < b->n ? b->script[*c] : b->eos;
+        (*c)++;
+        if (stop(user, i, t)) return i + 1;
+    }
+    return n;
+}
+
 static void replay_free(void *ctx) {
     replay_backend *b = ctx;
     free(b->script); free(b->cursor); free(b);
@@ -232,6 +263,7 @@ int engine_backend_replay(engine_backend *out, const hm_model *m, int n_slots, c
             replay_free(b);
             return hm_fail(e, "replay: token %d at index %zu is outside the vocabulary [0, %d)", script[i], i, m->cfg.n_vocab);
         }
-    *out = (engine_backend){ .name = "replay", .ctx = b, .slot_open = replay_slot_open, .step = replay_step, .free = replay_free };
+    *out = (engine_backend){ .name = "replay", .ctx = b, .slot_open = replay_slot_open, .step = replay_step, .free = replay_free,
+                             .chain = replay_chain };
     return 0;
 }

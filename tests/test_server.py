@@ -364,6 +364,48 @@ def test_replay_sdks():
         check(n.input_tokens > 0, "anthropic SDK: count_tokens")
     s.stop()
 
+CHAIN_TEXT = "The quick brown fox jumps over the lazy dog. One two three four five six seven eight nine ten."
+
+def replay_answers(chain):
+    """The engine's greedy chain (engine_backend's chain; the replay backend keeps its contract) against
+    step-by-step decoding: greedy requests that end at the script's EOS, at max_tokens, at a stop string,
+    streamed, and two at once (two slots: a request that arrives during a chain ends it, and the two
+    then step together). Returns the answers, each (text, finish_reason)."""
+    old = os.environ.get("HOTMOE_CHAIN")
+    os.environ["HOTMOE_CHAIN"] = "1" if chain else "0"
+    try: s = Server("--replay", CHAIN_TEXT, "--api-key", KEY, "--parallel", "2", "--queue", "4")
+    finally:
+        if old is None: del os.environ["HOTMOE_CHAIN"]
+        else: os.environ["HOTMOE_CHAIN"] = old
+    out = {}
+    def one(name, **kw):
+        st, js, text, _ = s.req("POST", "/v1/completions", dict({"prompt": "hello", "temperature": 0, "max_tokens": 100}, **kw))
+        check(st == 200 and js, "chain=%d %s: HTTP %s %s" % (chain, name, st, text[:200]))
+        out[name] = (js["choices"][0]["text"], js["choices"][0]["finish_reason"]) if js else None
+    one("whole"); one("length", max_tokens=5); one("stop", stop=["fox"]); one("stop-late", stop=["nine"])
+    st, ev = s.sse("/v1/completions", {"prompt": "hello", "temperature": 0, "max_tokens": 100, "stream": True})
+    text = "".join(json.loads(d)["choices"][0].get("text") or "" for _, d in ev if d != "[DONE]")
+    out["stream"] = (text, None)
+    ts = [threading.Thread(target=one, args=("pair%d" % i,)) for i in range(2)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    chained = metric(s.metrics(), "hotmoe_chain_tokens_total")
+    s.stop()
+    return out, chained
+
+def test_replay_chain():
+    (a, ca), (b, cb) = replay_answers(True), replay_answers(False)
+    check(ca and ca > 0 and cb == 0, "hotmoe_chain_tokens_total: %s with the chain, %s without (HOTMOE_CHAIN=0)" % (ca, cb))
+    check(a == b, "the greedy chain's answers are step-by-step decoding's:\n%s\n%s" % (a, b))
+    check(a.get("whole") == (CHAIN_TEXT, "stop"), "chain: the whole script, then EOS: %s" % (a.get("whole"),))
+    check(a.get("stop") == ("The quick brown ", "stop"), "chain: cut at a stop string: %s" % (a.get("stop"),))
+    check(a.get("stop-late") == (CHAIN_TEXT[:CHAIN_TEXT.index("nine")], "stop"), "chain: cut at a late stop string: %s" % (a.get("stop-late"),))
+    check(a.get("length") and a["length"][1] == "length" and CHAIN_TEXT.startswith(a["length"][0]) and 0 < len(a["length"][0]) < 40,
+          "chain: max_tokens 5: %s" % (a.get("length"),))
+    check(a.get("stream") == (CHAIN_TEXT, None), "chain: streamed: %s" % (a.get("stream"),))
+    check(a.get("pair0") == (CHAIN_TEXT, "stop") and a.get("pair1") == (CHAIN_TEXT, "stop"), "chain: two requests, one queued: %s %s" %
+          (a.get("pair0"), a.get("pair1")))
+
 def main():
     start_watchdog()
     s = Server("--parallel", "4", "--api-key", KEY, "--body-limit", "65536", "--ctx", "512")
@@ -377,6 +419,7 @@ def main():
     test_queue_full()
     test_queue_after_cancel()
     test_replay_sdks()
+    test_replay_chain()
     if failures:
         print("test_server: %d failure(s)" % len(failures)); sys.exit(1)
     print("test_server: all passed")

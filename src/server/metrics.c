@@ -69,6 +69,8 @@ void api_metrics(http_req *h) {
     outf(&b, "hotmoe_queue_length %d\n", st.queue_len);
     metric(&b, "hotmoe_decode_steps_total", "counter", "Engine steps (one batch each)");
     outf(&b, "hotmoe_decode_steps_total %llu\n", (unsigned long long)st.steps);
+    metric(&b, "hotmoe_chain_tokens_total", "counter", "Generated tokens whose steps ran chained on the GPU (greedy, one request decoding)");
+    outf(&b, "hotmoe_chain_tokens_total %llu\n", (unsigned long long)st.chain_tokens);
     metric(&b, "hotmoe_expert_cache_hits_total", "counter", "Routed experts found resident on the GPU");
     outf(&b, "hotmoe_expert_cache_hits_total %llu\n", (unsigned long long)st.expert_hits);
     metric(&b, "hotmoe_expert_cache_misses_total", "counter", "Routed experts not resident on the GPU");

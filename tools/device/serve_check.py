@@ -1,6 +1,6 @@
 """ON THE DEVICE: `hotmoe serve` on the GPU (--device cuda with the expert cache and with CPU
 workers, 2 slots) answers the same greedy chat completions as the CPU server, for 4 concurrent
-requests. Every server runs the exact kernels (--kernels ref; HOTMOE_GEMV_MODE=0 on the GPU), so
+requests, and for 4 one at a time (the greedy chain). Every server runs the exact kernels (--kernels ref; HOTMOE_GEMV_MODE=0 on the GPU), so
 the two targets differ by summation order only. Usage: python3 tools/device/serve_check.py BIN MODEL"""
 import json, os, socket, subprocess, sys, threading, time, urllib.request
 
@@ -29,22 +29,26 @@ def ask(port, text):
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", body, {"Content-Type": "application/json"})
     return json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["message"]["content"]
 
-def answers(port):
-    """The 4 answers; a failed request raises here (an error is never an answer equal to another error)."""
+def answers(port, serial=False):
+    """The 4 answers (serial: one request at a time, so that each decodes alone: the greedy chain); a
+    failed request raises here (an error is never an answer equal to another error)."""
     prompts = ["Hello there", "What is 2+2?", "Name a color", "Tell me a story"]
     out = [None] * len(prompts)
     def one(i):
         try: out[i] = ask(port, prompts[i])
         except Exception as e: out[i] = e
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-    [t.start() for t in ts]; [t.join() for t in ts]
+    if serial:
+        for i in range(len(prompts)): one(i)
+    else:
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+        [t.start() for t in ts]; [t.join() for t in ts]
     bad = [o for o in out if not isinstance(o, str)]
     if bad: raise SystemExit(f"FAIL a request to the server on port {port} failed: {bad[0]!r}")
     return out
 
 def metrics(port):
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return {l.split()[0]: float(l.split()[1]) for l in text.splitlines() if l.startswith("hotmoe_expert") or l.startswith("hotmoe_pcie")}
+    return {l.split()[0]: float(l.split()[1]) for l in text.splitlines() if l.startswith("hotmoe_expert") or l.startswith("hotmoe_pcie") or l.startswith("hotmoe_chain")}
 
 ok = True
 P = free_port()
@@ -71,6 +75,18 @@ for name, extra in [("cuda, all resident", ["--device", "cuda", "--prefill-chunk
                                                                        mt.get("hotmoe_pcie_bytes_total", 0) > 0)
         ok &= good
         print(f"{'PASS' if good else 'FAIL'} serve {name}: /metrics expert counters {mt}")
+# one request at a time, all resident: each decodes alone, through the greedy chain (engine_chain,
+# gpu_exec_greedy_chain); /metrics counts its tokens
+P = free_port()
+p = start(P, ["--device", "cuda", "--prefill-chunk", "1"])
+got = answers(P, serial=True)
+mt = metrics(P)
+p.terminate(); p.wait()
+same = got == ref and mt.get("hotmoe_chain_tokens_total", 0) > 0
+ok &= same
+print(f"{'PASS' if same else 'FAIL'} serve cuda, all resident, one request at a time: 4 greedy answers "
+      f"{'equal' if got == ref else 'differ from'} the CPU server's, {mt.get('hotmoe_chain_tokens_total', 0):.0f} tokens chained"
+      + ("" if got == ref else f": {got!r} vs {ref!r}"))
 P = free_port()
 p = start(P, ["--device", "cuda", "--cold", "stream", "--static-experts", "0", "--cache-slots", "2"])
 got = answers(P)
