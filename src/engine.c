@@ -163,6 +163,14 @@ static void engine_admit(engine *en) {
     }
 }
 
+/* Why a slot's request ends before its next step (cancelled, the engine stopping, its time limit
+ * passed at now), or 0. Engine lock held. */
+static int slot_ends(const engine *en, const engine_req *r, double now) {
+    if (r->cancel || en->stopping) return ENGINE_FINISH_CANCELLED;
+    if (r->time_limit_s > 0 && now - r->t_submit > r->time_limit_s) return ENGINE_FINISH_TIMEOUT;
+    return 0;
+}
+
 /* The greedy chain (engine_backend's chain) of one decoding slot, when it is the step's only
  * entry: each token is taken as a step's would be (slot_take_token), and the chain ends when the
  * slot finishes, is cancelled or times out, the engine stops, or a request waits for a slot. */
@@ -180,9 +188,7 @@ static int chain_stop(void *user, int i, int32_t t) {
     int more = 0;
     if (s->state != SLOT_FREE) {
         slot_take_token(en, s, t);
-        const engine_req *r = s->r;
-        more = s->state == SLOT_DECODE && !r->cancel && !en->stopping && !en->q_head &&
-               !(r->time_limit_s > 0 && hm_now() - r->t_submit > r->time_limit_s);
+        more = s->state == SLOT_DECODE && !en->q_head && !slot_ends(en, s->r, hm_now());
     }
     pthread_mutex_unlock(&en->mu);
     return !more;
@@ -220,8 +226,8 @@ static void *engine_main(void *arg) {
             if (s->state == SLOT_FREE) continue;
             engine_req *r = s->r;
             s->has_logits = 0;
-            if (r->cancel || en->stopping) { slot_finish(en, s, ENGINE_FINISH_CANCELLED); continue; }
-            if (r->time_limit_s > 0 && now - r->t_submit > r->time_limit_s) { slot_finish(en, s, ENGINE_FINISH_TIMEOUT); continue; }
+            const int why = slot_ends(en, r, now);
+            if (why) { slot_finish(en, s, why); continue; }
             if (s->state == SLOT_PREFILL) {
                 size_t left = r->n_prompt - s->n_fed, take = left < (size_t)en->p.prefill_chunk ? left : (size_t)en->p.prefill_chunk;
                 for (size_t k = 0; k < take; k++, n++) {
