@@ -221,12 +221,12 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
 /* The matrices this block reads into wp (q8_slot_tables); ROUTE (the routed experts' launch, p.rlog;
  * NMAT 2, NB 1): the router's top-k chooses them first, the table loads are issued before block
  * (0, 0) stores the ids and makes the weights (p.rids, p.rw). */
-template <int NMAT, bool ROUTE, bool AFF = false>
+template <int NMAT, bool ROUTE, bool AFF = false, bool TKP = false>
 __device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK]) {
     if constexpr (ROUTE) {
         const int *isel;
         const float *wsel;
-        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, p.rbe != 0);
+        router_select<Q8_ROUTE_MAX, TKP>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, p.rbe != 0);
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
@@ -245,7 +245,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * end in a partial chunk). */
 /* The body takes its block's index along x and the grid's width (bx, gdx): gemv_q8_kernel passes
  * blockIdx.x and gridDim.x, gemv_q8_pair_kernel each matrix's share of its grid. */
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR>
+template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR, bool TKP = false>
 __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned bx, const unsigned gdx) {
     /* the block's index along x and the grid's width (PAIR: its matrix's share of the pair's grid) */
 #define Q8_BX (PAIR ? bx : blockIdx.x)
@@ -343,7 +343,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     int sid = -1;
     if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
     if (xreg) q8_rec_load(p, threadIdx.x, Q8_THREADS, nx16, xr);
-    if (!idp) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
+    if (!idp) q8_tables<NMAT, ROUTE, AFF, TKP>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -452,9 +452,9 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
 }
 
 template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
-          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf) */
+          bool NOPF = false, bool TKP = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf); TKP: router_rank_pre (q8_topk_pre) */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
-    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false>(p, 0, 0);
+    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false, TKP>(p, 0, 0);
 }
 
 /* Two plain interleaved matrices of one x with the post epilogue (q8_params' ed1) in one launch:
@@ -564,6 +564,15 @@ extern "C" int gpu_q8_pair_end(void *stream) {
     return q.paired;
 }
 
+/* HOTMOE_TOPK_PRE=1 (off by default until measured): the routed launch's top-k ranks only the
+ * experts that can be among the k largest (router_rank_pre: ~2k n compares a block instead of n^2;
+ * the same choice; interleaved matrices only). Each of air's 352 routed blocks ranks 128 experts: 8 warps x ~230 instructions,
+ * three blocks a SM, ~0.7 us of issue on the step's critical path if the SMs are issue-bound there. */
+static int q8_topk_pre(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_TOPK_PRE", 0, 1, 0, c);
+}
+
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
@@ -571,7 +580,12 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     auto go = [&](auto aff) {
         constexpr bool AFF = decltype(aff)::value;
         if constexpr (NMAT == 2)
-            if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
+            if (p.rlog) {
+                if constexpr (A == 0)   /* the interleaved layout's (resident experts) only */
+                    if (q8_topk_pre()) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, false, false, true>, grid, Q8_THREADS, smem, s, p); return; }
+                hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
+                return;
+            }
         if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF) {
             const bool nopf = q8_nopf<T>(p);
             auto one = [&](auto epi) {   /* the plain matrix's instance: EPI (q8_params' ed1) x NOPF */
