@@ -245,7 +245,19 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * end in a partial chunk). */
 /* The body takes its block's index along x and the grid's width (bx, gdx): gemv_q8_kernel passes
  * blockIdx.x and gridDim.x, gemv_q8_pair_kernel each matrix's share of its grid. */
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR, bool TKP = false>
+/* gemv_q8_kernel's XP bits: experiments' instances of their own, off by default (0: the kernels as they were) */
+#define XP_TKP 1   /* the routed top-k ranks its candidates only (router_rank_pre, HOTMOE_TOPK_PRE) */
+#define XP_PFW 2   /* an affine expert launch's warps touch their first step's lines before the wait (HOTMOE_DOWN_PF) */
+/* A 4-byte load that fills its 128-byte line in L2 (the thirty-sixth pass: as good as a read kernel
+ * ahead), not kept in L1; the caller keeps the value until the kernel's end so that no instruction
+ * waits for it (an unused load is dropped) */
+__device__ __forceinline__ unsigned q8_l2_touch(const uint8_t *a) {
+    unsigned v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.b32 %0, [%1];" : "=r"(v) : "l"(a));
+    return v;
+}
+
+template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR, int XP = 0>
 __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned bx, const unsigned gdx) {
     /* the block's index along x and the grid's width (PAIR: its matrix's share of the pair's grid) */
 #define Q8_BX (PAIR ? bx : blockIdx.x)
@@ -328,6 +340,23 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
      * their wait before they let this launch start, so they are complete here already */
     const bool xpre = ROUTE && p.xpre == 1 && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
+    /* XP_PFW (one matrix on affine tables, a slot a blockIdx.y): the warp's first step of its rows (32
+     * lanes x CBP bytes, contiguous) asked into L2 before the wait, two lines a lane at most, on the
+     * slot's id read now (L2 only): the launch before (the routed gate/up) wrote it long before this
+     * block started, and any id the buffer holds, this step's or an earlier one's, is a valid expert
+     * (a stale one costs a wasted request, never a wrong value: the id used below is read after the
+     * wait; the executor's buffers hold valid ids from the start, and a test's poison, -1, asks for
+     * nothing). The values are kept to the kernel's end, where nothing waits for them. */
+    unsigned pf0 = 0, pf1 = 0;
+    if constexpr ((XP & XP_PFW) && NMAT == 1 && AFF && INTER && !ROUTE && NB == 1) {
+        const int id = !p.flat && wrow < nrw ? __ldcg(p.ids + e) : -1;
+        if (id >= 0) {   /* a skipped slot's -1 asks for nothing */
+            const uint8_t *a = p.ab0 + (int64_t)id * p.astride + (size_t)wrow * rs;
+            const int o = (threadIdx.x & 31) * 128;
+            if (o < 32 * CBP) pf0 = q8_l2_touch(a + o);
+            if (o + 4096 < 32 * CBP) pf1 = q8_l2_touch(a + o + 4096);
+        }
+    }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     /* p.xpre 2 (routed, HOTMOE_XEARLY): x's records are loaded into registers here, before the
      * top-k, and stored after it, so that their round trip overlaps the top-k's instead of
@@ -343,7 +372,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     int sid = -1;
     if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
     if (xreg) q8_rec_load(p, threadIdx.x, Q8_THREADS, nx16, xr);
-    if (!idp) q8_tables<NMAT, ROUTE, AFF, TKP>(p, e, nslot, wp);
+    if (!idp) q8_tables<NMAT, ROUTE, AFF, (XP & XP_TKP) != 0>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -446,15 +475,17 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
     }
+    if constexpr (XP & XP_PFW)
+        if ((pf0 ^ pf1) == 0x9E3779B9u && p.k < 0) p.y[0] = 0.f;   /* never (k > 0): keeps the touches' loads */
     HM_KT_END();   /* EPI: the threads past the block's rows returned above; thread 0 has a row */
 #undef Q8_BX
 #undef Q8_GDX
 }
 
 template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
-          bool NOPF = false, bool TKP = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf); TKP: router_rank_pre (q8_topk_pre) */
+          bool NOPF = false, int XP = 0>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf); XP: XP_TKP, XP_PFW */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
-    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false, TKP>(p, 0, 0);
+    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false, XP>(p, 0, 0);
 }
 
 /* Two plain interleaved matrices of one x with the post epilogue (q8_params' ed1) in one launch:
@@ -573,6 +604,18 @@ static int q8_topk_pre(void) {
     return hm_env_digit("HOTMOE_TOPK_PRE", 0, 1, 0, c);
 }
 
+/* HOTMOE_DOWN_PF=1 (off by default until measured): the one-matrix expert launches on affine tables
+ * (the routed down, the shared expert's down) touch each warp's first step of its rows into L2
+ * before their PDL wait (XP_PFW). Their blocks start as the routed gate/up's leave, while that launch's
+ * last rows still stream: its tail leaves DRAM idle that the down's first third can use. The
+ * thirty-sixth pass's pre-wait requests lost where they ran beside latency-bound launches (a norm, the
+ * merge); this boundary is between two streaming launches. From L2 a GEMV ran 1.4-1.6x faster
+ * (thirty-fifth pass); air's routed down took 10.4 us for 25.9 MB beside the shared down (8.1 alone). */
+static int q8_down_pf(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_DOWN_PF", 0, 1, 0, c);
+}
+
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
@@ -582,7 +625,7 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         if constexpr (NMAT == 2)
             if (p.rlog) {
                 if constexpr (A == 0)   /* the interleaved layout's (resident experts) only */
-                    if (q8_topk_pre()) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, false, false, true>, grid, Q8_THREADS, smem, s, p); return; }
+                    if (q8_topk_pre()) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, false, false, XP_TKP>, grid, Q8_THREADS, smem, s, p); return; }
                 hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
                 return;
             }
@@ -606,6 +649,8 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
             else one(std::false_type());
             return;
         }
+        if constexpr (NMAT == 1 && A == 0 && AFF)
+            if (!p.flat && q8_down_pf()) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, BPS, true, false, false, XP_PFW>, grid, Q8_THREADS, smem, s, p); return; }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)
