@@ -1,0 +1,92 @@
+/* test_router_emu.cc - the routed launch's rank counts of gpu/router.cuh (router_rank, router_rank_key,
+ * router_rank_pre) run on the CPU through the warp emulator in emu/cuda_warp.h (each lane a thread,
+ * the shuffles, ballots and reductions exchanged between barriers), so that CI without a GPU checks
+ * that each gives every rank < k the expert the plain count gives: larger choice first, ties to the
+ * lower index; distinct, few-valued (many ties) and all-equal choices, 32 to 256 experts, k 1 to 32,
+ * blocks of 1 to 8 warps. Every rank and its score are checked; isel / wsel are poisoned first.
+ * tests/test_gpu_gemv.cu runs the same code on a GPU inside the routed launch. */
+#include "cuda_warp.h"
+#include "router.cuh"
+
+static int g_pass, g_fail;
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd32(void) { g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17; return (uint32_t)(g_rng >> 16); }
+
+/* the plain count: isel[r] for every rank r < k */
+static void ref_ranks(const float *c, int n, int k, int *isel) {
+    for (int i = 0; i < n; i++) {
+        int r = 0;
+        for (int j = 0; j < n; j++) r += c[j] > c[i] || (c[j] == c[i] && j < i);
+        if (r < k) isel[r] = i;
+    }
+}
+
+static void check(const char *what, int n, int k, int nt, const int *want, const int *isel, const float *wsel, const float *score) {
+    int ok = 1, bad = -1;
+    for (int r = 0; r < k && ok; r++)
+        if (isel[r] != want[r] || wsel[r] != score[want[r]]) { ok = 0; bad = r; }
+    if (ok) g_pass++;
+    else {
+        g_fail++;
+        printf("FAIL %s n=%d k=%d threads=%d: rank %d is expert %d (score %g), expected %d (score %g)\n", what, n, k, nt, bad,
+               isel[bad], wsel[bad], want[bad], score[want[bad]]);
+    }
+}
+
+int main(void) {
+    static const int ns[] = { 32, 64, 96, 128, 160, 256 }, ks[] = { 1, 2, 4, 6, 8, 16, 32 };
+    int cases = 0;
+    for (int t = 0; t < 400; t++) {
+        const int n = ns[rnd32() % 6], k = ks[rnd32() % 7], mode = (int)(rnd32() % 4);
+        if (k > n) continue;
+        std::vector<float> c(n), score(n);
+        std::vector<unsigned> key(n);
+        for (int i = 0; i < n; i++) {
+            /* 0, 1: distinct; 2: a few values (ties everywhere); 3: all equal (+0 and -0 alike) */
+            c[i] = mode < 2 ? (float)((int)(rnd32() % 2000000) - 1000000) * 1e-3f : mode == 2 ? (float)(rnd32() % 5) * 0.25f - 0.5f
+                                                                                 : (rnd32() & 1 ? 0.0f : -0.0f);
+            score[i] = (float)i + 0.5f;
+            key[i] = router_key(c[i]);
+        }
+        std::vector<int> want(k), isel(64);
+        std::vector<float> wsel(64);
+        ref_ranks(c.data(), n, k, want.data());
+        auto poison = [&] { for (int r = 0; r < 64; r++) { isel[r] = -7; wsel[r] = NAN; } };
+        /* router_rank_pre: any number of warps (it has no block barrier), n % 32 == 0, 32 % k == 0 */
+        if (n % 32 == 0 && 32 % k == 0)
+            for (int nw : { 1, 2, 4, 8 }) {
+                poison();
+                for (int w = 0; w < nw; w++)
+                    emu_run_warp(w, 32 * nw, [&] { router_rank_pre(key.data(), score.data(), n, k, isel.data(), wsel.data()); });
+                check("router_rank_pre", n, k, 32 * nw, want.data(), isel.data(), wsel.data(), score.data());
+            }
+        /* router_rank_key<P> and router_rank<P>, P threads an expert, as router_select calls them */
+        for (int P : { 1, 2, 4 }) {
+            const int nt = P * n <= 1024 ? (P * n + 31) / 32 * 32 : 1024;
+            if (nt < P * n) continue;
+            if (n % (4 * P) == 0) {
+                poison();
+                for (int w = 0; w < nt / 32; w++)
+                    emu_run_warp(w, nt, [&] {
+                        if (P == 1) router_rank_key<1>(key.data(), score.data(), n, k, isel.data(), wsel.data());
+                        else if (P == 2) router_rank_key<2>(key.data(), score.data(), n, k, isel.data(), wsel.data());
+                        else router_rank_key<4>(key.data(), score.data(), n, k, isel.data(), wsel.data());
+                    });
+                check(P == 1 ? "router_rank_key<1>" : P == 2 ? "router_rank_key<2>" : "router_rank_key<4>", n, k, nt, want.data(), isel.data(),
+                      wsel.data(), score.data());
+            }
+            poison();
+            for (int w = 0; w < nt / 32; w++)
+                emu_run_warp(w, nt, [&] {
+                    if (P == 1) router_rank<1>(c.data(), score.data(), n, k, isel.data(), wsel.data());
+                    else if (P == 2) router_rank<2>(c.data(), score.data(), n, k, isel.data(), wsel.data());
+                    else router_rank<4>(c.data(), score.data(), n, k, isel.data(), wsel.data());
+                });
+            check(P == 1 ? "router_rank<1>" : P == 2 ? "router_rank<2>" : "router_rank<4>", n, k, nt, want.data(), isel.data(), wsel.data(),
+                  score.data());
+        }
+        cases++;
+    }
+    printf("%s router ranks on the warp emulator: %d cases, %d checks passed, %d failed\n", g_fail ? "FAIL" : "PASS", cases, g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
