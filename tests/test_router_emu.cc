@@ -33,6 +33,13 @@ static void check(const char *what, int n, int k, int nt, const int *want, const
     }
 }
 
+/* the rank counts of P = 1, 2, 4 threads an expert */
+static void (*const rank_key_fn[3])(const unsigned *, const float *, int, int, int *, float *) = { router_rank_key<1>, router_rank_key<2>,
+                                                                                              router_rank_key<4> };
+static void (*const rank_fn[3])(const float *, const float *, int, int, int *, float *) = { router_rank<1>, router_rank<2>, router_rank<4> };
+static const char *const rank_key_name[3] = { "router_rank_key<1>", "router_rank_key<2>", "router_rank_key<4>" };
+static const char *const rank_name[3] = { "router_rank<1>", "router_rank<2>", "router_rank<4>" };
+
 int main(void) {
     static const int ns[] = { 32, 64, 96, 128, 160, 256 }, ks[] = { 1, 2, 4, 6, 8, 16, 32 };
     int cases = 0;
@@ -51,39 +58,23 @@ int main(void) {
         std::vector<int> want(k), isel(64);
         std::vector<float> wsel(64);
         ref_ranks(c.data(), n, k, want.data());
-        auto poison = [&] { for (int r = 0; r < 64; r++) { isel[r] = -7; wsel[r] = NAN; } };
+        /* f on every warp of a block of nt threads (isel, wsel poisoned first), then every rank checked */
+        auto run = [&](const char *what, int nt, const std::function<void()> &f) {
+            for (int r = 0; r < 64; r++) { isel[r] = -7; wsel[r] = NAN; }
+            for (int w = 0; w < nt / 32; w++) emu_run_warp(w, nt, f);
+            check(what, n, k, nt, want.data(), isel.data(), wsel.data(), score.data());
+        };
         /* router_rank_pre: any number of warps (it has no block barrier), n % 32 == 0, 32 % k == 0 */
         if (n % 32 == 0 && 32 % k == 0)
-            for (int nw : { 1, 2, 4, 8 }) {
-                poison();
-                for (int w = 0; w < nw; w++)
-                    emu_run_warp(w, 32 * nw, [&] { router_rank_pre(key.data(), score.data(), n, k, isel.data(), wsel.data()); });
-                check("router_rank_pre", n, k, 32 * nw, want.data(), isel.data(), wsel.data(), score.data());
-            }
+            for (int nw : { 1, 2, 4, 8 })
+                run("router_rank_pre", 32 * nw, [&] { router_rank_pre(key.data(), score.data(), n, k, isel.data(), wsel.data()); });
         /* router_rank_key<P> and router_rank<P>, P threads an expert, as router_select calls them */
-        for (int P : { 1, 2, 4 }) {
-            const int nt = P * n <= 1024 ? (P * n + 31) / 32 * 32 : 1024;
-            if (nt < P * n) continue;
-            if (n % (4 * P) == 0) {
-                poison();
-                for (int w = 0; w < nt / 32; w++)
-                    emu_run_warp(w, nt, [&] {
-                        if (P == 1) router_rank_key<1>(key.data(), score.data(), n, k, isel.data(), wsel.data());
-                        else if (P == 2) router_rank_key<2>(key.data(), score.data(), n, k, isel.data(), wsel.data());
-                        else router_rank_key<4>(key.data(), score.data(), n, k, isel.data(), wsel.data());
-                    });
-                check(P == 1 ? "router_rank_key<1>" : P == 2 ? "router_rank_key<2>" : "router_rank_key<4>", n, k, nt, want.data(), isel.data(),
-                      wsel.data(), score.data());
-            }
-            poison();
-            for (int w = 0; w < nt / 32; w++)
-                emu_run_warp(w, nt, [&] {
-                    if (P == 1) router_rank<1>(c.data(), score.data(), n, k, isel.data(), wsel.data());
-                    else if (P == 2) router_rank<2>(c.data(), score.data(), n, k, isel.data(), wsel.data());
-                    else router_rank<4>(c.data(), score.data(), n, k, isel.data(), wsel.data());
-                });
-            check(P == 1 ? "router_rank<1>" : P == 2 ? "router_rank<2>" : "router_rank<4>", n, k, nt, want.data(), isel.data(), wsel.data(),
-                  score.data());
+        for (int pi = 0; pi < 3; pi++) {
+            const int P = 1 << pi, nt = (P * n + 31) / 32 * 32;
+            if (nt > 1024) continue;
+            if (n % (4 * P) == 0)
+                run(rank_key_name[pi], nt, [&] { rank_key_fn[pi](key.data(), score.data(), n, k, isel.data(), wsel.data()); });
+            run(rank_name[pi], nt, [&] { rank_fn[pi](c.data(), score.data(), n, k, isel.data(), wsel.data()); });
         }
         cases++;
     }
