@@ -483,7 +483,8 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
 }
 
 template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
-          bool NOPF = false, int XP = 0>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf); XP: XP_TKP, XP_PFW */
+          bool NOPF = false, int XP = 0>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1;
+                                              NOPF: no L2 request of the first rows (q8_nopf); XP: XP_TKP, XP_PFW */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
     gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false, XP>(p, 0, 0);
 }
@@ -625,7 +626,10 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
         if constexpr (NMAT == 2)
             if (p.rlog) {
                 if constexpr (A == 0)   /* the interleaved layout's (resident experts) only */
-                    if (q8_topk_pre()) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, false, false, XP_TKP>, grid, Q8_THREADS, smem, s, p); return; }
+                    if (q8_topk_pre()) {
+                        hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, false, false, XP_TKP>, grid, Q8_THREADS, smem, s, p);
+                        return;
+                    }
                 hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
                 return;
             }
@@ -650,7 +654,10 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
             return;
         }
         if constexpr (NMAT == 1 && A == 0 && AFF)
-            if (!p.flat && q8_down_pf()) { hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, BPS, true, false, false, XP_PFW>, grid, Q8_THREADS, smem, s, p); return; }
+            if (!p.flat && q8_down_pf()) {
+                hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, BPS, true, false, false, XP_PFW>, grid, Q8_THREADS, smem, s, p);
+                return;
+            }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)

@@ -379,8 +379,8 @@ static int residual_norm_launch(float *x, const float *pre, const float *y, long
     uint8_t *kq = xq_in_kernel(v4, n, xq);
     const rn_form form = rn_form_for(n, v4);
     if (form == RN_FORM_CL)
-        hm_launch_ex(rn_mbar() ? k_residual_norm_clm : k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
-                     out, n, eps, ys, ws, kq, f);
+        hm_launch_ex(rn_mbar() ? k_residual_norm_clm : k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL,
+                     x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
     else if (form == RN_FORM_ONE)
         hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
     else if (form == RN_FORM_V4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
