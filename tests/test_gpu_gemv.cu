@@ -965,6 +965,83 @@ static int bench_air(void) {
     return 0;
 }
 
+/* --bench-moe: air's routed experts as the decode step runs them (BENCH.md): the routed gate/up
+ * with its top-k inside (Q3_K, 128 experts of 1408 x 4096, k 8, a sigmoid router with a selection
+ * bias), then the routed down (Q4_0, 4096 x 1408) on the ids it stored, both interleaved in one
+ * arena read affine, in one stream with PDL, as bench_decode's step has them; 16 routings cycled so
+ * that each pair reads other experts (65 MB a pair; L2 holds 50). us a pair, and a hash of the last
+ * pair's output: the environment picks the variant (HOTMOE_TOPK_PRE, HOTMOE_DOWN_PF), whose hashes
+ * must agree. Every expert gets the same packed matrices: the timing reads each expert's own copy. */
+static int bench_moe_air(void) {
+    const int tgu = HM_TYPE_Q3_K, tdn = HM_TYPE_Q4_0, H = 4096, I = 1408, E = 128, k = 8, NR = 16, iters = 400;
+    gpu_gemv_set_mode(1);
+    const size_t bg = gpu_q8_inter_bytes(tgu, H, I, 2, k), bd = gpu_q8_inter_bytes(tdn, I, H, 1, k);
+    if (!bg || !bd || !gpu_gemv_experts_routed_ok(tgu, H, E, k)) { printf("FAIL bench-moe: the shape is not taken\n"); return 1; }
+    const size_t by[3] = { bg, bg, bd };
+    size_t off[3], st = 0;
+    for (int m = 0; m < 3; m++) { off[m] = st; st += (by[m] + 255) & ~(size_t)255; }
+    uint8_t *arena;
+    CK(cudaMalloc(&arena, E * st));
+    std::vector<uint8_t> w((size_t)hm_row_size(tgu, H) * I > hm_row_size(tdn, I) * H ? hm_row_size(tgu, H) * I : hm_row_size(tdn, I) * H), pk(bg > bd ? bg : bd);
+    for (int m = 0; m < 3; m++) {
+        const int t = m < 2 ? tgu : tdn, nc = m < 2 ? H : I, nr = m < 2 ? I : H;
+        fill_weights(t, w.data(), (int64_t)nr * nc);
+        if (gpu_q8_inter_pack(t, w.data(), nc, nr, m < 2 ? 2 : 1, k, pk.data())) { printf("FAIL bench-moe: pack\n"); return 1; }
+        for (int e = 0; e < E; e++) CK(cudaMemcpy(arena + e * st + off[m], pk.data(), by[m], cudaMemcpyHostToDevice));
+    }
+    const void *const *tab[3];
+    for (int m = 0; m < 3; m++) {
+        std::vector<void *> t(E);
+        for (int e = 0; e < E; e++) t[e] = arena + e * st + off[m];
+        tab[m] = (const void *const *)dev_upload(t.data(), E * sizeof(void *));
+        if (gpu_q8_inter_register(tab[m], m < 2 ? tgu : tdn, m < 2 ? H : I, m < 2 ? I : H, m < 2 ? 2 : 1, k) ||
+            (gpu_q8_affine() && gpu_q8_inter_affine(tab[m], arena + off[m], (int64_t)st))) { printf("FAIL bench-moe: register\n"); return 1; }
+    }
+    std::vector<float> lg((size_t)NR * E), bias(E), x(H);
+    for (auto &v : lg) v = rndf() * 4.f;
+    for (auto &v : bias) v = rndf() * 0.5f;
+    for (auto &v : x) v = rndf();
+    float *dlog = (float *)dev_upload(lg.data(), sizeof(float) * lg.size()), *dbias = (float *)dev_upload(bias.data(), sizeof(float) * E);
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * H), *act, *y, *wt;
+    int *ids;
+    void *xq;
+    CK(cudaMalloc(&act, sizeof(float) * k * I)); CK(cudaMalloc(&y, sizeof(float) * k * H)); CK(cudaMalloc(&wt, sizeof(float) * k));
+    CK(cudaMalloc(&ids, sizeof(int) * k)); CK(cudaMalloc(&xq, gpu_q8_records_bytes(H)));
+    std::vector<int> i0(k);
+    for (int j = 0; j < k; j++) i0[j] = j;
+    CK(cudaMemcpy(ids, i0.data(), sizeof(int) * k, cudaMemcpyHostToDevice));   /* valid ids before the first router, as the executor has */
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (gpu_q8_records(dx, H, xq, s)) { printf("FAIL bench-moe: records\n"); return 1; }
+    auto pair = [&](int it) {
+        return gpu_gemv_experts_swiglu_routed(tgu, tab[0], tab[1], dlog + (size_t)(it % NR) * E, dbias, E, 2, 1, 2.5f, ids, wt, k, dx, xq, act, H,
+                                              I, 0, s) |
+               gpu_gemv_experts(tdn, tab[2], ids, k, act, y, I, H, s);
+    };
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    int rc = 0;
+    for (int it = 0; it < 2 * NR; it++) rc |= pair(it);   /* warm-up */
+    CK(cudaEventRecord(e0, s));
+    for (int it = 0; it < iters; it++) rc |= pair(it);
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    if (rc) { printf("FAIL bench-moe: a launch failed\n"); return 1; }
+    std::vector<float> hy((size_t)k * H);
+    std::vector<int> hid(k);
+    CK(cudaMemcpy(hy.data(), y, sizeof(float) * hy.size(), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hid.data(), ids, sizeof(int) * k, cudaMemcpyDeviceToHost));
+    uint64_t h = 1469598103934665603ull;
+    for (float v : hy) { uint32_t u; memcpy(&u, &v, 4); h = (h ^ u) * 1099511628211ull; }
+    const double us = time_ms(e0, e1) * 1e3 / iters, bytes = 2.0 * k * hm_row_size(tgu, H) * I + (double)k * hm_row_size(tdn, I) * H;
+    printf("bench-moe air routed gate/up (top-k inside) + down: %.2f us a pair, %.0f GB/s; last pair's ids %d %d %d %d %d %d %d %d, "
+           "output hash %016llx (HOTMOE_TOPK_PRE=%s HOTMOE_DOWN_PF=%s)\n", us, bytes / (us * 1e-6) / 1e9, hid[0], hid[1], hid[2], hid[3], hid[4],
+           hid[5], hid[6], hid[7], (unsigned long long)h, getenv("HOTMOE_TOPK_PRE") ? getenv("HOTMOE_TOPK_PRE") : "-",
+           getenv("HOTMOE_DOWN_PF") ? getenv("HOTMOE_DOWN_PF") : "-");
+    gpu_gemv_set_mode(0);
+    return 0;
+}
+
 static int bench(int only_mode, const char *only_type) {   /* only_type: a type name, or NULL for all */
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
@@ -1468,6 +1545,7 @@ int main(int argc, char **argv) {
     if (gpu_gemv_set_mode(0)) return 1; /* whatever HOTMOE_GEMV_MODE says: mode 0 first */
     if (argc > 1 && !strcmp(argv[1], "--bench-xq")) return bench_xq();
     if (argc > 1 && !strcmp(argv[1], "--bench-air")) return bench_air();
+    if (argc > 1 && !strcmp(argv[1], "--bench-moe")) return bench_moe_air();
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? argv[3] : NULL); /* --bench [mode [type]] */
 
     for (int i = 0; i < NTYPES; i++) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <vector>
 #include "ops.cuh"
 #include "gpu_gemv.h"
 extern "C" {
@@ -346,9 +347,54 @@ static void test_argmax(int n, int rows, int kind, void *scratch) {
     cudaFree(dx); cudaFree(dout); free(x);
 }
 
-int main(void) {
+/* --bench-rn: air's residual norm after the experts (n 4096, 8 expert rows and the shared
+ * expert's, the norm and x's q8 records: k_residual_norm_cl, or k_residual_norm_clm under
+ * HOTMOE_RN_MBAR=1) as a graph of 200 launches in one PDL chain, each on the last one's x; us a
+ * launch over 20 replays, and a hash of x and the records after them (the variants must agree). */
+static int bench_rn(void) {
+    const int n = 4096, k = 8, nl = 200, reps = 20;
+    float *y = (float *)malloc((size_t)k * n * 4), *x = (float *)malloc(n * 4), *sh = (float *)malloc(n * 4), *w = (float *)malloc(n * 4), wt[8];
+    fill(y, (size_t)k * n, 1e-3f); fill(x, n, 1); fill(sh, n, 1e-3f); fill(w, n, 1);
+    for (int j = 0; j < k; j++) wt[j] = 0.1f + 0.01f * j;
+    float *dy = dup(y, (size_t)k * n), *dx = dup(x, n), *dsh = dup(sh, n), *dw = dup(w, n), *dwt = dup(wt, k), *dout = poisoned(n);
+    void *xq;
+    cudaMalloc(&xq, gpu_q8_records_bytes(n));
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    for (int i = 0; i < nl; i++) op_residual_norm_q8(dx, dy, dwt, k, dsh, dw, dout, xq, n, 1e-5f, s);
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+        printf("FAIL bench-rn: the graph: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+    }
+    cudaGraphLaunch(ge, s);   /* warm-up */
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    cudaEventRecord(e0, s);
+    for (int r = 0; r < reps; r++) cudaGraphLaunch(ge, s);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    const cudaError_t ce = cudaGetLastError();
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    std::vector<uint8_t> hq(gpu_q8_records_bytes(n));
+    back(x, dx, n);
+    cudaMemcpy(hq.data(), xq, hq.size(), cudaMemcpyDeviceToHost);
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) { uint32_t u; memcpy(&u, &x[i], 4); h = (h ^ u) * 1099511628211ull; }
+    for (uint8_t b : hq) h = (h ^ b) * 1099511628211ull;
+    printf("%s bench-rn residual norm n=%d k=%d: %.3f us a launch in a PDL chain of %d, hash %016llx (HOTMOE_RN_MBAR=%s)\n",
+           ce == cudaSuccess ? "PASS" : "FAIL", n, k, ms * 1e3 / (reps * nl), nl, (unsigned long long)h,
+           getenv("HOTMOE_RN_MBAR") ? getenv("HOTMOE_RN_MBAR") : "-");
+    return ce == cudaSuccess ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) { printf("SKIP: no CUDA device (test_gpu_ops needs a GPU)\n"); return 77; }
+    if (argc > 1 && !strcmp(argv[1], "--bench-rn")) return bench_rn();
     for (int n : { 1, 64, 1000, 2048, 4096, 4097, 8192 }) test_rmsnorm(n);
     for (int k : { 1, 3, 8, 9, 17 }) {   /* widths 777-32768: the float4 kernel and the scalar one; k past 16 */
         test_residual_norm(2048, k, 0, 1); test_residual_norm(4097, k, 1, 1); test_residual_norm(777, k, 1, 0);
