@@ -971,29 +971,32 @@ static int bench_air(void) {
  * arena read affine, in one stream with PDL, as bench_decode's step has them; 16 routings cycled so
  * that each pair reads other experts (65 MB a pair; L2 holds 50). us a pair, and a hash of the last
  * pair's output: the environment picks the variant (HOTMOE_TOPK_PRE, HOTMOE_DOWN_PF), whose hashes
- * must agree. Every expert gets the same packed matrices: the timing reads each expert's own copy. */
+ * must agree. Every expert gets a copy of the same packed matrices: the timing reads each expert's own. */
+static uint8_t *affine_arena(int E, int nm, void *const *const *src, const size_t *bytes, size_t *stride, size_t *off, void **tab[]);
 static int bench_moe_air(void) {
     const int tgu = HM_TYPE_Q3_K, tdn = HM_TYPE_Q4_0, H = 4096, I = 1408, E = 128, k = 8, NR = 16, iters = 400;
     gpu_gemv_set_mode(1);
     const size_t bg = gpu_q8_inter_bytes(tgu, H, I, 2, k), bd = gpu_q8_inter_bytes(tdn, I, H, 1, k);
     if (!bg || !bd || !gpu_gemv_experts_routed_ok(tgu, H, E, k)) { printf("FAIL bench-moe: the shape is not taken\n"); return 1; }
+    /* each matrix packed once, every expert a copy of it in one arena (affine_arena; its tables name
+     * the next expert's matrices, which only a launch that reads them instead of the ids would see) */
+    const size_t wg = hm_row_size(tgu, H) * I, wd = hm_row_size(tdn, I) * H;
+    std::vector<uint8_t> w(wg > wd ? wg : wd), pk(bg > bd ? bg : bd);
+    std::vector<void *> src[3];
     const size_t by[3] = { bg, bg, bd };
-    size_t off[3], st = 0;
-    for (int m = 0; m < 3; m++) { off[m] = st; st += (by[m] + 255) & ~(size_t)255; }
-    uint8_t *arena;
-    CK(cudaMalloc(&arena, E * st));
-    std::vector<uint8_t> w((size_t)hm_row_size(tgu, H) * I > hm_row_size(tdn, I) * H ? hm_row_size(tgu, H) * I : hm_row_size(tdn, I) * H), pk(bg > bd ? bg : bd);
     for (int m = 0; m < 3; m++) {
         const int t = m < 2 ? tgu : tdn, nc = m < 2 ? H : I, nr = m < 2 ? I : H;
         fill_weights(t, w.data(), (int64_t)nr * nc);
         if (gpu_q8_inter_pack(t, w.data(), nc, nr, m < 2 ? 2 : 1, k, pk.data())) { printf("FAIL bench-moe: pack\n"); return 1; }
-        for (int e = 0; e < E; e++) CK(cudaMemcpy(arena + e * st + off[m], pk.data(), by[m], cudaMemcpyHostToDevice));
+        src[m].assign(E, dev_upload(pk.data(), by[m]));
     }
+    void *const *asrc[3] = { src[0].data(), src[1].data(), src[2].data() };
+    size_t st, off[3];
+    void **atab[3];
+    uint8_t *arena = affine_arena(E, 3, asrc, by, &st, off, atab);
     const void *const *tab[3];
     for (int m = 0; m < 3; m++) {
-        std::vector<void *> t(E);
-        for (int e = 0; e < E; e++) t[e] = arena + e * st + off[m];
-        tab[m] = (const void *const *)dev_upload(t.data(), E * sizeof(void *));
+        tab[m] = (const void *const *)atab[m];
         if (gpu_q8_inter_register(tab[m], m < 2 ? tgu : tdn, m < 2 ? H : I, m < 2 ? I : H, m < 2 ? 2 : 1, k) ||
             (gpu_q8_affine() && gpu_q8_inter_affine(tab[m], arena + off[m], (int64_t)st))) { printf("FAIL bench-moe: register\n"); return 1; }
     }

@@ -7,29 +7,17 @@
  * a block (__syncthreads) cannot run here and aborts. */
 #ifndef HM_EMU_CUDA_WARP_H
 #define HM_EMU_CUDA_WARP_H
+#include "cuda_fp16.h"   /* the shared vocabulary: __device__, EMU_CHECK, uint4, __float_as_uint, ... */
 #include <algorithm>
 #include <functional>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <ucontext.h>
 #include <vector>
 
-#define EMU_CHECK(cond, what) \
-    do { if (!(cond)) { fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, what); abort(); } } while (0)
-
-#define __device__
-#define __host__
-#define __forceinline__ inline
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 
 struct emu_dim3 { unsigned x, y, z; };
 static emu_dim3 threadIdx, blockDim;   /* threadIdx: the running lane's (the scheduler sets it) */
-
-struct uint4 { unsigned x, y, z, w; };
 
 /* the warp: the scheduler's context, each lane's, its parked intrinsic (op, 0: returned) and value */
 struct emu_warp {
@@ -77,7 +65,6 @@ static inline int __reduce_add_sync(unsigned mask, int v) {
     return (int)s;
 }
 static inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
-static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline void __syncthreads() { EMU_CHECK(0, "__syncthreads: block-wide code cannot run on the warp emulator"); }
 static inline int __syncthreads_or(int) { EMU_CHECK(0, "__syncthreads_or: block-wide code cannot run on the warp emulator"); return 0; }
 static inline void __syncwarp() {}
