@@ -6,7 +6,11 @@
  * attention's), and in thread block clusters that meet at one cluster barrier after the wait: 8
  * of 128 in one cluster (the residual norm's k_residual_norm_cl), 128 of 384 in clusters of 8 and
  * of 16 (session 13's k_attn_cl); each with the programmatic launch attribute (hm_launch, the
- * decode step's way) and without (HOTMOE_PDL=0's).
+ * decode step's way) and without (HOTMOE_PDL=0's). Every thread stores a word just before the
+ * barrier (as the residual norm stores x), and each cluster shape runs twice: with
+ * cooperative_groups' cluster sync (its arrive has release semantics: sm_90's SASS is MEMBAR.ALL.GPU
+ * before the arrive, so each thread waits for its store to reach L2) and with a relaxed arrive and a
+ * wait ("fence" no: what k_residual_norm_clm's barrier is); the difference is the fence's cost.
  * With --work US each block also spins US microseconds (clock64) after its wait: the boundary's
  * cost is then the time per kernel minus US. Prints one line per case and a JSON line.
  *
@@ -21,16 +25,20 @@
 #include "launch.cuh"
 #include <cooperative_groups.h>
 
-/* CL: the blocks of a cluster meet at one cluster barrier after the wait (else a block barrier) */
-template <bool CL>
-__global__ void k_step(int *v, long long spin) {
+/* CL: the blocks of a cluster meet at one cluster barrier after the wait (1: cooperative groups'
+ * sync, release/acquire; 2: relaxed arrive, then wait), 0: a block barrier. Each thread first
+ * stores a word of scratch (a fence before the barrier waits for it). */
+template <int CL>
+__global__ void k_step(int *v, int *scratch, long long spin) {
     hm_pdl_wait();
     if (spin > 0) {
         const long long t0 = clock64();
         while (clock64() - t0 < spin) {}
     }
+    scratch[blockIdx.x * blockDim.x + threadIdx.x] = v[0];
 #if __CUDA_ARCH__ >= 900
-    if (CL) cooperative_groups::this_cluster().sync();
+    if (CL == 1) cooperative_groups::this_cluster().sync();
+    else if (CL == 2) asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
     else __syncthreads();
 #else
     __syncthreads();
@@ -38,9 +46,10 @@ __global__ void k_step(int *v, long long spin) {
     if (blockIdx.x == 0 && threadIdx.x == 0) v[1] = v[0] + 1, v[0] = v[1];
 }
 
-static cudaError_t launch(int pdl, int blocks, int threads, int cluster, cudaStream_t s, int *v, long long spin) {
-    return hm_launch_ex(cluster > 1 ? k_step<true> : k_step<false>, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s, pdl,
-                        (unsigned)cluster, v, spin);
+static cudaError_t launch(int pdl, int blocks, int threads, int cluster, int fence, cudaStream_t s, int *v, int *scratch,
+                          long long spin) {
+    return hm_launch_ex(cluster < 2 ? k_step<0> : fence ? k_step<1> : k_step<2>, dim3((unsigned)blocks), dim3((unsigned)threads), 0, s,
+                        pdl, (unsigned)cluster, v, scratch, spin);
 }
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_launch: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -60,8 +69,9 @@ int main(int argc, char **argv) {
     int clk_khz = 0;
     CK(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, 0));
     const long long spin = (long long)(work_us * clk_khz / 1000.0);
-    int *v;
+    int *v, *scratch;
     CK(cudaMalloc(&v, 2 * sizeof(int)));
+    CK(cudaMalloc(&scratch, 264 * 512 * sizeof(int)));   /* a word a thread of the largest shape */
     CK(cudaMemset(v, 0, 2 * sizeof(int)));
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -71,18 +81,21 @@ int main(int argc, char **argv) {
                                      { 8, 128, 8 },   { 128, 384, 8 }, { 128, 384, 16 } };
     const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     const int clusters = hm_cluster_ok();
-    if (clusters && cudaFuncSetAttribute(k_step<true>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) cudaGetLastError();
+    for (auto k : { k_step<1>, k_step<2> })
+        if (clusters && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) cudaGetLastError();
     int ncases = 0;
     printf("bench_launch: graph of %d dependent kernels, %d replays, work %.1f us a kernel (clock %d MHz)\n", n, replays, work_us, clk_khz / 1000);
-    printf("| blocks x threads | cluster | PDL | us per kernel | us per boundary (minus work) |\n|---|---|---|---|---|\n");
+    printf("| blocks x threads | cluster | fence | PDL | us per kernel | us per boundary (minus work) |\n|---|---|---|---|---|---|\n");
     for (int si = 0; si < nshapes; si++)
-        for (int pdl = 1; pdl >= 0; pdl--) {
+        for (int c = 0; c < 4; c++) {
+            const int pdl = !(c & 1), fence = !(c & 2);   /* with the fence first, as before */
             if (shapes[si][2] > 1 && !clusters) continue;
+            if (shapes[si][2] < 2 && !fence) continue;   /* a block barrier has no fence to leave out */
             ncases++;
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-            for (int i = 0; i < n; i++) CK(launch(pdl, shapes[si][0], shapes[si][1], shapes[si][2], s, v, spin));
+            for (int i = 0; i < n; i++) CK(launch(pdl, shapes[si][0], shapes[si][1], shapes[si][2], fence, s, v, scratch, spin));
             CK(cudaStreamEndCapture(s, &g));
             CK(cudaGraphInstantiate(&ge, g, 0));
             CK(cudaGraphLaunch(ge, s));   /* warm-up */
@@ -94,13 +107,14 @@ int main(int argc, char **argv) {
             float ms = 0;
             CK(cudaEventElapsedTime(&ms, e0, e1));
             const double us = 1000.0 * ms / ((double)replays * n);
-            printf("| %d x %d | %d | %s | %.2f | %.2f |\n", shapes[si][0], shapes[si][1], shapes[si][2], pdl ? "yes" : "no", us,
-                   us - work_us);
-            printf("{\"blocks\": %d, \"threads\": %d, \"cluster\": %d, \"pdl\": %d, \"work_us\": %.2f, \"us_per_kernel\": %.3f}\n",
-                   shapes[si][0], shapes[si][1], shapes[si][2], pdl, work_us, us);
+            printf("| %d x %d | %d | %s | %s | %.2f | %.2f |\n", shapes[si][0], shapes[si][1], shapes[si][2],
+                   shapes[si][2] < 2 ? "-" : fence ? "yes" : "no", pdl ? "yes" : "no", us, us - work_us);
+            printf("{\"blocks\": %d, \"threads\": %d, \"cluster\": %d, \"fence\": %d, \"pdl\": %d, \"work_us\": %.2f, "
+                   "\"us_per_kernel\": %.3f}\n", shapes[si][0], shapes[si][1], shapes[si][2], fence, pdl, work_us, us);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));
         }
+    CK(cudaFree(scratch));
     int h[2];
     CK(cudaMemcpy(h, v, sizeof h, cudaMemcpyDeviceToHost));
     const long long want = (long long)n * (replays + 1) * ncases;
