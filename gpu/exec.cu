@@ -516,9 +516,9 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
         gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
         gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok))
         return fail(err, errlen, "gpu: too many interleaved expert tables");
-    if (gpu_q8_affine() && (gpu_q8_inter_affine((const void *const *)x->gate, arena, (int64_t)stride) ||
-                            gpu_q8_inter_affine((const void *const *)x->up, arena + ou, (int64_t)stride) ||
-                            gpu_q8_inter_affine((const void *const *)x->down, arena + od, (int64_t)stride)))
+    if (gpu_q8_affine() && (gpu_q8_inter_affine((const void *const *)x->gate, arena, (int64_t)stride, n) ||
+                            gpu_q8_inter_affine((const void *const *)x->up, arena + ou, (int64_t)stride, n) ||
+                            gpu_q8_inter_affine((const void *const *)x->down, arena + od, (int64_t)stride, n)))
         return fail(err, errlen, "gpu: affine expert tables not registered");
     return 0;
 }
@@ -1342,6 +1342,9 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))
                 goto bad;
             CK(cudaMemset(g->bzero, 0, sizeof(int) * R));
+            /* valid ids before any router ran: HOTMOE_DOWN_PF's blocks read a slot's id before their
+             * wait, which may be a step's stale one but must name an expert */
+            CK(cudaMemset(g->bids, 0, sizeof(int) * R * c->n_expert_used));
             CK(cudaMallocHost(&g->hb_x, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_xout, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_logits, sizeof(float) * R * c->n_vocab));

@@ -110,6 +110,7 @@ struct q8_params {
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
     int rbe;    /* routed launch (HOTMOE_XEARLY bit 4): router_select's bias loaded with the logits (its bias_early) */
     int xbatch; /* HOTMOE_XEARLY bit 8: x's records copied Q8_XC words a thread at a time, all loaded before any is stored */
+    int anexp;  /* astride > 0: the experts at ab0 (XP_PFW touches lines of ids below it only) */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -345,12 +346,12 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
      * slot's id read now (L2 only): the launch before (the routed gate/up) wrote it long before this
      * block started, and any id the buffer holds, this step's or an earlier one's, is a valid expert
      * (a stale one costs a wasted request, never a wrong value: the id used below is read after the
-     * wait; the executor's buffers hold valid ids from the start, and a test's poison, -1, asks for
-     * nothing). The values are kept to the kernel's end, where nothing waits for them. */
+     * wait; the executor's buffers hold valid ids from the start, and an id outside the arena, a
+     * test's poison -1 or a buffer not yet written, asks for nothing). The values are kept to the kernel's end, where nothing waits for them. */
     unsigned pf0 = 0, pf1 = 0;
     if constexpr ((XP & XP_PFW) && NMAT == 1 && AFF && INTER && !ROUTE && NB == 1) {
         const int id = !p.flat && wrow < nrw ? __ldcg(p.ids + e) : -1;
-        if (id >= 0) {   /* a skipped slot's -1 asks for nothing */
+        if ((unsigned)id < (unsigned)p.anexp) {   /* a skipped slot's -1 (or any id past the arena) asks for nothing */
             const uint8_t *a = p.ab0 + (int64_t)id * p.astride + (size_t)wrow * rs;
             const int o = (threadIdx.x & 31) * 128;
             if (o < 32 * CBP) pf0 = q8_l2_touch(a + o);
@@ -712,7 +713,7 @@ static long q8_lane_cap(void) {
 /* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, and the
  * lane shift they were laid out for (a launch must use the same) ---- */
 #define Q8_INTER_MAX 4096
-struct q8_inter_ent { const void *tab; int ls; const uint8_t *base; int64_t stride; };   /* stride > 0: affine (gpu_q8_inter_affine) */
+struct q8_inter_ent { const void *tab; int ls; const uint8_t *base; int64_t stride; int n; };   /* stride > 0: affine, n experts (gpu_q8_inter_affine) */
 static q8_inter_ent g_inter[Q8_INTER_MAX];
 static std::atomic<int> g_inter_n(0);
 static int q8_inter_find(const void *tab) {   /* the entry's index, or -1 */
@@ -836,7 +837,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (!q8_inter_ok<T>::v) return gemv_fail("gemv_q8: interleaved matrices of a type without the interleaved kernel");
         /* HOTMOE_AFFINE: both tables affine at one stride, or neither read that way */
         if (p.tab0 && gpu_q8_affine() && g_inter[i0].stride > 0 && g_inter[i1].stride == g_inter[i0].stride) {
-            p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride;
+            p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride; p.anexp = g_inter[i0].n;
         }
     }
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;
@@ -932,7 +933,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -947,7 +948,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -968,7 +969,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0 };
     p.rbe = (q8_xearly() & 4) != 0;
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
@@ -982,7 +983,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -1107,7 +1108,7 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
 extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
-    const q8_inter_ent ent = { (const void *)tab, ls, nullptr, 0 };
+    const q8_inter_ent ent = { (const void *)tab, ls, nullptr, 0, 0 };
     const int i = q8_inter_find(tab), n = g_inter_n.load(std::memory_order_relaxed);
     if (i >= 0) { g_inter[i] = ent; return 0; }
     if (n >= Q8_INTER_MAX) return -1;
@@ -1118,11 +1119,12 @@ extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols
 
 /* a registered table whose expert id's matrix is at base + id * stride (every entry: the caller
  * made it so); reads it that way under HOTMOE_AFFINE */
-extern "C" int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride) {
+extern "C" int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride, int n) {
     const int i = q8_inter_find(tab);
-    if (i < 0 || stride <= 0) return -1;
+    if (i < 0 || stride <= 0 || n < 1) return -1;
     g_inter[i].base = (const uint8_t *)base;
     g_inter[i].stride = stride;
+    g_inter[i].n = n;
     return 0;
 }
 

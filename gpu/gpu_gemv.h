@@ -80,7 +80,8 @@ void gpu_q8_affine_set(int on);
 /* HOTMOE_XEARLY's bits (gemv_q8.cu's q8_xearly: 63 by default), for the kernels outside gemv_q8.cu
  * that follow one of them (ops.cu's k_router_norm: bit 16; k_attn_gqa_w: bit 32) */
 int gpu_xearly(void);
-int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride);
+/* n: the experts at base (ids 0..n-1; HOTMOE_DOWN_PF asks only for those) */
+int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride, int n);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved matrices of the type hold rearranged chunks (Q3_K: q3r unless HOTMOE_Q3R=0;

@@ -998,7 +998,7 @@ static int bench_moe_air(void) {
     for (int m = 0; m < 3; m++) {
         tab[m] = (const void *const *)atab[m];
         if (gpu_q8_inter_register(tab[m], m < 2 ? tgu : tdn, m < 2 ? H : I, m < 2 ? I : H, m < 2 ? 2 : 1, k) ||
-            (gpu_q8_affine() && gpu_q8_inter_affine(tab[m], arena + off[m], (int64_t)st))) { printf("FAIL bench-moe: register\n"); return 1; }
+            (gpu_q8_affine() && gpu_q8_inter_affine(tab[m], arena + off[m], (int64_t)st, E))) { printf("FAIL bench-moe: register\n"); return 1; }
     }
     std::vector<float> lg((size_t)NR * E), bias(E), x(H);
     for (auto &v : lg) v = rndf() * 4.f;
@@ -1154,11 +1154,11 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     uint8_t *arena = affine_arena(E, 3, asrc, abytes, &st, off, atab);
     const void *const *t_ag = (const void *const *)atab[0], *const *t_au = (const void *const *)atab[1], *const *t_ad = (const void *const *)atab[2];
     if (gpu_q8_inter_register(t_ag, tgu, H, I, 2, k) || gpu_q8_inter_register(t_au, tgu, H, I, 2, k) ||
-        gpu_q8_inter_register(t_ad, tdn, I, H, 1, k) || gpu_q8_inter_affine(t_ag, arena + off[0], (int64_t)st) ||
-        gpu_q8_inter_affine(t_au, arena + off[1], (int64_t)st) || gpu_q8_inter_affine(t_ad, arena + off[2], (int64_t)st)) {
+        gpu_q8_inter_register(t_ad, tdn, I, H, 1, k) || gpu_q8_inter_affine(t_ag, arena + off[0], (int64_t)st, E) ||
+        gpu_q8_inter_affine(t_au, arena + off[1], (int64_t)st, E) || gpu_q8_inter_affine(t_ad, arena + off[2], (int64_t)st, E)) {
         report(0, what, "", "register the affine tables"); return;
     }
-    if (gpu_q8_inter_affine(t_g, arena, (int64_t)st) != -1) { report(0, what, "", "gpu_q8_inter_affine took an unregistered table"); return; }
+    if (gpu_q8_inter_affine(t_g, arena, (int64_t)st, E) != -1) { report(0, what, "", "gpu_q8_inter_affine took an unregistered table"); return; }
     const int affine0 = gpu_q8_affine();
     const int K = k * nb;
     std::vector<int> ids(K);
@@ -1387,7 +1387,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
         arena = affine_arena(E, 2, asrc, abytes, &ast, off, atab);
         atg = (const void **)atab[0]; atu = (const void **)atab[1];
         affine = !gpu_q8_inter_register(atg, type, H, I, 2, k) && !gpu_q8_inter_register(atu, type, H, I, 2, k) &&
-                 !gpu_q8_inter_affine(atg, arena + off[0], (int64_t)ast) && !gpu_q8_inter_affine(atu, arena + off[1], (int64_t)ast);
+                 !gpu_q8_inter_affine(atg, arena + off[0], (int64_t)ast, E) && !gpu_q8_inter_affine(atu, arena + off[1], (int64_t)ast, E);
     }
     const int affine0 = gpu_q8_affine();
     std::vector<float> x(H), lg(E), bias(E);
