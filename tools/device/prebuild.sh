@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/cuda/bin"
-T=${*:-"hotmoe hotmoe-gen bench_decode test_gpu_gemv test_gpu_model test_gpu_prefill test_gpu_stream test_gpu_ops"}
+T=${*:-"hotmoe hotmoe-gen bench_decode bench_launch test_gpu_gemv test_gpu_model test_gpu_prefill test_gpu_stream test_gpu_ops"}
 J=${JOBS:-$(nproc)}
 cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
       -DHM_TESTS_DIR=tests -DHM_TEST_BUILD_DIR=build-dev >/dev/null
