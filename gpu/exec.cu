@@ -1342,9 +1342,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))
                 goto bad;
             CK(cudaMemset(g->bzero, 0, sizeof(int) * R));
-            /* valid ids before any router ran: HOTMOE_DOWN_PF's blocks read a slot's id before their
-             * wait, which may be a step's stale one but must name an expert */
-            CK(cudaMemset(g->bids, 0, sizeof(int) * R * c->n_expert_used));
             CK(cudaMallocHost(&g->hb_x, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_xout, sizeof(float) * R * D));
             CK(cudaMallocHost(&g->hb_logits, sizeof(float) * R * c->n_vocab));

@@ -343,15 +343,15 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     /* XP_PFW (one matrix on affine tables, a slot a blockIdx.y): the warp's first step of its rows (32
      * lanes x CBP bytes, contiguous) asked into L2 before the wait, two lines a lane at most, on the
-     * slot's id read now (L2 only): the launch before (the routed gate/up) wrote it long before this
-     * block started, and any id the buffer holds, this step's or an earlier one's, is a valid expert
-     * (a stale one costs a wasted request, never a wrong value: the id used below is read after the
-     * wait; the executor's buffers hold valid ids from the start, and an id outside the arena, a
-     * test's poison -1 or a buffer not yet written, asks for nothing). The values are kept to the kernel's end, where nothing waits for them. */
+     * slot's id read now (L2 only): the launch before (the routed gate/up) usually wrote it long before
+     * this block started. Whatever the buffer holds, this step's id, a stale one or one never written,
+     * costs at most a wasted request, never a wrong value: the id used below is read after the wait,
+     * and an id outside the arena (p.anexp experts; a skipped slot's -1) asks for nothing. The values
+     * are kept to the kernel's end, where nothing waits for them. */
     unsigned pf0 = 0, pf1 = 0;
     if constexpr ((XP & XP_PFW) && NMAT == 1 && AFF && INTER && !ROUTE && NB == 1) {
         const int id = !p.flat && wrow < nrw ? __ldcg(p.ids + e) : -1;
-        if ((unsigned)id < (unsigned)p.anexp) {   /* a skipped slot's -1 (or any id past the arena) asks for nothing */
+        if ((unsigned)id < (unsigned)p.anexp) {
             const uint8_t *a = p.ab0 + (int64_t)id * p.astride + (size_t)wrow * rs;
             const int o = (threadIdx.x & 31) * 128;
             if (o < 32 * CBP) pf0 = q8_l2_touch(a + o);
