@@ -60,7 +60,7 @@ static_assert(Q8_MAX_NCOLS / Q8_CHUNK * Q8_REC + 2 * 64 * sizeof(void *) + 4096 
 #define Q8_ROUTE_MAX 256 /* the most experts a routed launch chooses from (router_topk's shared arrays) */
 #define Q8_XB 8    /* float4 of x per thread loaded together by the quantizer */
 #define Q8_XR 2    /* uint4 of x's records a thread held in registers across a routed launch's top-k */
-#define Q8_XC 4    /* uint4 of x's records a thread loads together when it copies them (q8_params' xbatch) */
+#define Q8_XC 4    /* uint4 of x's records a thread loads together when it copies them (q8_stage_x) */
 
 struct q8_params {
     const uint8_t *w;                      /* the matrix, when tab0 is NULL */
@@ -108,8 +108,6 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
-    int rbe;    /* routed launch (HOTMOE_XEARLY bit 4): router_select's bias loaded with the logits (its bias_early) */
-    int xbatch; /* HOTMOE_XEARLY bit 8: x's records copied Q8_XC words a thread at a time, all loaded before any is stored */
     int anexp;  /* astride > 0: the experts at ab0 (XP_PFW touches lines of ids below it only) */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
@@ -169,17 +167,16 @@ __device__ __forceinline__ void q8_rec_store(uint8_t *xs, int i0, int st, int n1
  * producer's (p.xq, gpu_gemv_q8x), or quantized here */
 __device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunks, uint8_t *xs) {
     const int n16 = nchunks * Q8_REC / 16;
-    if (p.xq && p.xbatch) {
-        /* Q8_XC words a thread in flight at once: one L2 round trip per batch (the loop below keeps
-         * each load behind the last one's shared store: o-projection of 12288 columns, 4 of them) */
+    if (p.xq) {
+        /* Q8_XC words a thread in flight at once: one L2 round trip per batch (a plain copy loop
+         * keeps each load behind the last one's shared store: o-projection of 12288 columns, 4 of
+         * them; HOTMOE_XEARLY's former bit 8) */
         for (int i0 = threadIdx.x; i0 < n16; i0 += Q8_XC * blockDim.x) {
             uint4 v[Q8_XC];
             q8_rec_load(p, i0, blockDim.x, n16, v);
             q8_rec_store(xs, i0, blockDim.x, n16, v);
         }
-    } else if (p.xq)
-        for (int i = threadIdx.x; i < n16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)p.xq + i);
-    else
+    } else
         q8_quantize_x(p.x + (p.flat ? 0 : (p.xg > 1 ? e / p.xg : e) * p.x_stride), p.ncols, xs);
 }
 
@@ -227,7 +224,7 @@ __device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, 
     if constexpr (ROUTE) {
         const int *isel;
         const float *wsel;
-        router_select<Q8_ROUTE_MAX, TKP>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, p.rbe != 0);
+        router_select<Q8_ROUTE_MAX, TKP>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, true);   /* the bias with the logits (HOTMOE_XEARLY's former bit 4) */
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
@@ -792,29 +789,26 @@ template <class T> struct q8_inter_ok {
                               std::is_same<T, Q8W_Q5_K>::value || std::is_same<T, Q8W_Q8_0>::value;
 };
 
-/* HOTMOE_XEARLY, bits (63 by default: all six; 0 none): 1, the routed launch, where x's records are
+/* HOTMOE_XEARLY, bits (3 by default: 1 and 2; 0 none): 1, the routed launch, where x's records are
  * not complete before its wait (q8_params' xpre: under HOTMOE_ROUTER_NORM), loads them into
  * registers before its top-k, so that their round trip overlaps the top-k's instead of following
  * it; 2, the other expert launches on affine tables load their slots' ids before they stage x
- * (q8_params' idpre). 4: the routed launch's top-k loads the router's bias with the logits
- * (router_select's bias_early, q8_params' rbe): the SASS had the bias's load after the scores'
- * stores, a second round trip. 8: the q8 GEMVs copy x's records Q8_XC words a thread at a time, all
- * loaded before any is stored (q8_params' xbatch; the SASS had one load a round trip: air's
- * o-projection 4 of them before its first weight load, q|k|v and the shared gate/up 2). 16:
- * k_router_norm loads its rows of x and the o-projection's output before it sums any (ops.cu; the
- * SASS had a round trip a row, 4 on air). 32: the decode attention (k_attn_gqa_w) loads q and the
- * step's own K/V row before it stores either (ops.cu's ATT_QROW; the SASS had the row's loads, their
- * stores, then q's loads: two round trips after the wait for the split that holds the position).
- * nvidia-h200, bench/README.md: 3 against 0 (thirty-eighth pass) air 330.2, 329.8 tok/s against
- * 325.9, 326.2, a3b 531.3 against 528.7; 63 against 3 (forty-first pass, one call, alternated) air
- * 336.2, 335.9, 336.5 against 329.2, 329.3, 329.2 (+2.1%), a3b 530.4, 530.0 against 523.7, 523.7
- * (+1.2%); one bit at a time on air: 7 327.5, 11 330.7, 19 326.3, 35 324.9 against 325.2, 325.5
- * (another call). Hashes unchanged by every bit. */
+ * (q8_params' idpre). nvidia-h200, bench/README.md: 3 against 0 (thirty-eighth pass) air 330.2,
+ * 329.8 tok/s against 325.9, 326.2, a3b 531.3 against 528.7.
+ * Bits 4, 8, 16 and 32 are no longer switches: their paths are the code (forty-second pass). They
+ * were: 4, the routed launch's top-k loads the router's bias with the logits (router_select's
+ * bias_early; the SASS had the bias's load after the scores' stores, a second round trip); 8, the
+ * q8 GEMVs copy x's records Q8_XC words a thread at a time, all loaded before any is stored
+ * (q8_stage_x); 16, k_router_norm loads its rows of x and the o-projection's output before it sums
+ * any (ops.cu); 32, the decode attention loads q and the step's own K/V row before it stores
+ * either (ops.cu's attn_stage_q_row). All six against 3 (forty-first pass, one call, alternated):
+ * air 336.2, 335.9, 336.5 against 329.2, 329.3, 329.2 (+2.1%), a3b 530.4, 530.0 against 523.7,
+ * 523.7, the same hashes; but the run-time tests of the four had cost main's path ~2% (a3b against
+ * 4284ca2's binary in one call), and fixed paths leave the kernels without the other branch. */
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
-    return hm_env_int("HOTMOE_XEARLY", 0, 63, 63, c);
+    return hm_env_int("HOTMOE_XEARLY", 0, 3, 3, c);
 }
-extern "C" int gpu_xearly(void) { return q8_xearly(); }
 
 template <class T>
 static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
@@ -828,7 +822,6 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
     p.idpre = (q8_xearly() & 2) != 0;
-    p.xbatch = (q8_xearly() & 8) != 0;
     if (ils >= 0) {
         const int i1 = nmat == 2 ? q8_inter_find(p.tab1) : i0, ls1 = i1 < 0 ? -1 : g_inter[i1].ls;
         if (ls1 != ils) return gemv_fail("gemv_q8: gate table interleaved for %d lanes, up table for %d", 1 << ils, 1 << ls1);
@@ -933,7 +926,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -948,7 +941,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, 0, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -969,8 +962,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0 };
-    p.rbe = (q8_xearly() & 4) != 0;
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -983,7 +975,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -77,9 +77,6 @@ int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows
  * allocation at a fixed stride and says so here. -1: tab not registered or stride <= 0. */
 int gpu_q8_affine(void);
 void gpu_q8_affine_set(int on);
-/* HOTMOE_XEARLY's bits (gemv_q8.cu's q8_xearly: 63 by default), for the kernels outside gemv_q8.cu
- * that follow one of them (ops.cu's k_router_norm: bit 16; k_attn_gqa_w: bit 32) */
-int gpu_xearly(void);
 /* n: the experts at base (ids 0..n-1; HOTMOE_DOWN_PF asks only for those) */
 int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride, int n);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */

@@ -26,8 +26,6 @@ __global__ void k_rmsnorm(const float *x, const float *w, float *out, int n, flo
  * 1024 * RN_V) between the sum of squares and the output */
 #define RN_V 2
 #define RN_NOX 4   /* a flag beside hm_small_pdl's (the float4 kernels): x's update is not stored */
-#define RN_LF 8    /* k_router_norm: every row of x and y loaded before any is summed (HOTMOE_XEARLY bit 16) */
-#define ATT_QROW 16   /* k_attn_gqa_w: q and this step's K/V row loaded before either is stored (HOTMOE_XEARLY bit 32) */
 #define RN_K 8 /* expert rows a residual-norm thread loads at once (one float4 a thread) */
 /* out = w * v * 1/sqrt(mean of squares + eps) for the block's float4s v (ss: this thread's sum of
  * squares; wv: its float4s of w, rn_load_w); every thread of the block calls it (block_sum
@@ -448,11 +446,10 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
     }
     hm_pdl_wait_f(f);
     float4 v[NR];
-    const bool lf = f & RN_LF;
-    if (lf) {
+    {
         /* every row's loads first, unconditional (rows past nr read the last one again and are
-         * dropped): one round trip; under the branch below the compiler puts each row's loads
-         * next to its sum, a round trip a row */
+         * dropped): one round trip; loaded under `r < nr` the compiler put each row's loads next
+         * to its sum, a round trip a row (HOTMOE_XEARLY's former bit 16) */
         float4 a[NR], b[NR];
 #pragma unroll
         for (int r = 0; r < NR; r++) {
@@ -465,9 +462,7 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
     }
 #pragma unroll
     for (int r = 0; r < NR; r++) {
-        if (!lf) v[r] = z;
         if (r >= nr) continue;
-        if (!lf) v[r] = f4_add(((const float4 *)x)[t + r * RTN_T], ((const float4 *)y)[t + r * RTN_T]);
         const float ss = warp_sum(v[r].x * v[r].x + v[r].y * v[r].y + v[r].z * v[r].z + v[r].w * v[r].w);
         if (lane == 0) sw[r * (RTN_T / 32) + wid] = ss;   /* warp 8r + wid: float4s [32 (8r + wid), +32) */
     }
@@ -544,7 +539,7 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
     if (!op_router_norm_ok(n, nrows, rpb, w, R) || !out != !xq || ((uintptr_t)x | (uintptr_t)y | (uintptr_t)out | (uintptr_t)xq) % 16)
         return -1;
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
-    const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0) | (gpu_xearly() & 16 ? RN_LF : 0);
+    const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);
     const dim3 grid((nrows + rpb - 1) / rpb);
     if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     else if (rpb == 2) hm_launch(k_router_norm<2>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
@@ -726,13 +721,14 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
     }
 }
 
-/* After the wait, under ATT_QROW: the slab's q (n4 float4, attn_stage_q's) and, row set, the step's
- * own K and V row (position t of the cache, into skr and svr) are loaded before either is stored, a
- * thread's first float4 of q in a register (the rest, for groups past NT float4, as before; one a
- * thread takes all of air's 12 heads of 128 on 12 warps and a3b's 8 on 8).
- * Without it the row's loads, their shared stores and only then q's loads made two L2 round trips
- * in a row for warp 0 of the split that holds the step's position (the compiler keeps a load behind
- * shared stores); now one. Same values. */
+/* After the wait: the slab's q (n4 float4, attn_stage_q's) and, row set, the step's own K and V
+ * row (position t of the cache, into skr and svr) are loaded before either is stored, a thread's
+ * first float4 of q in a register (the rest, for groups past NT float4, as attn_stage_q; one a
+ * thread takes all of air's 12 heads of 128 on 12 warps and a3b's 8 on 8). Loaded one after the
+ * other (attn_load_tile's row, then attn_stage_q: HOTMOE_XEARLY's former bit 32), the row's loads,
+ * their shared stores and only then q's loads made two L2 round trips in a row for warp 0 of the
+ * split that holds the step's position (the compiler keeps a load behind shared stores); now one.
+ * Same values. */
 template <int NT>
 static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *sq, int n4, bool row, const float *__restrict__ kc,
                                                         const float *__restrict__ vc, float *skr, float *svr, int t, int kvd, int kvh,
@@ -781,13 +777,8 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
-    if (f & ATT_QROW) {
-        attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD,
-                                 t0 + npre, kvd, kvh, HD);
-    } else {
-        if (npre < nt0) attn_load_tile<NT>(kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, 1, kvd, kvh, HD, KS);
-        attn_stage_q<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4);
-    }
+    attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre,
+                         kvd, kvh, HD);
     const float scale = 1.0f / sqrtf((float)HD);
     float m[HPW], l[HPW], o[HPW][DPL];
 #pragma unroll
@@ -940,7 +931,7 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
     static std::atomic<unsigned long long> raised(0);
     hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
     hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl() | (gpu_xearly() & 32 ? ATT_QROW : 0));
+              qs, os, ps, hm_small_pdl());
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
