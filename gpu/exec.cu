@@ -516,9 +516,9 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
         gpu_q8_inter_register((const void *const *)x->up, g0->type, (int)g0->ne[0], (int)g0->ne[1], 2, tok) ||
         gpu_q8_inter_register((const void *const *)x->down, d0->type, (int)d0->ne[0], (int)d0->ne[1], 1, tok))
         return fail(err, errlen, "gpu: too many interleaved expert tables");
-    if (gpu_q8_affine() && (gpu_q8_inter_affine((const void *const *)x->gate, arena, (int64_t)stride, n) ||
-                            gpu_q8_inter_affine((const void *const *)x->up, arena + ou, (int64_t)stride, n) ||
-                            gpu_q8_inter_affine((const void *const *)x->down, arena + od, (int64_t)stride, n)))
+    if (gpu_q8_affine() && (gpu_q8_inter_affine((const void *const *)x->gate, arena, (int64_t)stride) ||
+                            gpu_q8_inter_affine((const void *const *)x->up, arena + ou, (int64_t)stride) ||
+                            gpu_q8_inter_affine((const void *const *)x->down, arena + od, (int64_t)stride)))
         return fail(err, errlen, "gpu: affine expert tables not registered");
     return 0;
 }

@@ -108,7 +108,6 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
-    int anexp;  /* astride > 0: the experts at ab0 (XP_PFW touches lines of ids below it only) */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -219,12 +218,12 @@ __device__ __forceinline__ void q8_slot_tables(const q8_params &p, int e, int ns
 /* The matrices this block reads into wp (q8_slot_tables); ROUTE (the routed experts' launch, p.rlog;
  * NMAT 2, NB 1): the router's top-k chooses them first, the table loads are issued before block
  * (0, 0) stores the ids and makes the weights (p.rids, p.rw). */
-template <int NMAT, bool ROUTE, bool AFF = false, bool TKP = false>
+template <int NMAT, bool ROUTE, bool AFF = false>
 __device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, const uint8_t *(*wp)[Q8_MAXK]) {
     if constexpr (ROUTE) {
         const int *isel;
         const float *wsel;
-        router_select<Q8_ROUTE_MAX, TKP>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, true);   /* the bias with the logits (HOTMOE_XEARLY's former bit 4) */
+        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, true);   /* the bias with the logits (HOTMOE_XEARLY's former bit 4) */
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
@@ -243,19 +242,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * end in a partial chunk). */
 /* The body takes its block's index along x and the grid's width (bx, gdx): gemv_q8_kernel passes
  * blockIdx.x and gridDim.x, gemv_q8_pair_kernel each matrix's share of its grid. */
-/* gemv_q8_kernel's XP bits: experiments' instances of their own, off by default (0: the kernels as they were) */
-#define XP_TKP 1   /* the routed top-k ranks its candidates only (router_rank_pre, HOTMOE_TOPK_PRE) */
-#define XP_PFW 2   /* an affine expert launch's warps touch their first step's lines before the wait (HOTMOE_DOWN_PF) */
-/* A 4-byte load that fills its 128-byte line in L2 (the thirty-sixth pass: as good as a read kernel
- * ahead), not kept in L1; the caller keeps the value until the kernel's end so that no instruction
- * waits for it (an unused load is dropped) */
-__device__ __forceinline__ unsigned q8_l2_touch(const uint8_t *a) {
-    unsigned v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::128B.b32 %0, [%1];" : "=r"(v) : "l"(a));
-    return v;
-}
-
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR, int XP = 0>
+template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR>
 __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned bx, const unsigned gdx) {
     /* the block's index along x and the grid's width (PAIR: its matrix's share of the pair's grid) */
 #define Q8_BX (PAIR ? bx : blockIdx.x)
@@ -338,23 +325,6 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
      * their wait before they let this launch start, so they are complete here already */
     const bool xpre = ROUTE && p.xpre == 1 && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
-    /* XP_PFW (one matrix on affine tables, a slot a blockIdx.y): the warp's first step of its rows (32
-     * lanes x CBP bytes, contiguous) asked into L2 before the wait, two lines a lane at most, on the
-     * slot's id read now (L2 only): the launch before (the routed gate/up) usually wrote it long before
-     * this block started. Whatever the buffer holds, this step's id, a stale one or one never written,
-     * costs at most a wasted request, never a wrong value: the id used below is read after the wait,
-     * and an id outside the arena (p.anexp experts; a skipped slot's -1) asks for nothing. The values
-     * are kept to the kernel's end, where nothing waits for them. */
-    unsigned pf0 = 0, pf1 = 0;
-    if constexpr ((XP & XP_PFW) && NMAT == 1 && AFF && INTER && !ROUTE && NB == 1) {
-        const int id = !p.flat && wrow < nrw ? __ldcg(p.ids + e) : -1;
-        if ((unsigned)id < (unsigned)p.anexp) {
-            const uint8_t *a = p.ab0 + (int64_t)id * p.astride + (size_t)wrow * rs;
-            const int o = (threadIdx.x & 31) * 128;
-            if (o < 32 * CBP) pf0 = q8_l2_touch(a + o);
-            if (o + 4096 < 32 * CBP) pf1 = q8_l2_touch(a + o + 4096);
-        }
-    }
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
     /* p.xpre 2 (routed, HOTMOE_XEARLY): x's records are loaded into registers here, before the
      * top-k, and stored after it, so that their round trip overlaps the top-k's instead of
@@ -370,7 +340,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     int sid = -1;
     if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
     if (xreg) q8_rec_load(p, threadIdx.x, Q8_THREADS, nx16, xr);
-    if (!idp) q8_tables<NMAT, ROUTE, AFF, (XP & XP_TKP) != 0>(p, e, nslot, wp);
+    if (!idp) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
@@ -473,18 +443,15 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
     }
-    if constexpr (XP & XP_PFW)
-        if ((pf0 ^ pf1) == 0x9E3779B9u && p.k < 0) p.y[0] = 0.f;   /* never (k > 0): keeps the touches' loads */
     HM_KT_END();   /* EPI: the threads past the block's rows returned above; thread 0 has a row */
 #undef Q8_BX
 #undef Q8_GDX
 }
 
 template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
-          bool NOPF = false, int XP = 0>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1;
-                                              NOPF: no L2 request of the first rows (q8_nopf); XP: XP_TKP, XP_PFW */
+          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf) */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
-    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false, XP>(p, 0, 0);
+    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false>(p, 0, 0);
 }
 
 /* Two plain interleaved matrices of one x with the post epilogue (q8_params' ed1) in one launch:
@@ -594,27 +561,6 @@ extern "C" int gpu_q8_pair_end(void *stream) {
     return q.paired;
 }
 
-/* HOTMOE_TOPK_PRE=1 (off by default until measured): the routed launch's top-k ranks only the
- * experts that can be among the k largest (router_rank_pre: ~2k n compares a block instead of n^2;
- * the same choice; interleaved matrices only). Each of air's 352 routed blocks ranks 128 experts: 8 warps x ~230 instructions,
- * three blocks a SM, ~0.7 us of issue on the step's critical path if the SMs are issue-bound there. */
-static int q8_topk_pre(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_TOPK_PRE", 0, 1, 0, c);
-}
-
-/* HOTMOE_DOWN_PF=1 (off by default until measured): the one-matrix expert launches on affine tables
- * (the routed down, the shared expert's down) touch each warp's first step of its rows into L2
- * before their PDL wait (XP_PFW). Their blocks start as the routed gate/up's leave, while that launch's
- * last rows still stream: its tail leaves DRAM idle that the down's first third can use. The
- * thirty-sixth pass's pre-wait requests lost where they ran beside latency-bound launches (a norm, the
- * merge); this boundary is between two streaming launches. From L2 a GEMV ran 1.4-1.6x faster
- * (thirty-fifth pass); air's routed down took 10.4 us for 25.9 MB beside the shared down (8.1 alone). */
-static int q8_down_pf(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_DOWN_PF", 0, 1, 0, c);
-}
-
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
@@ -622,15 +568,7 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     auto go = [&](auto aff) {
         constexpr bool AFF = decltype(aff)::value;
         if constexpr (NMAT == 2)
-            if (p.rlog) {
-                if constexpr (A == 0)   /* the interleaved layout's (resident experts) only */
-                    if (q8_topk_pre()) {
-                        hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF, false, false, XP_TKP>, grid, Q8_THREADS, smem, s, p);
-                        return;
-                    }
-                hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
-                return;
-            }
+            if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, A, 1, true, BPS, AFF>, grid, Q8_THREADS, smem, s, p); return; }
         if constexpr (NMAT == 1 && A == 0 && BPS == 2 && !AFF) {
             const bool nopf = q8_nopf<T>(p);
             auto one = [&](auto epi) {   /* the plain matrix's instance: EPI (q8_params' ed1) x NOPF */
@@ -651,11 +589,6 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
             else one(std::false_type());
             return;
         }
-        if constexpr (NMAT == 1 && A == 0 && AFF)
-            if (!p.flat && q8_down_pf()) {
-                hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, BPS, true, false, false, XP_PFW>, grid, Q8_THREADS, smem, s, p);
-                return;
-            }
         hm_launch(gemv_q8_kernel<T, NMAT, A, 1, false, BPS, AFF>, grid, Q8_THREADS, smem, s, p);
     };
     if constexpr (A == 0)
@@ -710,7 +643,7 @@ static long q8_lane_cap(void) {
 /* ---- interleaved expert matrices (gpu_q8_inter_pack): the tables whose matrices are, and the
  * lane shift they were laid out for (a launch must use the same) ---- */
 #define Q8_INTER_MAX 4096
-struct q8_inter_ent { const void *tab; int ls; const uint8_t *base; int64_t stride; int n; };   /* stride > 0: affine, n experts (gpu_q8_inter_affine) */
+struct q8_inter_ent { const void *tab; int ls; const uint8_t *base; int64_t stride; };   /* stride > 0: affine (gpu_q8_inter_affine) */
 static q8_inter_ent g_inter[Q8_INTER_MAX];
 static std::atomic<int> g_inter_n(0);
 static int q8_inter_find(const void *tab) {   /* the entry's index, or -1 */
@@ -830,7 +763,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (!q8_inter_ok<T>::v) return gemv_fail("gemv_q8: interleaved matrices of a type without the interleaved kernel");
         /* HOTMOE_AFFINE: both tables affine at one stride, or neither read that way */
         if (p.tab0 && gpu_q8_affine() && g_inter[i0].stride > 0 && g_inter[i1].stride == g_inter[i0].stride) {
-            p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride; p.anexp = g_inter[i0].n;
+            p.ab0 = g_inter[i0].base; p.ab1 = g_inter[i1].base; p.astride = g_inter[i0].stride;
         }
     }
     p.flat = p.x_stride == 0 && k <= Q8_MAXK;
@@ -926,7 +859,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -941,7 +874,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -962,7 +895,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -975,7 +908,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -1100,7 +1033,7 @@ extern "C" int gpu_q8_inter_pack(int type, const void *src, int ncols, int nrows
 extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows, int nmat, int tok) {
     int cb, cbp, nch, ls, rw;
     if (q8_inter_geom(type, ncols, nrows, nmat, tok, &cb, &cbp, &nch, &ls, &rw)) return -1;
-    const q8_inter_ent ent = { (const void *)tab, ls, nullptr, 0, 0 };
+    const q8_inter_ent ent = { (const void *)tab, ls, nullptr, 0 };
     const int i = q8_inter_find(tab), n = g_inter_n.load(std::memory_order_relaxed);
     if (i >= 0) { g_inter[i] = ent; return 0; }
     if (n >= Q8_INTER_MAX) return -1;
@@ -1111,12 +1044,11 @@ extern "C" int gpu_q8_inter_register(const void *const *tab, int type, int ncols
 
 /* a registered table whose expert id's matrix is at base + id * stride (every entry: the caller
  * made it so); reads it that way under HOTMOE_AFFINE */
-extern "C" int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride, int n) {
+extern "C" int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride) {
     const int i = q8_inter_find(tab);
-    if (i < 0 || stride <= 0 || n < 1) return -1;
+    if (i < 0 || stride <= 0) return -1;
     g_inter[i].base = (const uint8_t *)base;
     g_inter[i].stride = stride;
-    g_inter[i].n = n;
     return 0;
 }
 

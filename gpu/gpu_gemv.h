@@ -77,8 +77,7 @@ int gpu_q8_inter_register(const void *const *tab, int type, int ncols, int nrows
  * allocation at a fixed stride and says so here. -1: tab not registered or stride <= 0. */
 int gpu_q8_affine(void);
 void gpu_q8_affine_set(int on);
-/* n: the experts at base (ids 0..n-1; HOTMOE_DOWN_PF asks only for those) */
-int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride, int n);
+int gpu_q8_inter_affine(const void *const *tab, const void *base, int64_t stride);
 /* forgets a table (before its memory is freed: an address reused by another table must not match) */
 void gpu_q8_inter_unregister(const void *const *tab);
 /* 1 when interleaved matrices of the type hold rearranged chunks (Q3_K: q3r unless HOTMOE_Q3R=0;

@@ -99,40 +99,6 @@ static __device__ void router_rank_key(const unsigned *key, const float *score, 
     }
 }
 
-/* router_rank_key's ranks for the only keys that can be among the k largest (PRE, HOTMOE_TOPK_PRE).
- * Every warp takes the same threshold T, the smallest of the k groups' largest keys (group g: keys
- * [g n/k, (g+1) n/k), on lanes [g 32/k, (g+1) 32/k), each lane n/32 keys): those are k keys >= T at
- * k places, so a key below T has at least k larger ones and ranks k or later. The candidates (keys
- * >= T, usually k to 2k) are dealt to the warps in turn; a warp counts a candidate's rank over all n
- * keys, each lane over its own n/32, and adds the lanes' counts (larger first, ties to the lower
- * index: router_rank_key's ranks, so the same isel, wsel). No barrier; where the whole block counted
- * every key's rank (n^2 compares, 3 instructions each), it counts the candidates' (~2k n).
- * n % 32 == 0, 32 % k == 0. */
-static __device__ void router_rank_pre(const unsigned *key, const float *score, int n, int k, int *isel, float *wsel) {
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5, kpl = n >> 5, lpg = 32 / k;
-    const unsigned *kl = key + lane * kpl;
-    unsigned t = 0;
-    for (int s = 0; s < kpl; s++) t = max(t, kl[s]);
-    for (int o = 1; o < lpg; o <<= 1) t = max(t, __shfl_xor_sync(0xffffffffu, t, o));    /* the group's largest */
-    for (int o = lpg; o < 32; o <<= 1) t = min(t, __shfl_xor_sync(0xffffffffu, t, o));   /* the smallest of those */
-    int c = 0;   /* candidates dealt so far (warp-uniform) */
-    for (int s = 0; s < kpl; s++) {
-        unsigned m = __ballot_sync(0xffffffffu, kl[s] >= t);   /* bit l: key l * kpl + s */
-        for (; m; m &= m - 1, c++) {
-            if (c % nw != wid) continue;
-            const int i = (__ffs(m) - 1) * kpl + s;
-            const unsigned ki = key[i];
-            int r = 0;
-            for (int u = 0; u < kpl; u++) {
-                const unsigned kj = kl[u];
-                r += kj > ki || (kj == ki && lane * kpl + u < i);
-            }
-            r = __reduce_add_sync(0xffffffffu, r);
-            if (lane == 0 && r < k) { isel[r] = i; wsel[r] = score[i]; }
-        }
-    }
-}
-
 /* logits[n] -> the k chosen experts of one token in rank order, *isel (ids) and *wsel (their
  * scores) in shared memory, complete for every thread when it returns; called by every thread of a
  * block (blockDim.x a multiple of 32, router_threads(n) is best). The selection is the CPU's: the
@@ -140,7 +106,7 @@ static __device__ void router_rank_pre(const unsigned *key, const float *score, 
  * (no k rounds of arg-max; on keys, router_rank_key, where the sizes allow); group-limited
  * routing, and choices with a NaN (whose order the rank count would not reproduce), take the k
  * rounds of warp_argmax on warp 0 instead. */
-template <int NMAX, bool PRE = false>   /* n <= NMAX <= ROUTER_MAX: the size of its shared arrays; PRE: router_rank_pre where it applies */
+template <int NMAX>   /* n <= NMAX <= ROUTER_MAX: the size of its shared arrays */
 static __device__ void router_select(const float *logits, const float *bias, int n, int k, int fn, int n_group, int topk_group,
                                      const int **isel_out, const float **wsel_out, bool bias_early = false) {
     __shared__ float score[NMAX], choice[NMAX], gscore[64], red[32];
@@ -215,9 +181,7 @@ static __device__ void router_select(const float *logits, const float *bias, int
     __shared__ float wsel[64];
     __shared__ int isel[64];
     if (!grouped && !has_nan) {   /* block-uniform */
-        if (PRE && KEYED && n % 32 == 0 && 32 % k == 0) {
-            router_rank_pre(ckey, score, n, k, isel, wsel);
-        } else if (nt >= 4 * n) {
+        if (nt >= 4 * n) {
             if (KEYED && n % 16 == 0) router_rank_key<4>(ckey, score, n, k, isel, wsel);
             else router_rank<4>(choice, score, n, k, isel, wsel);
         } else if (nt >= 2 * n) {   /* 128 experts in a GEMV block of 256 */

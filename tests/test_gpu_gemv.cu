@@ -970,8 +970,8 @@ static int bench_air(void) {
  * bias), then the routed down (Q4_0, 4096 x 1408) on the ids it stored, both interleaved in one
  * arena read affine, in one stream with PDL, as bench_decode's step has them; 16 routings cycled so
  * that each pair reads other experts (65 MB a pair; L2 holds 50). us a pair, and a hash of the last
- * pair's output: the environment picks the variant (HOTMOE_TOPK_PRE, HOTMOE_DOWN_PF), whose hashes
- * must agree. Every expert gets a copy of the same packed matrices: the timing reads each expert's own. */
+ * pair's output (a variant set by the environment must give the same hash). Every expert gets a copy
+ * of the same packed matrices: the timing reads each expert's own. */
 static uint8_t *affine_arena(int E, int nm, void *const *const *src, const size_t *bytes, size_t *stride, size_t *off, void **tab[]);
 static int bench_moe_air(void) {
     const int tgu = HM_TYPE_Q3_K, tdn = HM_TYPE_Q4_0, H = 4096, I = 1408, E = 128, k = 8, NR = 16, iters = 400;
@@ -998,7 +998,7 @@ static int bench_moe_air(void) {
     for (int m = 0; m < 3; m++) {
         tab[m] = (const void *const *)atab[m];
         if (gpu_q8_inter_register(tab[m], m < 2 ? tgu : tdn, m < 2 ? H : I, m < 2 ? I : H, m < 2 ? 2 : 1, k) ||
-            (gpu_q8_affine() && gpu_q8_inter_affine(tab[m], arena + off[m], (int64_t)st, E))) { printf("FAIL bench-moe: register\n"); return 1; }
+            (gpu_q8_affine() && gpu_q8_inter_affine(tab[m], arena + off[m], (int64_t)st))) { printf("FAIL bench-moe: register\n"); return 1; }
     }
     std::vector<float> lg((size_t)NR * E), bias(E), x(H);
     for (auto &v : lg) v = rndf() * 4.f;
@@ -1038,9 +1038,8 @@ static int bench_moe_air(void) {
     for (float v : hy) { uint32_t u; memcpy(&u, &v, 4); h = (h ^ u) * 1099511628211ull; }
     const double us = time_ms(e0, e1) * 1e3 / iters, bytes = 2.0 * k * hm_row_size(tgu, H) * I + (double)k * hm_row_size(tdn, I) * H;
     printf("bench-moe air routed gate/up (top-k inside) + down: %.2f us a pair, %.0f GB/s; last pair's ids %d %d %d %d %d %d %d %d, "
-           "output hash %016llx (HOTMOE_TOPK_PRE=%s HOTMOE_DOWN_PF=%s)\n", us, bytes / (us * 1e-6) / 1e9, hid[0], hid[1], hid[2], hid[3], hid[4],
-           hid[5], hid[6], hid[7], (unsigned long long)h, getenv("HOTMOE_TOPK_PRE") ? getenv("HOTMOE_TOPK_PRE") : "-",
-           getenv("HOTMOE_DOWN_PF") ? getenv("HOTMOE_DOWN_PF") : "-");
+           "output hash %016llx\n", us, bytes / (us * 1e-6) / 1e9, hid[0], hid[1], hid[2], hid[3], hid[4], hid[5], hid[6], hid[7],
+           (unsigned long long)h);
     gpu_gemv_set_mode(0);
     return 0;
 }
@@ -1154,11 +1153,11 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     uint8_t *arena = affine_arena(E, 3, asrc, abytes, &st, off, atab);
     const void *const *t_ag = (const void *const *)atab[0], *const *t_au = (const void *const *)atab[1], *const *t_ad = (const void *const *)atab[2];
     if (gpu_q8_inter_register(t_ag, tgu, H, I, 2, k) || gpu_q8_inter_register(t_au, tgu, H, I, 2, k) ||
-        gpu_q8_inter_register(t_ad, tdn, I, H, 1, k) || gpu_q8_inter_affine(t_ag, arena + off[0], (int64_t)st, E) ||
-        gpu_q8_inter_affine(t_au, arena + off[1], (int64_t)st, E) || gpu_q8_inter_affine(t_ad, arena + off[2], (int64_t)st, E)) {
+        gpu_q8_inter_register(t_ad, tdn, I, H, 1, k) || gpu_q8_inter_affine(t_ag, arena + off[0], (int64_t)st) ||
+        gpu_q8_inter_affine(t_au, arena + off[1], (int64_t)st) || gpu_q8_inter_affine(t_ad, arena + off[2], (int64_t)st)) {
         report(0, what, "", "register the affine tables"); return;
     }
-    if (gpu_q8_inter_affine(t_g, arena, (int64_t)st, E) != -1) { report(0, what, "", "gpu_q8_inter_affine took an unregistered table"); return; }
+    if (gpu_q8_inter_affine(t_g, arena, (int64_t)st) != -1) { report(0, what, "", "gpu_q8_inter_affine took an unregistered table"); return; }
     const int affine0 = gpu_q8_affine();
     const int K = k * nb;
     std::vector<int> ids(K);
@@ -1387,7 +1386,7 @@ static void test_routed(int type, int H, int I, int E, int k) {
         arena = affine_arena(E, 2, asrc, abytes, &ast, off, atab);
         atg = (const void **)atab[0]; atu = (const void **)atab[1];
         affine = !gpu_q8_inter_register(atg, type, H, I, 2, k) && !gpu_q8_inter_register(atu, type, H, I, 2, k) &&
-                 !gpu_q8_inter_affine(atg, arena + off[0], (int64_t)ast, E) && !gpu_q8_inter_affine(atu, arena + off[1], (int64_t)ast, E);
+                 !gpu_q8_inter_affine(atg, arena + off[0], (int64_t)ast) && !gpu_q8_inter_affine(atu, arena + off[1], (int64_t)ast);
     }
     const int affine0 = gpu_q8_affine();
     std::vector<float> x(H), lg(E), bias(E);

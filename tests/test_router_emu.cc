@@ -1,5 +1,5 @@
-/* test_router_emu.cc - the routed launch's rank counts of gpu/router.cuh (router_rank, router_rank_key,
- * router_rank_pre) run on the CPU through the warp emulator in emu/cuda_warp.h (each lane a thread,
+/* test_router_emu.cc - the routed launch's rank counts of gpu/router.cuh (router_rank, router_rank_key)
+ * run on the CPU through the warp emulator in emu/cuda_warp.h (each lane a thread,
  * the shuffles, ballots and reductions exchanged between barriers), so that CI without a GPU checks
  * that each gives every rank < k the expert the plain count gives: larger choice first, ties to the
  * lower index; distinct, few-valued (many ties) and all-equal choices, 32 to 256 experts, k 1 to 32,
@@ -64,10 +64,6 @@ int main(void) {
             for (int w = 0; w < nt / 32; w++) emu_run_warp(w, nt, f);
             check(what, n, k, nt, want.data(), isel.data(), wsel.data(), score.data());
         };
-        /* router_rank_pre: any number of warps (it has no block barrier), n % 32 == 0, 32 % k == 0 */
-        if (n % 32 == 0 && 32 % k == 0)
-            for (int nw : { 1, 2, 4, 8 })
-                run("router_rank_pre", 32 * nw, [&] { router_rank_pre(key.data(), score.data(), n, k, isel.data(), wsel.data()); });
         /* router_rank_key<P> and router_rank<P>, P threads an expert, as router_select calls them */
         for (int pi = 0; pi < 3; pi++) {
             const int P = 1 << pi, nt = (P * n + 31) / 32 * 32;

@@ -1,6 +1,6 @@
 /* emu/cuda_warp.h - a warp of 32 lanes on one host thread, enough of CUDA's warp vocabulary to run
  * barrier-free warp code of gpu/'s headers on the CPU (tests/test_router_emu.cc). Each lane runs in
- * its own context (ucontext); a shuffle, ballot or reduction parks the lane until all 32 have
+ * its own context (ucontext); a shuffle parks the lane until all 32 have
  * reached one, the values are exchanged, and the lanes go on in order. Every lane must therefore
  * make the same sequence of calls, as on a GPU: a lane that calls another intrinsic than the others,
  * or returns while they wait, stops the test. Warps run one after another: code that synchronizes
@@ -50,21 +50,6 @@ template <class T> static inline T __shfl_xor_sync(unsigned mask, T v, int o) {
     memcpy(&r, &all[l ^ (o & 31)], sizeof r);
     return r;
 }
-static inline unsigned __ballot_sync(unsigned mask, int p) {
-    EMU_CHECK(mask == 0xffffffffu, "partial masks are not emulated");
-    const uint64_t *all = emu_exchange(2, p != 0);
-    unsigned m = 0;
-    for (int l = 0; l < 32; l++) m |= (unsigned)(all[l] != 0) << l;
-    return m;
-}
-static inline int __reduce_add_sync(unsigned mask, int v) {
-    EMU_CHECK(mask == 0xffffffffu, "partial masks are not emulated");
-    const uint64_t *all = emu_exchange(3, (uint64_t)(uint32_t)v);
-    uint32_t s = 0;
-    for (int l = 0; l < 32; l++) s += (uint32_t)all[l];
-    return (int)s;
-}
-static inline int __ffs(unsigned x) { return x ? __builtin_ctz(x) + 1 : 0; }
 static inline void __syncthreads() { EMU_CHECK(0, "__syncthreads: block-wide code cannot run on the warp emulator"); }
 static inline int __syncthreads_or(int) { EMU_CHECK(0, "__syncthreads_or: block-wide code cannot run on the warp emulator"); return 0; }
 static inline void __syncwarp() {}
