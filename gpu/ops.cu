@@ -209,21 +209,18 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
 /* k_residual_norm1 spread over a cluster of RN_CL blocks, one float4 a thread: block b takes float4s
  * [b * blockDim.x, (b + 1) * blockDim.x), so its loads (on `air` the 8 expert rows, shared and x
  * are 160 KB) come through its own SM instead of queueing on one. Each block's sum of squares
- * (block_sum) goes into every block's shared memory at its rank; after one cluster barrier each
- * block adds the RN_CL partials in rank order, so all blocks scale by the same factor. */
+ * (block_sum) travels by st.async into every block's shared memory at its rank and completes a
+ * transaction barrier there; each block then adds the RN_CL partials in rank order, so all blocks
+ * scale by the same factor. Not a cluster barrier after the partials: its arrive releases at
+ * cluster scope, which on sm_90 is a MEMBAR.ALL.GPU that waits for this thread's x store to reach
+ * L2, an L2 round trip on the step's critical path (forty-third pass: 2.29 against 2.53 us a launch
+ * in a PDL chain, air +0.4-0.6%). The one cluster barrier left (every block's transaction barrier
+ * is initialized) arrives before the PDL wait and is long complete when the partials go out. */
 #define RN_CL 8
-/* MB (HOTMOE_RN_MBAR, k_residual_norm_clm): the partials travel by st.async into each block's
- * shared memory and complete a transaction barrier there, instead of plain remote stores and the
- * cluster barrier. A cluster barrier's arrive releases at cluster scope, which on sm_90 is a
- * MEMBAR.ALL.GPU: it waits for this thread's x store to reach L2 before the partials can be read,
- * an L2 round trip on the step's critical path. With MB the only cluster barrier (that every
- * block's transaction barrier is initialized) arrives before the PDL wait and is long complete when
- * the partials go out; the sum and its order are the same. */
-template <bool MB>
-static __device__ __forceinline__ void rn_cl_body(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
-                                                  const float *__restrict__ wt, int k, const float *__restrict__ shared,
-                                                  const float *__restrict__ w, float *__restrict__ out, int n, float eps,
-                                                  long long ys, int ws, uint8_t *__restrict__ xq, int f) {
+__global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
+                                                           const float *__restrict__ wt, int k, const float *__restrict__ shared,
+                                                           const float *__restrict__ w, float *__restrict__ out, int n, float eps,
+                                                           long long ys, int ws, uint8_t *__restrict__ xq, int f) {
 #if __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
@@ -231,7 +228,7 @@ static __device__ __forceinline__ void rn_cl_body(float *__restrict__ x, const f
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
     __shared__ __align__(8) uint64_t mbar;
     const unsigned mba = (unsigned)__cvta_generic_to_shared(&mbar);
-    if (MB && w) {   /* w: uniform over the cluster, as the wait below */
+    if (w) {   /* w: uniform over the cluster, as the wait below */
         if (threadIdx.x == 0) {
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mba) : "memory");
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mba), "r"(cl.num_blocks() * 4) : "memory");
@@ -249,21 +246,16 @@ static __device__ __forceinline__ void rn_cl_body(float *__restrict__ x, const f
     const float ss = block_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
     __shared__ float part[RN_CL];
     const unsigned nb = cl.num_blocks(), rank = cl.block_rank();
-    if constexpr (MB) {
-        asm volatile("barrier.cluster.wait.aligned;" ::: "memory");   /* every block's mbar is set up */
-        if (threadIdx.x < nb) {
-            unsigned rp, rb;
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rp) : "r"((unsigned)__cvta_generic_to_shared(&part[rank])), "r"(threadIdx.x));
-            asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(mba), "r"(threadIdx.x));
-            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rp), "r"(__float_as_uint(ss)),
-                         "r"(rb) : "memory");
-        }
-        asm volatile("{\n\t.reg .pred p;\n\tRN_MB_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t@!p bra RN_MB_WAIT;\n\t}"
-                     ::"r"(mba) : "memory");
-    } else {
-        if (threadIdx.x < nb) *cl.map_shared_rank(&part[rank], threadIdx.x) = ss;
-        cl.sync();
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");   /* every block's mbar is set up */
+    if (threadIdx.x < nb) {
+        unsigned rp, rb;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rp) : "r"((unsigned)__cvta_generic_to_shared(&part[rank])), "r"(threadIdx.x));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(mba), "r"(threadIdx.x));
+        asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rp), "r"(__float_as_uint(ss)),
+                     "r"(rb) : "memory");
     }
+    asm volatile("{\n\t.reg .pred p;\n\tRN_MB_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t@!p bra RN_MB_WAIT;\n\t}"
+                 ::"r"(mba) : "memory");
     float tot = 0.f;
     for (unsigned r = 0; r < nb; r++) tot += part[r];
     const float inv = 1.0f / sqrtf(tot / (float)n + eps);
@@ -275,11 +267,6 @@ static __device__ __forceinline__ void rn_cl_body(float *__restrict__ x, const f
     __trap();
 #endif
 }
-#define RN_CL_ARGS float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y, const float *__restrict__ wt, int k, \
-                   const float *__restrict__ shared, const float *__restrict__ w, float *__restrict__ out, int n, float eps, long long ys, \
-                   int ws, uint8_t *__restrict__ xq, int f
-__global__ void __launch_bounds__(1024) k_residual_norm_cl(RN_CL_ARGS) { rn_cl_body<false>(x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, xq, f); }
-__global__ void __launch_bounds__(1024) k_residual_norm_clm(RN_CL_ARGS) { rn_cl_body<true>(x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, xq, f); }
 
 /* HOTMOE_RN_CLUSTER=0: the residual norm in one block (k_residual_norm1) instead of a cluster */
 static bool rn_cluster(void) {
@@ -341,13 +328,6 @@ __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, 
     HM_KT_END();
 }
 
-/* HOTMOE_RN_MBAR=1: the cluster's partials through transaction barriers (k_residual_norm_clm);
- * 0 (the default until measured): the cluster barrier */
-static bool rn_mbar(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_RN_MBAR", 0, 1, 0, c) == 1;
-}
-
 /* HOTMOE_RN_WIDE=0: the residual norm with two float4s a thread (the loads of a row after the last's sums) */
 static bool rn_wide(void) {
     static std::atomic<int> c(-1);
@@ -377,8 +357,8 @@ static int residual_norm_launch(float *x, const float *pre, const float *y, long
     uint8_t *kq = xq_in_kernel(v4, n, xq);
     const rn_form form = rn_form_for(n, v4);
     if (form == RN_FORM_CL)
-        hm_launch_ex(rn_mbar() ? k_residual_norm_clm : k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL,
-                     x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
+        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
+                     out, n, eps, ys, ws, kq, f);
     else if (form == RN_FORM_ONE)
         hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
     else if (form == RN_FORM_V4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
