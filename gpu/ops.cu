@@ -725,6 +725,54 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
     for (int i = threadIdx.x + NT; i < n4; i += NT) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
 }
 
+/* One tile of nt positions (K rows KS floats apart in sk, V rows in sv) into the online softmax of
+ * each head the warp takes (heads wid, wid + NW, ... below ng; q in sq): lane t scores position t,
+ * the warp's max and sum by shuffles, lane i accumulates dims [DPL i, DPL i + DPL) from V's rows. */
+template <int DPL, int NW, int HPW>
+static __device__ __forceinline__ void attn_w_tile(const float *sq, const float *sk, const float *sv, int nt, int ng, int lane, int wid,
+                                                   float scale, float (&m)[HPW], float (&l)[HPW], float (&o)[HPW][DPL]) {
+    constexpr int HD = 32 * DPL, KS = HD + 4, HD4 = HD / 4;
+#pragma unroll
+    for (int j = 0; j < HPW; j++) {
+        const int h = wid + NW * j;
+        if (h >= ng) break; /* warp-uniform */
+        float s = -INFINITY;
+        if (lane < nt) {
+            const float4 *qh = (const float4 *)(sq + h * HD), *kr = (const float4 *)(sk + lane * KS);
+            float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+            for (int c = 0; c < HD4; c += 2) {
+                const float4 a = qh[c], b = kr[c], a2 = qh[c + 1], b2 = kr[c + 1];
+                d0 = fmaf(a.x, b.x, d0); d0 = fmaf(a.y, b.y, d0); d0 = fmaf(a.z, b.z, d0); d0 = fmaf(a.w, b.w, d0);
+                d1 = fmaf(a2.x, b2.x, d1); d1 = fmaf(a2.y, b2.y, d1); d1 = fmaf(a2.z, b2.z, d1); d1 = fmaf(a2.w, b2.w, d1);
+            }
+            s = (d0 + d1) * scale;
+        }
+        float mt = s;
+        for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+        const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+        l[j] = l[j] * c + warp_sum(pe);
+#pragma unroll
+        for (int d = 0; d < DPL; d++) o[j][d] *= c;
+        for (int t = 0; t < nt; t++) {
+            const float pt = __shfl_sync(0xffffffffu, pe, t);
+            const float *vr = sv + t * HD + lane * DPL;
+            if constexpr (DPL % 4 == 0) {
+#pragma unroll
+                for (int d = 0; d < DPL; d += 4) {
+                    const float4 v = *(const float4 *)(vr + d);
+                    o[j][d] = fmaf(pt, v.x, o[j][d]); o[j][d + 1] = fmaf(pt, v.y, o[j][d + 1]);
+                    o[j][d + 2] = fmaf(pt, v.z, o[j][d + 2]); o[j][d + 3] = fmaf(pt, v.w, o[j][d + 3]);
+                }
+            } else {   /* hd 64: two dims a lane */
+                const float2 v = *(const float2 *)vr;
+                o[j][0] = fmaf(pt, v.x, o[j][0]); o[j][1] = fmaf(pt, v.y, o[j][1]);
+            }
+        }
+        m[j] = mn;
+    }
+}
+
 /* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
  * a q head, lane t scores position t of the tile against it (the K row read from shared memory,
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
@@ -774,45 +822,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
             attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
         __syncthreads(); /* the tile (and q) are in */
-#pragma unroll
-        for (int j = 0; j < HPW; j++) {
-            const int h = wid + NW * j;
-            if (h >= ng) break; /* warp-uniform */
-            float s = -INFINITY;
-            if (lane < nt) {
-                const float4 *qh = (const float4 *)(sq + h * HD), *kr = (const float4 *)(sk + lane * KS);
-                float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-                for (int c = 0; c < HD4; c += 2) {
-                    const float4 a = qh[c], b = kr[c], a2 = qh[c + 1], b2 = kr[c + 1];
-                    d0 = fmaf(a.x, b.x, d0); d0 = fmaf(a.y, b.y, d0); d0 = fmaf(a.z, b.z, d0); d0 = fmaf(a.w, b.w, d0);
-                    d1 = fmaf(a2.x, b2.x, d1); d1 = fmaf(a2.y, b2.y, d1); d1 = fmaf(a2.z, b2.z, d1); d1 = fmaf(a2.w, b2.w, d1);
-                }
-                s = (d0 + d1) * scale;
-            }
-            float mt = s;
-            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-            l[j] = l[j] * c + warp_sum(pe);
-#pragma unroll
-            for (int d = 0; d < DPL; d++) o[j][d] *= c;
-            for (int t = 0; t < nt; t++) {
-                const float pt = __shfl_sync(0xffffffffu, pe, t);
-                const float *vr = sv + t * HD + lane * DPL;
-                if constexpr (DPL % 4 == 0) {
-#pragma unroll
-                    for (int d = 0; d < DPL; d += 4) {
-                        const float4 v = *(const float4 *)(vr + d);
-                        o[j][d] = fmaf(pt, v.x, o[j][d]); o[j][d + 1] = fmaf(pt, v.y, o[j][d + 1]);
-                        o[j][d + 2] = fmaf(pt, v.z, o[j][d + 2]); o[j][d + 3] = fmaf(pt, v.w, o[j][d + 3]);
-                    }
-                } else {   /* hd 64: two dims a lane */
-                    const float2 v = *(const float2 *)vr;
-                    o[j][0] = fmaf(pt, v.x, o[j][0]); o[j][1] = fmaf(pt, v.y, o[j][1]);
-                }
-            }
-            m[j] = mn;
-        }
+        attn_w_tile<DPL, NW, HPW>(sq, sk, sv, nt, ng, lane, wid, scale, m, l, o);
     }
 #pragma unroll
     for (int j = 0; j < HPW; j++) {
@@ -904,6 +914,201 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
+/* The decode attention and its merge in one launch of thread block clusters (HOTMOE_ATT_CL; one
+ * row, one head slab, sm_90). Cluster y takes kv head y; its CL blocks take the 32-position tiles of
+ * [0, pos] round robin (block r: tiles r, r + CL, ...), each into one online softmax a q head as
+ * k_attn_gqa_w's splits do. Loads: up to NB tiles a block through cp.async before the PDL wait
+ * (every row but the step's own, which the kernel before writes), the rest into the freed buffers
+ * as the tiles are consumed. The merge: the heads' outputs are 32-dim groups g = head * hd/32 +
+ * quarter, group g merged by block g % CL; every block sends each group's 32 values with its (m, l)
+ * into the merging block's shared memory by st.async, completing that block's transaction barrier
+ * (no cluster barrier after the work: its release is a MEMBAR.ALL.GPU on sm_90, forty-third pass);
+ * the one cluster barrier (every block's transaction barrier is set up) arrives before the wait.
+ * The merging block weighs the CL partials in rank order, writes the output and x's q8 records (a
+ * warp a group). Blocks without a tile send (-inf, 0, 0). The twelfth pass's form (16 blocks a
+ * cluster, register-staged tile loads, cluster.sync) lost 4-7%: written again now that clusters
+ * without that barrier cost ~0.1 us more than a plain launch. */
+#define ATT_CL_GW 36 /* floats a group's record: 32 values, m, l, 2 unused (16-byte records) */
+
+static __device__ __forceinline__ void attn_cl_cp16(float *smem, const float *gmem) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
+}
+
+/* rows [tb, tb + nr) of kv head kvh into sk (KS floats a row) and sv (HD), one commit group */
+template <int HD, int NT>
+static __device__ __forceinline__ void attn_cl_issue(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
+                                                     int tb, int nr, int kvd, int kvh) {
+    constexpr int HD4 = HD / 4, KS = HD + 4;
+    for (int i = threadIdx.x; i < nr * HD4; i += NT) {
+        const int t = i / HD4, c = i - t * HD4;
+        const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * HD + 4 * c;
+        attn_cl_cp16(sk + t * KS + 4 * c, kc + g);
+        attn_cl_cp16(sv + t * HD + 4 * c, vc + g);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int DPL, int NW, int CL, int NB>   /* CL blocks a cluster, NB tile buffers */
+__global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q, const float *__restrict__ kc,
+                                                     const float *__restrict__ vc, float *__restrict__ out, int n_head, int n_head_kv,
+                                                     const int *pos_p, uint8_t *__restrict__ xq, int f) {
+#if __CUDA_ARCH__ >= 900
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW, GH = HD / 32;
+    constexpr int LPG = 32 / DPL; /* lanes a 32-dim group */
+    extern __shared__ __align__(16) float att_sm[];
+    __shared__ __align__(8) uint64_t mbar;
+    const int kvh = blockIdx.y, r = blockIdx.x; /* the cluster's rank: blockIdx.x (clusters along x, CL == gridDim.x) */
+    const int grp = n_head / n_head_kv, ng = grp, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
+    const int G = ng * GH, nslot = (G - r + CL - 1) / CL, mslot = (G + CL - 1) / CL;
+    float *sq = att_sm, *rx = sq + ng * HD, *tiles = rx + CL * mslot * ATT_CL_GW; /* attn_cl_smem's layout */
+    const unsigned mba = (unsigned)__cvta_generic_to_shared(&mbar);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mba) : "memory");
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mba), "r"(CL * nslot * (32 * 4 + 8)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    hm_pdl_pre(f);
+    const int n = *pos_p + 1, T = (n + TP - 1) / TP, nbt = r < T ? (T - 1 - r) / CL + 1 : 0;
+    /* before the wait: the first NB tiles' rows of earlier positions */
+    const int pre = min(nbt, NB);
+    for (int i = 0; i < pre; i++) {
+        const int tb = (r + i * CL) * TP, nt = min(TP, n - tb);
+        float *sk = tiles + i * TP * (KS + HD);
+        attn_cl_issue<HD, NT>(kc, vc, sk, sk + TP * KS, tb, tb + nt == n ? nt - 1 : nt, kvd, kvh);
+    }
+    hm_pdl_wait_f(f);
+    {   /* q, and the step's own row when this block holds its tile among the first ones */
+        const int lt = (T - 1 - r) / CL; /* the local index of tile T - 1, when r holds it */
+        const bool own = r == (T - 1) % CL && lt < NB;
+        float *sk = tiles + (own ? lt : 0) * TP * (KS + HD);
+        const int rr = (n - 1) - (T - 1) * TP;
+        attn_stage_q_row<NT>(q + (size_t)kvh * grp * HD, sq, ng * HD4, own, kc, vc, sk + rr * KS, sk + TP * KS + rr * HD, n - 1, kvd, kvh, HD);
+    }
+    const float scale = 1.0f / sqrtf((float)HD);
+    float m[HPW], l[HPW], o[HPW][DPL];
+#pragma unroll
+    for (int j = 0; j < HPW; j++) {
+        m[j] = -INFINITY; l[j] = 0.f;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
+    }
+    int issued = pre;
+    for (int i = 0; i < nbt; i++) {
+        const int pend = issued - 1 - i; /* commit groups that may still be in flight: 0 .. NB - 1 */
+        if (pend >= 2) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+        else if (pend == 1) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        else asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncthreads(); /* every thread's copies (and q, the row) are in */
+        const int tb = (r + i * CL) * TP, nt = min(TP, n - tb);
+        float *sk = tiles + (i % NB) * TP * (KS + HD);
+        attn_w_tile<DPL, NW, HPW>(sq, sk, sk + TP * KS, nt, ng, lane, wid, scale, m, l, o);
+        if (i + NB < nbt) {
+            __syncthreads(); /* the buffer is consumed */
+            const int tb2 = (r + (i + NB) * CL) * TP;
+            attn_cl_issue<HD, NT>(kc, vc, sk, sk + TP * KS, tb2, min(TP, n - tb2), kvd, kvh);
+            issued++;
+        }
+    }
+    /* send: group g = h * GH + c to block g % CL, record slot (sender, g / CL) there */
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); /* every block's mbar is set up */
+#pragma unroll
+    for (int j = 0; j < HPW; j++) {
+        const int h = wid + NW * j;
+        if (h >= ng) break;
+        const int c = lane / LPG, g = h * GH + c, dst = g % CL;
+        float *rec = rx + ((size_t)r * mslot + g / CL) * ATT_CL_GW;
+        unsigned ra, rb;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"((unsigned)__cvta_generic_to_shared(rec)), "r"(dst));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(mba), "r"(dst));
+        const unsigned va = ra + 4 * DPL * (lane - c * LPG);
+        if constexpr (DPL == 2) {
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(va),
+                         "r"(__float_as_uint(o[j][0])), "r"(__float_as_uint(o[j][1])), "r"(rb) : "memory");
+        } else {
+#pragma unroll
+            for (int d = 0; d < DPL; d += 4)
+                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(va + 4 * d),
+                             "r"(__float_as_uint(o[j][d])), "r"(__float_as_uint(o[j][d + 1])), "r"(__float_as_uint(o[j][d + 2])),
+                             "r"(__float_as_uint(o[j][d + 3])), "r"(rb) : "memory");
+        }
+        if (lane == c * LPG)
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(ra + 4 * 32),
+                         "r"(__float_as_uint(m[j])), "r"(__float_as_uint(l[j])), "r"(rb) : "memory");
+    }
+    asm volatile("{\n\t.reg .pred p;\n\tCL_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t@!p bra CL_WAIT;\n\t}"
+                 ::"r"(mba) : "memory");
+    for (int s = wid; s < nslot; s += NW) {   /* warp-uniform: a group a warp */
+        const int g = r + s * CL, h = g / GH, d = (g - h * GH) * 32 + lane;
+        float M = -INFINITY;
+#pragma unroll
+        for (int b = 0; b < CL; b++) M = fmaxf(M, rx[((size_t)b * mslot + s) * ATT_CL_GW + 32]);
+        float L = 0.f, O = 0.f;
+#pragma unroll
+        for (int b = 0; b < CL; b++) {
+            const float *rec = rx + ((size_t)b * mslot + s) * ATT_CL_GW;
+            const float cb = expf(rec[32] - M);
+            L = fmaf(rec[33], cb, L);
+            O = fmaf(rec[lane], cb, O);
+        }
+        O = O / L;
+        const int j = (kvh * grp + h) * HD + d;
+        out[j] = O;
+        if (xq) q8_quant_lane(O, j, xq);
+    }
+    HM_KT_END();
+#else
+    __trap();
+#endif
+}
+
+/* q's heads, the merge's records (cl senders x mslot groups) and nb tile buffers */
+static size_t attn_cl_smem(int grp, int hd, int cl, int nb) {
+    const size_t mslot = ((size_t)grp * (hd / 32) + cl - 1) / cl;
+    return sizeof(float) * ((size_t)grp * hd + cl * mslot * ATT_CL_GW + (size_t)nb * 32 * (2 * hd + 4));
+}
+
+template <int DPL, int NW, int CL, int NB>
+static bool attn_cl_go(int n_head, int n_head_kv, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                       const int *pos, uint8_t *xq) {
+    static std::atomic<unsigned long long> raised(0);
+    static std::atomic<int> np(0);
+    auto k = k_attn_cl<DPL, NW, CL, NB>;
+    const size_t smem = attn_cl_smem(n_head / n_head_kv, 32 * DPL, CL, NB);
+    if (hm_allow_smem(k, smem, 0, raised)) return false;
+    if (CL > 8 && !np.exchange(1) && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    if (hm_launch_ex(k, dim3(CL, n_head_kv), 32 * NW, smem, s, hm_pdl_enabled(), CL, q, kc, vc, out, n_head, n_head_kv, pos, xq,
+                     hm_small_pdl()) == cudaSuccess)
+        return true;
+    cudaGetLastError();   /* not launched: the split launches instead */
+    return false;
+}
+
+/* the cluster form for one row: hd 64 or 128, at most ATT_MAXG q heads a kv head (one slab);
+ * HOTMOE_ATT_CL=1: clusters of 8 with 3 tile buffers, 2: of 16 (hd 128) with 2 (0 by default: not
+ * yet measured on the device). false: the split launches. */
+static std::atomic<int> attn_cl_force(-1);
+void op_attn_cl_mode(int mode) { attn_cl_force.store(mode, std::memory_order_relaxed); }
+
+static bool attn_cl_launch(const float *q, const float *kc, const float *vc, float *out, int n_head, int n_head_kv, int hd,
+                           const int *pos, uint8_t *xq, cudaStream_t s) {
+    static std::atomic<int> c(-1);
+    const int fm = attn_cl_force.load(std::memory_order_relaxed);
+    const int grp = n_head / n_head_kv, on = fm >= 0 ? fm : hm_env_digit("HOTMOE_ATT_CL", 0, 2, 0, c);
+    if (!on || (hd != 64 && hd != 128) || grp > ATT_MAXG || !hm_cluster_ok()) return false;
+    if (hd == 64) return grp > 8 ? attn_cl_go<2, 16, 8, 3>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq)
+                                 : attn_cl_go<2, 8, 8, 3>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    const bool w12 = grp > 8 && grp <= 12;
+    if (on == 2) return w12 ? attn_cl_go<4, 12, 16, 2>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq)
+                            : attn_cl_go<4, 8, 16, 2>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    return w12 ? attn_cl_go<4, 12, 8, 3>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq)
+               : attn_cl_go<4, 8, 8, 3>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+}
+
 template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
@@ -942,6 +1147,13 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
+    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
+    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
+                       (uintptr_t)xq % 16 == 0;
+    if (rows == 1 && !seq && merge && attn_cl_launch(q, kcache, vcache, out, n_head, n_head_kv, hd, pos, fused ? xq : nullptr, s)) {
+        if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
+        return;
+    }
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
@@ -955,9 +1167,6 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
         hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
                   nslab, qs, os, ps);
     }
-    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
-    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
-                       (uintptr_t)xq % 16 == 0;
     if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */

@@ -347,6 +347,74 @@ static void test_argmax(int n, int rows, int kind, void *scratch) {
     cudaFree(dx); cudaFree(dout); free(x);
 }
 
+/* FNV-1a over 32-bit words (a float array), then over bytes: the benches' output hashes */
+#define FNV0 1469598103934665603ull
+static uint64_t fnv_words(uint64_t h, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) { uint32_t u; memcpy(&u, &x[i], 4); h = (h ^ u) * 1099511628211ull; }
+    return h;
+}
+static uint64_t fnv_bytes(uint64_t h, const uint8_t *b, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* --bench-attn: the decode attention with its merge and x's q8 records (op_attn_decode_q8) for air
+ * (96/8 heads of 128) and a3b (32/4) at the bench's positions, as graphs of 200 launches in one PDL
+ * chain, in each of op_attn_cl_mode's forms twice; us a launch over 20 replays and a hash of the
+ * output and records (the forms sum in other orders: their hashes differ; the tests compare each
+ * with the CPU). */
+static int bench_attn(void) {
+    static const struct { const char *name; int nh, nkv, pos; } cs[] = {
+        { "air", 96, 8, 127 }, { "air", 96, 8, 430 }, { "air", 96, 8, 640 }, { "a3b", 32, 4, 430 }, { "a3b", 32, 4, 640 },
+    };
+    const int hd = 128, n_ctx = 1024, nl = 200, reps = 20;
+    int bad = 0;
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    for (const auto &c : cs) {
+        const int qd = c.nh * hd;
+        const size_t cn = (size_t)n_ctx * c.nkv * hd;
+        std::vector<float> q(qd), kc(cn), vc(cn), o(qd);
+        std::vector<uint8_t> hq(gpu_q8_records_bytes(qd));
+        fill(q.data(), qd, 1); fill(kc.data(), cn, 1); fill(vc.data(), cn, 1);
+        float *dq = dup(q.data(), qd), *dk = dup(kc.data(), cn), *dv = dup(vc.data(), cn), *dout = poisoned(qd);
+        float *part = poisoned(op_attn_part_floats(c.nh, c.nkv, hd));
+        int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &c.pos, 4, cudaMemcpyHostToDevice);
+        void *xq = poisoned_rec(qd);
+        for (int mode : { 0, 1, 2, 0, 1, 2 }) {   /* op_attn_cl_mode: split launches + merge, clusters of 8, of 16 */
+            op_attn_cl_mode(mode);
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+            for (int i = 0; i < nl; i++) op_attn_decode_q8(dq, dk, dv, dout, xq, part, c.nh, c.nkv, hd, n_ctx, dpos, s, 1);
+            if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+                printf("FAIL bench-attn: the graph: %s\n", cudaGetErrorString(cudaGetLastError()));
+                return 1;
+            }
+            cudaGraphLaunch(ge, s);   /* warm-up */
+            cudaEvent_t e0, e1;
+            cudaEventCreate(&e0); cudaEventCreate(&e1);
+            cudaEventRecord(e0, s);
+            for (int r = 0; r < reps; r++) cudaGraphLaunch(ge, s);
+            cudaEventRecord(e1, s);
+            cudaEventSynchronize(e1);
+            const cudaError_t ce = cudaGetLastError();
+            float ms = 0;
+            cudaEventElapsedTime(&ms, e0, e1);
+            back(o.data(), dout, qd);
+            cudaMemcpy(hq.data(), xq, hq.size(), cudaMemcpyDeviceToHost);
+            const uint64_t h = fnv_bytes(fnv_words(FNV0, o.data(), qd), hq.data(), hq.size());
+            printf("%s bench-attn %s heads %d/%d hd %d pos %d mode %d: %.3f us a launch in a PDL chain of %d, hash %016llx\n",
+                   ce == cudaSuccess ? "PASS" : "FAIL", c.name, c.nh, c.nkv, hd, c.pos, mode, ms * 1e3 / (reps * nl), nl, (unsigned long long)h);
+            bad |= ce != cudaSuccess;
+            cudaGraphExecDestroy(ge); cudaGraphDestroy(g); cudaEventDestroy(e0); cudaEventDestroy(e1);
+        }
+        cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos); cudaFree(xq);
+    }
+    op_attn_cl_mode(-1);
+    return bad;
+}
+
 /* --bench-rn: air's residual norm after the experts (n 4096, 8 expert rows and the shared
  * expert's, the norm and x's q8 records: k_residual_norm_cl) as a graph of 200 launches in one PDL
  * chain, each on the last one's x; us a launch over 20 replays, and a hash of x and the records after
@@ -382,9 +450,7 @@ static int bench_rn(void) {
     std::vector<uint8_t> hq(gpu_q8_records_bytes(n));
     back(x, dx, n);
     cudaMemcpy(hq.data(), xq, hq.size(), cudaMemcpyDeviceToHost);
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++) { uint32_t u; memcpy(&u, &x[i], 4); h = (h ^ u) * 1099511628211ull; }
-    for (uint8_t b : hq) h = (h ^ b) * 1099511628211ull;
+    const uint64_t h = fnv_bytes(fnv_words(FNV0, x, n), hq.data(), hq.size());
     printf("%s bench-rn residual norm n=%d k=%d: %.3f us a launch in a PDL chain of %d, hash %016llx\n", ce == cudaSuccess ? "PASS" : "FAIL",
            n, k, ms * 1e3 / (reps * nl), nl, (unsigned long long)h);
     return ce == cudaSuccess ? 0 : 1;
@@ -394,6 +460,7 @@ int main(int argc, char **argv) {
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || nd == 0) { printf("SKIP: no CUDA device (test_gpu_ops needs a GPU)\n"); return 77; }
     if (argc > 1 && !strcmp(argv[1], "--bench-rn")) return bench_rn();
+    if (argc > 1 && !strcmp(argv[1], "--bench-attn")) return bench_attn();
     for (int n : { 1, 64, 1000, 2048, 4096, 4097, 8192 }) test_rmsnorm(n);
     for (int k : { 1, 3, 8, 9, 17 }) {   /* widths 777-32768: the float4 kernel and the scalar one; k past 16 */
         test_residual_norm(2048, k, 0, 1); test_residual_norm(4097, k, 1, 1); test_residual_norm(777, k, 1, 0);
@@ -416,33 +483,41 @@ int main(int argc, char **argv) {
         printf("%s router_norm: n 3072, 2 rows of 4096, n 8192, 3 rows a block, 3 blocks of 4096 refused\n", ok ? "PASS" : "FAIL");
         ok ? n_pass++ : n_fail++;
     }
-    test_attention_q8(96, 8, 128, 640, 300);
-    test_attention_q8(40, 2, 64, 100, 16);
-    test_attention_q8(6, 3, 48, 300, 211);
-    test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
-    test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
-    test_attention_q8(96, 8, 128, 640, 600);  /* air past 512 positions: 19 splits, the merge over them */
     test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
     test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
     test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
     test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
-    for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
-    test_attention(4, 2, 16, 40, 39);
-    test_attention(6, 3, 48, 300, 211);
-    test_attention(96, 8, 128, 4096, 4000);
-    test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
-    test_attention(96, 8, 128, 640, 600);     /* past 512 positions: 19 splits, a second round of blocks */
-    test_attention(32, 8, 64, 1024, 1000);    /* hd 64 past 512 positions: 32 splits */
-    test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
-    test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
-    test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group, 17 splits */
-    test_attention(40, 2, 64, 100, 16);       /* 20 heads a group; 17 positions: one split writes the output */
-    test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
-    test_attention(64, 4, 128, 600, 517);     /* 16 heads a group (a Qwen3-235B shape) */
-    test_attention(24, 2, 256, 300, 200);     /* hd 256, 12 heads a group */
-    for (int pos : { 0, 31, 32, 33, 95 }) test_attention(24, 2, 128, 128, pos);   /* air's group (12 heads, hd 128: the twelve-warp kernel), the step's row in each place of a tile */
-    for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
+    for (int cl = 0; cl < 3; cl++) {   /* the split launches and their merge; one launch of clusters of 8, of 16 (op_attn_cl_mode) */
+        op_attn_cl_mode(cl);
+        printf("-- attention: op_attn_cl_mode(%d)\n", cl);
+        test_attention_q8(96, 8, 128, 640, 300);
+        test_attention_q8(40, 2, 64, 100, 16);
+        test_attention_q8(6, 3, 48, 300, 211);
+        test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
+        test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
+        test_attention_q8(96, 8, 128, 640, 600);  /* air past 512 positions: 19 splits, the merge over them */
+        for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
+        test_attention(4, 2, 16, 40, 39);
+        test_attention(6, 3, 48, 300, 211);
+        test_attention(96, 8, 128, 4096, 4000);
+        test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
+        test_attention(96, 8, 128, 640, 600);     /* past 512 positions: 19 splits, a second round of blocks */
+        test_attention(32, 8, 64, 1024, 1000);    /* hd 64 past 512 positions: 32 splits */
+        test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
+        test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
+        test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group, 17 splits */
+        test_attention(40, 2, 64, 100, 16);       /* 20 heads a group; 17 positions: one split writes the output */
+        test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
+        test_attention(64, 4, 128, 600, 517);     /* 16 heads a group (a Qwen3-235B shape) */
+        test_attention(24, 2, 256, 300, 200);     /* hd 256, 12 heads a group */
+        for (int pos : { 0, 31, 32, 33, 95 }) test_attention(24, 2, 128, 128, pos);   /* air's group (12 heads, hd 128: the twelve-warp kernel), the step's row in each place of a tile */
+        for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
+        /* the clusters' edges: a tile for every block of 8 (256) and of 16 (512), each's 3 (768) and 2 buffers (1024) full, one past */
+        for (int pos : { 255, 256, 511, 512, 767, 768, 1023, 1024 }) test_attention(96, 8, 128, 1100, pos);
+        test_attention_q8(32, 4, 128, 1100, 1024);
+    }
+    op_attn_cl_mode(-1);
     {   /* fn, n, k, norm, scale, groups, groups kept, bias, ties (2: negative choices, still tied) */
         static const struct { int fn, n, k, norm; float scale; int ng, tg, bias, ties; } rc[] = {
             { 1, 128, 8, 1, 1.0f, 1, 1, 0, 0 }, { 1, 128, 8, 0, 1.0f, 1, 1, 0, 0 }, { 1, 60, 4, 1, 1.0f, 1, 1, 0, 1 },
