@@ -725,6 +725,17 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
     for (int i = threadIdx.x + NT; i < n4; i += NT) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
 }
 
+/* each head's online softmax empty: m -inf, l and o 0 */
+template <int DPL, int HPW>
+static __device__ __forceinline__ void attn_w_init(float (&m)[HPW], float (&l)[HPW], float (&o)[HPW][DPL]) {
+#pragma unroll
+    for (int j = 0; j < HPW; j++) {
+        m[j] = -INFINITY; l[j] = 0.f;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
+    }
+}
+
 /* One tile of nt positions (K rows KS floats apart in sk, V rows in sv) into the online softmax of
  * each head the warp takes (heads wid, wid + NW, ... below ng; q in sq): lane t scores position t,
  * the warp's max and sum by shuffles, lane i accumulates dims [DPL i, DPL i + DPL) from V's rows. */
@@ -809,12 +820,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
                          kvd, kvh, HD);
     const float scale = 1.0f / sqrtf((float)HD);
     float m[HPW], l[HPW], o[HPW][DPL];
-#pragma unroll
-    for (int j = 0; j < HPW; j++) {
-        m[j] = -INFINITY; l[j] = 0.f;
-#pragma unroll
-        for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
-    }
+    attn_w_init(m, l, o);
     for (int tb = t0; tb < t1; tb += TP) {
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
@@ -988,12 +994,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q
     }
     const float scale = 1.0f / sqrtf((float)HD);
     float m[HPW], l[HPW], o[HPW][DPL];
-#pragma unroll
-    for (int j = 0; j < HPW; j++) {
-        m[j] = -INFINITY; l[j] = 0.f;
-#pragma unroll
-        for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
-    }
+    attn_w_init(m, l, o);
     int issued = pre;
     for (int i = 0; i < nbt; i++) {
         const int pend = issued - 1 - i; /* commit groups that may still be in flight: 0 .. NB - 1 */

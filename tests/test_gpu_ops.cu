@@ -358,6 +358,32 @@ static uint64_t fnv_bytes(uint64_t h, const uint8_t *b, size_t n) {
     return h;
 }
 
+/* us a launch of nl launches captured into one graph by launch(s), over reps replays after a
+ * warm-up; -1 when the graph cannot be made, *err the first error after the replays */
+template <class F>
+static float chain_us(cudaStream_t s, int nl, int reps, F launch, cudaError_t *err) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    for (int i = 0; i < nl; i++) launch(s);
+    if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+        *err = cudaGetLastError();
+        return -1.f;
+    }
+    cudaGraphLaunch(ge, s);   /* warm-up */
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    cudaEventRecord(e0, s);
+    for (int r = 0; r < reps; r++) cudaGraphLaunch(ge, s);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    *err = cudaGetLastError();
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(g); cudaEventDestroy(e0); cudaEventDestroy(e1);
+    return ms * 1e3f / (reps * nl);
+}
+
 /* --bench-attn: the decode attention with its merge and x's q8 records (op_attn_decode_q8) for air
  * (96/8 heads of 128) and a3b (32/4) at the bench's positions, as graphs of 200 launches in one PDL
  * chain, in each of op_attn_cl_mode's forms twice; us a launch over 20 replays and a hash of the
@@ -383,31 +409,17 @@ static int bench_attn(void) {
         void *xq = poisoned_rec(qd);
         for (int mode : { 0, 1, 2, 0, 1, 2 }) {   /* op_attn_cl_mode: split launches + merge, clusters of 8, of 16 */
             op_attn_cl_mode(mode);
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-            for (int i = 0; i < nl; i++) op_attn_decode_q8(dq, dk, dv, dout, xq, part, c.nh, c.nkv, hd, n_ctx, dpos, s, 1);
-            if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-                printf("FAIL bench-attn: the graph: %s\n", cudaGetErrorString(cudaGetLastError()));
-                return 1;
-            }
-            cudaGraphLaunch(ge, s);   /* warm-up */
-            cudaEvent_t e0, e1;
-            cudaEventCreate(&e0); cudaEventCreate(&e1);
-            cudaEventRecord(e0, s);
-            for (int r = 0; r < reps; r++) cudaGraphLaunch(ge, s);
-            cudaEventRecord(e1, s);
-            cudaEventSynchronize(e1);
-            const cudaError_t ce = cudaGetLastError();
-            float ms = 0;
-            cudaEventElapsedTime(&ms, e0, e1);
+            cudaError_t ce;
+            const float us = chain_us(s, nl, reps, [&](cudaStream_t st) {
+                op_attn_decode_q8(dq, dk, dv, dout, xq, part, c.nh, c.nkv, hd, n_ctx, dpos, st, 1);
+            }, &ce);
+            if (us < 0) { printf("FAIL bench-attn: the graph: %s\n", cudaGetErrorString(ce)); return 1; }
             back(o.data(), dout, qd);
             cudaMemcpy(hq.data(), xq, hq.size(), cudaMemcpyDeviceToHost);
             const uint64_t h = fnv_bytes(fnv_words(FNV0, o.data(), qd), hq.data(), hq.size());
             printf("%s bench-attn %s heads %d/%d hd %d pos %d mode %d: %.3f us a launch in a PDL chain of %d, hash %016llx\n",
-                   ce == cudaSuccess ? "PASS" : "FAIL", c.name, c.nh, c.nkv, hd, c.pos, mode, ms * 1e3 / (reps * nl), nl, (unsigned long long)h);
+                   ce == cudaSuccess ? "PASS" : "FAIL", c.name, c.nh, c.nkv, hd, c.pos, mode, us, nl, (unsigned long long)h);
             bad |= ce != cudaSuccess;
-            cudaGraphExecDestroy(ge); cudaGraphDestroy(g); cudaEventDestroy(e0); cudaEventDestroy(e1);
         }
         cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos); cudaFree(xq);
     }
@@ -429,30 +441,15 @@ static int bench_rn(void) {
     cudaMalloc(&xq, gpu_q8_records_bytes(n));
     cudaStream_t s;
     cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-    for (int i = 0; i < nl; i++) op_residual_norm_q8(dx, dy, dwt, k, dsh, dw, dout, xq, n, 1e-5f, s);
-    if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-        printf("FAIL bench-rn: the graph: %s\n", cudaGetErrorString(cudaGetLastError()));
-        return 1;
-    }
-    cudaGraphLaunch(ge, s);   /* warm-up */
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0); cudaEventCreate(&e1);
-    cudaEventRecord(e0, s);
-    for (int r = 0; r < reps; r++) cudaGraphLaunch(ge, s);
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    const cudaError_t ce = cudaGetLastError();
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
+    cudaError_t ce;
+    const float us = chain_us(s, nl, reps, [&](cudaStream_t st) { op_residual_norm_q8(dx, dy, dwt, k, dsh, dw, dout, xq, n, 1e-5f, st); }, &ce);
+    if (us < 0) { printf("FAIL bench-rn: the graph: %s\n", cudaGetErrorString(ce)); return 1; }
     std::vector<uint8_t> hq(gpu_q8_records_bytes(n));
     back(x, dx, n);
     cudaMemcpy(hq.data(), xq, hq.size(), cudaMemcpyDeviceToHost);
     const uint64_t h = fnv_bytes(fnv_words(FNV0, x, n), hq.data(), hq.size());
     printf("%s bench-rn residual norm n=%d k=%d: %.3f us a launch in a PDL chain of %d, hash %016llx\n", ce == cudaSuccess ? "PASS" : "FAIL",
-           n, k, ms * 1e3 / (reps * nl), nl, (unsigned long long)h);
+           n, k, us, nl, (unsigned long long)h);
     return ce == cudaSuccess ? 0 : 1;
 }
 
