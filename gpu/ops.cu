@@ -1073,14 +1073,15 @@ static size_t attn_cl_smem(int grp, int hd, int cl, int nb) {
 template <int DPL, int NW, int CL, int NB>
 static bool attn_cl_go(int n_head, int n_head_kv, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                        const int *pos, uint8_t *xq) {
-    static std::atomic<unsigned long long> raised(0);
-    static std::atomic<int> np(0);
+    static std::atomic<unsigned long long> raised(0), nonport(0);   /* a bit a device (0..63), as hm_allow_smem's */
     auto k = k_attn_cl<DPL, NW, CL, NB>;
     const size_t smem = attn_cl_smem(n_head / n_head_kv, 32 * DPL, CL, NB);
     if (hm_allow_smem(k, smem, 0, raised)) return false;
-    if (CL > 8 && !np.exchange(1) && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
+    int dev = 0;
+    if (CL > 8 && (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63)) { cudaGetLastError(); return false; }
+    if (CL > 8 && !(nonport.load(std::memory_order_relaxed) >> dev & 1)) {
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) { cudaGetLastError(); return false; }
+        nonport.fetch_or(1ull << dev, std::memory_order_relaxed);
     }
     if (hm_launch_ex(k, dim3(CL, n_head_kv), 32 * NW, smem, s, hm_pdl_enabled(), CL, q, kc, vc, out, n_head, n_head_kv, pos, xq,
                      hm_small_pdl()) == cudaSuccess)
@@ -1089,11 +1090,12 @@ static bool attn_cl_go(int n_head, int n_head_kv, cudaStream_t s, const float *q
     return false;
 }
 
+static std::atomic<int> attn_cl_force(-1);
+void op_attn_cl_mode(int mode) { attn_cl_force.store(mode, std::memory_order_relaxed); }
+
 /* the cluster form for one row: hd 64 or 128, at most ATT_MAXG q heads a kv head (one slab);
  * HOTMOE_ATT_CL=1: clusters of 8 with 3 tile buffers, 2: of 16 (hd 128) with 2 (0 by default: not
  * yet measured on the device). false: the split launches. */
-static std::atomic<int> attn_cl_force(-1);
-void op_attn_cl_mode(int mode) { attn_cl_force.store(mode, std::memory_order_relaxed); }
 
 static bool attn_cl_launch(const float *q, const float *kc, const float *vc, float *out, int n_head, int n_head_kv, int hd,
                            const int *pos, uint8_t *xq, cudaStream_t s) {
