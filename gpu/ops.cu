@@ -228,14 +228,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
     __shared__ __align__(8) uint64_t mbar;
     const unsigned mba = (unsigned)__cvta_generic_to_shared(&mbar);
-    if (w) {   /* w: uniform over the cluster, as the wait below */
-        if (threadIdx.x == 0) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mba) : "memory");
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mba), "r"(cl.num_blocks() * 4) : "memory");
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        }
-        asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    }
+    if (w) cl_mbar_init(mba, [&] { return cl.num_blocks() * 4; });   /* w: uniform over the cluster, as the wait below */
     hm_pdl_pre(f);
     const float4 wv = w ? __ldg((const float4 *)w + i) : z;
     hm_pdl_wait_f(f);
@@ -248,14 +241,11 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const unsigned nb = cl.num_blocks(), rank = cl.block_rank();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");   /* every block's mbar is set up */
     if (threadIdx.x < nb) {
-        unsigned rp, rb;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rp) : "r"((unsigned)__cvta_generic_to_shared(&part[rank])), "r"(threadIdx.x));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(mba), "r"(threadIdx.x));
+        const unsigned rp = cl_mapa((unsigned)__cvta_generic_to_shared(&part[rank]), threadIdx.x), rb = cl_mapa(mba, threadIdx.x);
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rp), "r"(__float_as_uint(ss)),
                      "r"(rb) : "memory");
     }
-    asm volatile("{\n\t.reg .pred p;\n\tRN_MB_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t@!p bra RN_MB_WAIT;\n\t}"
-                 ::"r"(mba) : "memory");
+    cl_mbar_wait(mba);
     float tot = 0.f;
     for (unsigned r = 0; r < nb; r++) tot += part[r];
     const float inv = 1.0f / sqrtf(tot / (float)n + eps);
@@ -936,11 +926,6 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
  * without that barrier cost ~0.1 us more than a plain launch. */
 #define ATT_CL_GW 36 /* floats a group's record: 32 values, m, l, 2 unused (16-byte records) */
 
-static __device__ __forceinline__ void attn_cl_cp16(float *smem, const float *gmem) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(gmem) : "memory");
-}
-
 /* rows [tb, tb + nr) of kv head kvh into sk (KS floats a row) and sv (HD), one commit group */
 template <int HD, int NT>
 static __device__ __forceinline__ void attn_cl_issue(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
@@ -949,8 +934,8 @@ static __device__ __forceinline__ void attn_cl_issue(const float *__restrict__ k
     for (int i = threadIdx.x; i < nr * HD4; i += NT) {
         const int t = i / HD4, c = i - t * HD4;
         const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * HD + 4 * c;
-        attn_cl_cp16(sk + t * KS + 4 * c, kc + g);
-        attn_cl_cp16(sv + t * HD + 4 * c, vc + g);
+        cp_async16(sk + t * KS + 4 * c, kc + g, true);
+        cp_async16(sv + t * HD + 4 * c, vc + g, true);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -965,16 +950,11 @@ __global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q
     extern __shared__ __align__(16) float att_sm[];
     __shared__ __align__(8) uint64_t mbar;
     const int kvh = blockIdx.y, r = blockIdx.x; /* the cluster's rank: blockIdx.x (clusters along x, CL == gridDim.x) */
-    const int grp = n_head / n_head_kv, ng = grp, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
-    const int G = ng * GH, nslot = (G - r + CL - 1) / CL, mslot = (G + CL - 1) / CL;
-    float *sq = att_sm, *rx = sq + ng * HD, *tiles = rx + CL * mslot * ATT_CL_GW; /* attn_cl_smem's layout */
+    const int grp = n_head / n_head_kv, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
+    const int G = grp * GH, nslot = (G - r + CL - 1) / CL, mslot = (G + CL - 1) / CL;
+    float *sq = att_sm, *rx = sq + grp * HD, *tiles = rx + CL * mslot * ATT_CL_GW; /* attn_cl_smem's layout */
     const unsigned mba = (unsigned)__cvta_generic_to_shared(&mbar);
-    if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mba) : "memory");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mba), "r"(CL * nslot * (32 * 4 + 8)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    cl_mbar_init(mba, [&] { return CL * nslot * (32 * 4 + 8); });
     hm_pdl_pre(f);
     const int n = *pos_p + 1, T = (n + TP - 1) / TP, nbt = r < T ? (T - 1 - r) / CL + 1 : 0;
     /* before the wait: the first NB tiles' rows of earlier positions */
@@ -990,7 +970,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q
         const bool own = r == (T - 1) % CL && lt < NB;
         float *sk = tiles + (own ? lt : 0) * TP * (KS + HD);
         const int rr = (n - 1) - (T - 1) * TP;
-        attn_stage_q_row<NT>(q + (size_t)kvh * grp * HD, sq, ng * HD4, own, kc, vc, sk + rr * KS, sk + TP * KS + rr * HD, n - 1, kvd, kvh, HD);
+        attn_stage_q_row<NT>(q + (size_t)kvh * grp * HD, sq, grp * HD4, own, kc, vc, sk + rr * KS, sk + TP * KS + rr * HD, n - 1, kvd, kvh, HD);
     }
     const float scale = 1.0f / sqrtf((float)HD);
     float m[HPW], l[HPW], o[HPW][DPL];
@@ -1004,7 +984,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q
         __syncthreads(); /* every thread's copies (and q, the row) are in */
         const int tb = (r + i * CL) * TP, nt = min(TP, n - tb);
         float *sk = tiles + (i % NB) * TP * (KS + HD);
-        attn_w_tile<DPL, NW, HPW>(sq, sk, sk + TP * KS, nt, ng, lane, wid, scale, m, l, o);
+        attn_w_tile<DPL, NW, HPW>(sq, sk, sk + TP * KS, nt, grp, lane, wid, scale, m, l, o);
         if (i + NB < nbt) {
             __syncthreads(); /* the buffer is consumed */
             const int tb2 = (r + (i + NB) * CL) * TP;
@@ -1017,12 +997,10 @@ __global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q
 #pragma unroll
     for (int j = 0; j < HPW; j++) {
         const int h = wid + NW * j;
-        if (h >= ng) break;
+        if (h >= grp) break;
         const int c = lane / LPG, g = h * GH + c, dst = g % CL;
         float *rec = rx + ((size_t)r * mslot + g / CL) * ATT_CL_GW;
-        unsigned ra, rb;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"((unsigned)__cvta_generic_to_shared(rec)), "r"(dst));
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(mba), "r"(dst));
+        const unsigned ra = cl_mapa((unsigned)__cvta_generic_to_shared(rec), dst), rb = cl_mapa(mba, dst);
         const unsigned va = ra + 4 * DPL * (lane - c * LPG);
         if constexpr (DPL == 2) {
             asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(va),
@@ -1038,8 +1016,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q
             asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(ra + 4 * 32),
                          "r"(__float_as_uint(m[j])), "r"(__float_as_uint(l[j])), "r"(rb) : "memory");
     }
-    asm volatile("{\n\t.reg .pred p;\n\tCL_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t@!p bra CL_WAIT;\n\t}"
-                 ::"r"(mba) : "memory");
+    cl_mbar_wait(mba);
     for (int s = wid; s < nslot; s += NW) {   /* warp-uniform: a group a warp */
         const int g = r + s * CL, h = g / GH, d = (g - h * GH) * 32 + lane;
         float M = -INFINITY;
@@ -1077,11 +1054,13 @@ static bool attn_cl_go(int n_head, int n_head_kv, cudaStream_t s, const float *q
     auto k = k_attn_cl<DPL, NW, CL, NB>;
     const size_t smem = attn_cl_smem(n_head / n_head_kv, 32 * DPL, CL, NB);
     if (hm_allow_smem(k, smem, 0, raised)) return false;
-    int dev = 0;
-    if (CL > 8 && (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63)) { cudaGetLastError(); return false; }
-    if (CL > 8 && !(nonport.load(std::memory_order_relaxed) >> dev & 1)) {
-        if (cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) { cudaGetLastError(); return false; }
-        nonport.fetch_or(1ull << dev, std::memory_order_relaxed);
+    if constexpr (CL > 8) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) { cudaGetLastError(); return false; }
+        if (!(nonport.load(std::memory_order_relaxed) >> dev & 1)) {
+            if (cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) { cudaGetLastError(); return false; }
+            nonport.fetch_or(1ull << dev, std::memory_order_relaxed);
+        }
     }
     if (hm_launch_ex(k, dim3(CL, n_head_kv), 32 * NW, smem, s, hm_pdl_enabled(), CL, q, kc, vc, out, n_head, n_head_kv, pos, xq,
                      hm_small_pdl()) == cudaSuccess)

@@ -24,6 +24,7 @@ extern "C" {
 #include "quant_blocks.h"
 }
 #include "gemv_q8_ref.h"
+#include "fnv.h"
 
 #define CK(call) CUDA_CHECK_OR(call, exit(1))
 
@@ -1034,8 +1035,7 @@ static int bench_moe_air(void) {
     std::vector<int> hid(k);
     CK(cudaMemcpy(hy.data(), y, sizeof(float) * hy.size(), cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hid.data(), ids, sizeof(int) * k, cudaMemcpyDeviceToHost));
-    uint64_t h = 1469598103934665603ull;
-    for (float v : hy) { uint32_t u; memcpy(&u, &v, 4); h = (h ^ u) * 1099511628211ull; }
+    const uint64_t h = fnv_words(FNV0, hy.data(), hy.size());
     const double us = time_ms(e0, e1) * 1e3 / iters, bytes = 2.0 * k * hm_row_size(tgu, H) * I + (double)k * hm_row_size(tdn, I) * H;
     printf("bench-moe air routed gate/up (top-k inside) + down: %.2f us a pair, %.0f GB/s; last pair's ids %d %d %d %d %d %d %d %d, "
            "output hash %016llx\n", us, bytes / (us * 1e-6) / 1e9, hid[0], hid[1], hid[2], hid[3], hid[4], hid[5], hid[6], hid[7],

@@ -17,6 +17,7 @@ extern "C" {
 #include "sampler.h"
 }
 #include "gemv_q8_ref.h"
+#include "fnv.h"
 
 static int n_pass, n_fail;
 static uint64_t rng = 88172645463325252ull;
@@ -345,17 +346,6 @@ static void test_argmax(int n, int rows, int kind, void *scratch) {
            same ? "every row's index equal" : "differ", got[0], want0);
     same ? n_pass++ : n_fail++;
     cudaFree(dx); cudaFree(dout); free(x);
-}
-
-/* FNV-1a over 32-bit words (a float array), then over bytes: the benches' output hashes */
-#define FNV0 1469598103934665603ull
-static uint64_t fnv_words(uint64_t h, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) { uint32_t u; memcpy(&u, &x[i], 4); h = (h ^ u) * 1099511628211ull; }
-    return h;
-}
-static uint64_t fnv_bytes(uint64_t h, const uint8_t *b, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
 }
 
 /* us a launch of nl launches captured into one graph by launch(s), over reps replays after a

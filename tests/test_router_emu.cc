@@ -1,6 +1,6 @@
 /* test_router_emu.cc - the routed launch's rank counts of gpu/router.cuh (router_rank, router_rank_key)
  * run on the CPU through the warp emulator in emu/cuda_warp.h (each lane a thread,
- * the shuffles, ballots and reductions exchanged between barriers), so that CI without a GPU checks
+ * the shuffles exchanged between barriers), so that CI without a GPU checks
  * that each gives every rank < k the expert the plain count gives: larger choice first, ties to the
  * lower index; distinct, few-valued (many ties) and all-equal choices, 32 to 256 experts, k 1 to 32,
  * blocks of 1 to 8 warps. Every rank and its score are checked; isel / wsel are poisoned first.
