@@ -910,6 +910,198 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
+/* The decode attention and its merge in one launch of thread block clusters (HOTMOE_ATT_CL; one
+ * row, one head slab, sm_90). Cluster y takes kv head y; its CL blocks take the 32-position tiles of
+ * [0, pos] round robin (block r: tiles r, r + CL, ...), each into one online softmax a q head as
+ * k_attn_gqa_w's splits do. Loads: up to NB tiles a block through cp.async before the PDL wait
+ * (every row but the step's own, which the kernel before writes), the rest into the freed buffers
+ * as the tiles are consumed. The merge: the heads' outputs are 32-dim groups g = head * hd/32 +
+ * quarter, group g merged by block g % CL; every block sends each group's 32 values with its (m, l)
+ * into the merging block's shared memory by st.async, completing that block's transaction barrier
+ * (no cluster barrier after the work: its release is a MEMBAR.ALL.GPU on sm_90, forty-third pass);
+ * the one cluster barrier (every block's transaction barrier is set up) arrives before the wait.
+ * The merging block weighs the CL partials in rank order, writes the output and x's q8 records (a
+ * warp a group). Blocks without a tile send (-inf, 0, 0). The twelfth pass's form (16 blocks a
+ * cluster, register-staged tile loads, cluster.sync) lost 4-7%: written again now that clusters
+ * without that barrier cost ~0.1 us more than a plain launch. */
+#define ATT_CL_GW 36 /* floats a group's record: 32 values, m, l, 2 unused (16-byte records) */
+
+/* rows [tb, tb + nr) of kv head kvh into sk (KS floats a row) and sv (HD), one commit group */
+template <int HD, int NT>
+static __device__ __forceinline__ void attn_cl_issue(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
+                                                     int tb, int nr, int kvd, int kvh) {
+    constexpr int HD4 = HD / 4, KS = HD + 4;
+    for (int i = threadIdx.x; i < nr * HD4; i += NT) {
+        const int t = i / HD4, c = i - t * HD4;
+        const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * HD + 4 * c;
+        cp_async16(sk + t * KS + 4 * c, kc + g, true);
+        cp_async16(sv + t * HD + 4 * c, vc + g, true);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int DPL, int NW, int CL, int NB>   /* CL blocks a cluster, NB tile buffers */
+__global__ void __launch_bounds__(32 * NW) k_attn_cl(const float *__restrict__ q, const float *__restrict__ kc,
+                                                     const float *__restrict__ vc, float *__restrict__ out, int n_head, int n_head_kv,
+                                                     const int *pos_p, uint8_t *__restrict__ xq, int f) {
+#if __CUDA_ARCH__ >= 900
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW, GH = HD / 32;
+    constexpr int LPG = 32 / DPL; /* lanes a 32-dim group */
+    extern __shared__ __align__(16) float att_sm[];
+    __shared__ __align__(8) uint64_t mbar;
+    const int kvh = blockIdx.y, r = blockIdx.x; /* the cluster's rank: blockIdx.x (clusters along x, CL == gridDim.x) */
+    const int grp = n_head / n_head_kv, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
+    const int G = grp * GH, nslot = (G - r + CL - 1) / CL, mslot = (G + CL - 1) / CL;
+    float *sq = att_sm, *rx = sq + grp * HD, *tiles = rx + CL * mslot * ATT_CL_GW; /* attn_cl_smem's layout */
+    const unsigned mba = (unsigned)__cvta_generic_to_shared(&mbar);
+    cl_mbar_init(mba, [&] { return CL * nslot * (32 * 4 + 8); });
+    hm_pdl_pre(f);
+    const int n = *pos_p + 1, T = (n + TP - 1) / TP, nbt = r < T ? (T - 1 - r) / CL + 1 : 0;
+    /* before the wait: the first NB tiles' rows of earlier positions */
+    const int pre = min(nbt, NB);
+    for (int i = 0; i < pre; i++) {
+        const int tb = (r + i * CL) * TP, nt = min(TP, n - tb);
+        float *sk = tiles + i * TP * (KS + HD);
+        attn_cl_issue<HD, NT>(kc, vc, sk, sk + TP * KS, tb, tb + nt == n ? nt - 1 : nt, kvd, kvh);
+    }
+    hm_pdl_wait_f(f);
+    {   /* q, and the step's own row when this block holds its tile among the first ones */
+        const int lt = (T - 1 - r) / CL; /* the local index of tile T - 1, when r holds it */
+        const bool own = r == (T - 1) % CL && lt < NB;
+        float *sk = tiles + (own ? lt : 0) * TP * (KS + HD);
+        const int rr = (n - 1) - (T - 1) * TP;
+        attn_stage_q_row<NT>(q + (size_t)kvh * grp * HD, sq, grp * HD4, own, kc, vc, sk + rr * KS, sk + TP * KS + rr * HD, n - 1, kvd, kvh, HD);
+    }
+    const float scale = 1.0f / sqrtf((float)HD);
+    float m[HPW], l[HPW], o[HPW][DPL];
+    attn_w_init(m, l, o);
+    int issued = pre;
+    for (int i = 0; i < nbt; i++) {
+        const int pend = issued - 1 - i; /* commit groups that may still be in flight: 0 .. NB - 1 */
+        if (pend >= 2) asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+        else if (pend == 1) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        else asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        __syncthreads(); /* every thread's copies (and q, the row) are in */
+        const int tb = (r + i * CL) * TP, nt = min(TP, n - tb);
+        float *sk = tiles + (i % NB) * TP * (KS + HD);
+        attn_w_tile<DPL, NW, HPW>(sq, sk, sk + TP * KS, nt, grp, lane, wid, scale, m, l, o);
+        if (i + NB < nbt) {
+            __syncthreads(); /* the buffer is consumed */
+            const int tb2 = (r + (i + NB) * CL) * TP;
+            attn_cl_issue<HD, NT>(kc, vc, sk, sk + TP * KS, tb2, min(TP, n - tb2), kvd, kvh);
+            issued++;
+        }
+    }
+    /* send: group g = h * GH + c to block g % CL, record slot (sender, g / CL) there */
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); /* every block's mbar is set up */
+#pragma unroll
+    for (int j = 0; j < HPW; j++) {
+        const int h = wid + NW * j;
+        if (h >= grp) break;
+        const int c = lane / LPG, g = h * GH + c, dst = g % CL;
+        float *rec = rx + ((size_t)r * mslot + g / CL) * ATT_CL_GW;
+        const unsigned ra = cl_mapa((unsigned)__cvta_generic_to_shared(rec), dst), rb = cl_mapa(mba, dst);
+        const unsigned va = ra + 4 * DPL * (lane - c * LPG);
+        if constexpr (DPL == 2) {
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(va),
+                         "r"(__float_as_uint(o[j][0])), "r"(__float_as_uint(o[j][1])), "r"(rb) : "memory");
+        } else {
+#pragma unroll
+            for (int d = 0; d < DPL; d += 4)
+                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(va + 4 * d),
+                             "r"(__float_as_uint(o[j][d])), "r"(__float_as_uint(o[j][d + 1])), "r"(__float_as_uint(o[j][d + 2])),
+                             "r"(__float_as_uint(o[j][d + 3])), "r"(rb) : "memory");
+        }
+        if (lane == c * LPG)
+            asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::"r"(ra + 4 * 32),
+                         "r"(__float_as_uint(m[j])), "r"(__float_as_uint(l[j])), "r"(rb) : "memory");
+    }
+    cl_mbar_wait(mba);
+    for (int s = wid; s < nslot; s += NW) {   /* warp-uniform: a group a warp */
+        const int g = r + s * CL, h = g / GH, d = (g - h * GH) * 32 + lane;
+        float M = -INFINITY;
+#pragma unroll
+        for (int b = 0; b < CL; b++) M = fmaxf(M, rx[((size_t)b * mslot + s) * ATT_CL_GW + 32]);
+        float L = 0.f, O = 0.f;
+#pragma unroll
+        for (int b = 0; b < CL; b++) {
+            const float *rec = rx + ((size_t)b * mslot + s) * ATT_CL_GW;
+            const float cb = expf(rec[32] - M);
+            L = fmaf(rec[33], cb, L);
+            O = fmaf(rec[lane], cb, O);
+        }
+        O = O / L;
+        const int j = (kvh * grp + h) * HD + d;
+        out[j] = O;
+        if (xq) q8_quant_lane(O, j, xq);
+    }
+    HM_KT_END();
+#else
+    __trap();
+#endif
+}
+
+/* q's heads, the merge's records (cl senders x mslot groups) and nb tile buffers */
+static size_t attn_cl_smem(int grp, int hd, int cl, int nb) {
+    const size_t mslot = ((size_t)grp * (hd / 32) + cl - 1) / cl;
+    return sizeof(float) * ((size_t)grp * hd + cl * mslot * ATT_CL_GW + (size_t)nb * 32 * (2 * hd + 4));
+}
+
+template <int DPL, int NW, int CL, int NB>
+static bool attn_cl_go(int n_head, int n_head_kv, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                       const int *pos, uint8_t *xq) {
+    static std::atomic<unsigned long long> raised(0), nonport(0);   /* a bit a device (0..63), as hm_allow_smem's */
+    auto k = k_attn_cl<DPL, NW, CL, NB>;
+    const size_t smem = attn_cl_smem(n_head / n_head_kv, 32 * DPL, CL, NB);
+    if (hm_allow_smem(k, smem, 0, raised)) return false;
+    if constexpr (CL > 8) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev > 63) { cudaGetLastError(); return false; }
+        if (!(nonport.load(std::memory_order_relaxed) >> dev & 1)) {
+            if (cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) { cudaGetLastError(); return false; }
+            nonport.fetch_or(1ull << dev, std::memory_order_relaxed);
+        }
+    }
+    if (hm_launch_ex(k, dim3(CL, n_head_kv), 32 * NW, smem, s, hm_pdl_enabled(), CL, q, kc, vc, out, n_head, n_head_kv, pos, xq,
+                     hm_small_pdl()) == cudaSuccess)
+        return true;
+    cudaGetLastError();   /* not launched: the split launches instead */
+    return false;
+}
+
+static std::atomic<int> attn_cl_force(-1);
+void op_attn_cl_mode(int mode) { attn_cl_force.store(mode, std::memory_order_relaxed); }
+
+/* the cluster form for one row: hd 64 or 128, at most ATT_MAXG q heads a kv head (one slab);
+ * HOTMOE_ATT_CL (0 by default: the split launches): hd 128 in clusters of CL blocks with NB tile
+ * buffers, 1: 8 x 3 (113 KB of shared memory a block for air), 2: 16 x 2 (80 KB), and the same with
+ * less shared memory, so that a block fits on an SM beside the q|k|v GEMV's blocks and its loads
+ * start before that launch drains (session 47's hypothesis for 1's loss in the step against its gain
+ * alone): 3: 8 x 1 (46 KB), 4: 16 x 1, 5: 8 x 2 (79 KB); hd 64 always 8 x 3. false: the split launches. */
+template <int NW>
+static bool attn_cl_hd128(int on, int n_head, int n_head_kv, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+                          const int *pos, uint8_t *xq) {
+    switch (on) {
+    case 2: return attn_cl_go<4, NW, 16, 2>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    case 3: return attn_cl_go<4, NW, 8, 1>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    case 4: return attn_cl_go<4, NW, 16, 1>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    case 5: return attn_cl_go<4, NW, 8, 2>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    default: return attn_cl_go<4, NW, 8, 3>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    }
+}
+
+static bool attn_cl_launch(const float *q, const float *kc, const float *vc, float *out, int n_head, int n_head_kv, int hd,
+                           const int *pos, uint8_t *xq, cudaStream_t s) {
+    static std::atomic<int> c(-1);
+    const int fm = attn_cl_force.load(std::memory_order_relaxed);
+    const int grp = n_head / n_head_kv, on = fm >= 0 ? fm : hm_env_digit("HOTMOE_ATT_CL", 0, 5, 0, c);
+    if (!on || (hd != 64 && hd != 128) || grp > ATT_MAXG || !hm_cluster_ok()) return false;
+    if (hd == 64) return grp > 8 ? attn_cl_go<2, 16, 8, 3>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq)
+                                 : attn_cl_go<2, 8, 8, 3>(n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+    return grp > 8 && grp <= 12 ? attn_cl_hd128<12>(on, n_head, n_head_kv, s, q, kc, vc, out, pos, xq)
+                                : attn_cl_hd128<8>(on, n_head, n_head_kv, s, q, kc, vc, out, pos, xq);
+}
+
 template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
@@ -951,6 +1143,10 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
+    if (rows == 1 && !seq && merge && attn_cl_launch(q, kcache, vcache, out, n_head, n_head_kv, hd, pos, fused ? xq : nullptr, s)) {
+        if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
+        return;
+    }
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
