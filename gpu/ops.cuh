@@ -21,9 +21,6 @@ void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const 
  * n_head % n_head_kv == 0; q, caches 16-byte aligned. part: scratch of op_attn_part_floats(n_head,
  * n_head_kv, hd) floats. */
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
-/* The single-row decode attention's form: 0 the split launches and their merge, 1-5 one launch of
- * clusters (HOTMOE_ATT_CL's forms, gpu/ops.cu); -1 (default) HOTMOE_ATT_CL's. For the tests. */
-void op_attn_cl_mode(int mode);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
 /* The same for rows tokens (row r: q + r * qs, out + r * os, part + r * ps (op_attn_part_floats

@@ -376,9 +376,8 @@ static float chain_us(cudaStream_t s, int nl, int reps, F launch, cudaError_t *e
 
 /* --bench-attn: the decode attention with its merge and x's q8 records (op_attn_decode_q8) for air
  * (96/8 heads of 128) and a3b (32/4) at the bench's positions, as graphs of 200 launches in one PDL
- * chain, in each of op_attn_cl_mode's forms twice; us a launch over 20 replays and a hash of the
- * output and records (the forms sum in other orders: their hashes differ; the tests compare each
- * with the CPU). */
+ * chain, twice; us a launch over 20 replays and a hash of the output and records (a variant that
+ * sums in another order gives another hash: the tests compare it with the CPU). */
 static int bench_attn(void) {
     static const struct { const char *name; int nh, nkv, pos; } cs[] = {
         { "air", 96, 8, 127 }, { "air", 96, 8, 430 }, { "air", 96, 8, 640 }, { "a3b", 32, 4, 430 }, { "a3b", 32, 4, 640 },
@@ -397,8 +396,7 @@ static int bench_attn(void) {
         float *part = poisoned(op_attn_part_floats(c.nh, c.nkv, hd));
         int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &c.pos, 4, cudaMemcpyHostToDevice);
         void *xq = poisoned_rec(qd);
-        for (int mode : { 0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5 }) {   /* op_attn_cl_mode: split launches + merge, the cluster forms */
-            op_attn_cl_mode(mode);
+        for (int rep = 0; rep < 2; rep++) {
             cudaError_t ce;
             const float us = chain_us(s, nl, reps, [&](cudaStream_t st) {
                 op_attn_decode_q8(dq, dk, dv, dout, xq, part, c.nh, c.nkv, hd, n_ctx, dpos, st, 1);
@@ -407,13 +405,12 @@ static int bench_attn(void) {
             back(o.data(), dout, qd);
             cudaMemcpy(hq.data(), xq, hq.size(), cudaMemcpyDeviceToHost);
             const uint64_t h = fnv_bytes(fnv_words(FNV0, o.data(), qd), hq.data(), hq.size());
-            printf("%s bench-attn %s heads %d/%d hd %d pos %d mode %d: %.3f us a launch in a PDL chain of %d, hash %016llx\n",
-                   ce == cudaSuccess ? "PASS" : "FAIL", c.name, c.nh, c.nkv, hd, c.pos, mode, us, nl, (unsigned long long)h);
+            printf("%s bench-attn %s heads %d/%d hd %d pos %d: %.3f us a launch in a PDL chain of %d, hash %016llx\n",
+                   ce == cudaSuccess ? "PASS" : "FAIL", c.name, c.nh, c.nkv, hd, c.pos, us, nl, (unsigned long long)h);
             bad |= ce != cudaSuccess;
         }
         cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos); cudaFree(xq);
     }
-    op_attn_cl_mode(-1);
     return bad;
 }
 
@@ -475,36 +472,31 @@ int main(int argc, char **argv) {
     test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
     test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
     test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
-    for (int cl = 0; cl < 6; cl++) {   /* the split launches and their merge; one launch of clusters (op_attn_cl_mode 1-5) */
-        op_attn_cl_mode(cl);
-        printf("-- attention: op_attn_cl_mode(%d)\n", cl);
-        test_attention_q8(96, 8, 128, 640, 300);
-        test_attention_q8(40, 2, 64, 100, 16);
-        test_attention_q8(6, 3, 48, 300, 211);
-        test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
-        test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
-        test_attention_q8(96, 8, 128, 640, 600);  /* air past 512 positions: 19 splits, the merge over them */
-        for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
-        test_attention(4, 2, 16, 40, 39);
-        test_attention(6, 3, 48, 300, 211);
-        test_attention(96, 8, 128, 4096, 4000);
-        test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
-        test_attention(96, 8, 128, 640, 600);     /* past 512 positions: 19 splits, a second round of blocks */
-        test_attention(32, 8, 64, 1024, 1000);    /* hd 64 past 512 positions: 32 splits */
-        test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
-        test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
-        test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group, 17 splits */
-        test_attention(40, 2, 64, 100, 16);       /* 20 heads a group; 17 positions: one split writes the output */
-        test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
-        test_attention(64, 4, 128, 600, 517);     /* 16 heads a group (a Qwen3-235B shape) */
-        test_attention(24, 2, 256, 300, 200);     /* hd 256, 12 heads a group */
-        for (int pos : { 0, 31, 32, 33, 95 }) test_attention(24, 2, 128, 128, pos);   /* air's group (12 heads, hd 128: the twelve-warp kernel), the step's row in each place of a tile */
-        for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
-        /* the clusters' edges: a tile for every block of 8 (256) and of 16 (512), each's 3 (768) and 2 buffers (1024) full, one past */
-        for (int pos : { 255, 256, 511, 512, 767, 768, 1023, 1024 }) test_attention(96, 8, 128, 1100, pos);
-        test_attention_q8(32, 4, 128, 1100, 1024);
-    }
-    op_attn_cl_mode(-1);
+    test_attention_q8(96, 8, 128, 640, 300);
+    test_attention_q8(40, 2, 64, 100, 16);
+    test_attention_q8(6, 3, 48, 300, 211);
+    test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
+    test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
+    test_attention_q8(96, 8, 128, 640, 600);  /* air past 512 positions: 19 splits, the merge over them */
+    for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
+    test_attention(4, 2, 16, 40, 39);
+    test_attention(6, 3, 48, 300, 211);
+    test_attention(96, 8, 128, 4096, 4000);
+    test_attention(96, 8, 128, 640, 300);     /* air at the bench's context */
+    test_attention(96, 8, 128, 640, 600);     /* past 512 positions: 19 splits, a second round of blocks */
+    test_attention(32, 8, 64, 1024, 1000);    /* hd 64 past 512 positions: 32 splits */
+    test_attention(64, 1, 64, 200, 150);      /* 64 q heads per kv head: two head slabs */
+    test_attention(8, 2, 256, 300, 299);      /* hd 256: tiles of 16 positions */
+    test_attention(96, 8, 256, 600, 517);     /* hd 256 with 12 heads a group, 17 splits */
+    test_attention(40, 2, 64, 100, 16);       /* 20 heads a group; 17 positions: one split writes the output */
+    test_attention(8, 1, 128, 5000, 4999);    /* one kv head: 64 splits */
+    test_attention(64, 4, 128, 600, 517);     /* 16 heads a group (a Qwen3-235B shape) */
+    test_attention(24, 2, 256, 300, 200);     /* hd 256, 12 heads a group */
+    for (int pos : { 0, 31, 32, 33, 95 }) test_attention(24, 2, 128, 128, pos);   /* air's group (12 heads, hd 128: the twelve-warp kernel), the step's row in each place of a tile */
+    for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
+    /* air at 256-1,025 positions (33 splits: one tile each, 8-33 splits with positions), the step's row last or first in its tile */
+    for (int pos : { 255, 256, 511, 512, 767, 768, 1023, 1024 }) test_attention(96, 8, 128, 1100, pos);
+    test_attention_q8(32, 4, 128, 1100, 1024);
     {   /* fn, n, k, norm, scale, groups, groups kept, bias, ties (2: negative choices, still tied) */
         static const struct { int fn, n, k, norm; float scale; int ng, tg, bias, ties; } rc[] = {
             { 1, 128, 8, 1, 1.0f, 1, 1, 0, 0 }, { 1, 128, 8, 0, 1.0f, 1, 1, 0, 0 }, { 1, 60, 4, 1, 1.0f, 1, 1, 0, 1 },
