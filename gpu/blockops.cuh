@@ -1,7 +1,6 @@
-/* blockops.cuh - device pieces the decode step (ops.cu) and the batched prefill (prefill_ops.cu,
- * prefill_mma.cu) share: warp and block sums, asynchronous copies into shared memory, a cluster's
- * transaction barrier, and one head's q/k/v post-processing (bias, per-head RMSNorm, NeoX RoPE on
- * the first n_rot dims, K and V into the cache), as cpu/forward.c does them. */
+/* blockops.cuh - device pieces the decode step (ops.cu) and the batched prefill (prefill_ops.cu)
+ * share: warp and block sums, and one head's q/k/v post-processing (bias, per-head RMSNorm, NeoX
+ * RoPE on the first n_rot dims, K and V into the cache), as cpu/forward.c does them. */
 #ifndef HM_BLOCKOPS_CUH
 #define HM_BLOCKOPS_CUH
 #include <math.h>
@@ -9,39 +8,6 @@
 static __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
-}
-
-/* 16 bytes global -> shared, asynchronously (L2 only); zeros when !valid (nothing is read) */
-static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
-    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    int sz = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(sz));
-}
-
-/* A cluster's exchange without cluster.sync() (whose arrive is a MEMBAR.ALL.GPU on sm_90): each
- * block's transaction barrier at mba (a shared address) expects tx bytes, which the other blocks
- * send by st.async (cl_mapa gives the address of rank's copy of a shared address); every thread
- * then waits in cl_mbar_wait. tx is a callable that only thread 0 calls (the residual norm's
- * cluster size read there keeps k_residual_norm_cl the instructions it was measured with). cl_mbar_init, by every thread of every block of the cluster, sets the
- * barrier up and arrives (relaxed) at the cluster barrier; a block waits there
- * (barrier.cluster.wait.aligned) before its first send. sm_90. */
-template <class F>   /* tx(): the bytes, asked by thread 0 only */
-static __device__ __forceinline__ void cl_mbar_init(unsigned mba, F tx) {
-    if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mba) : "memory");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mba), "r"((unsigned)tx()) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-static __device__ __forceinline__ unsigned cl_mapa(unsigned a, unsigned rank) {
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
-static __device__ __forceinline__ void cl_mbar_wait(unsigned mba) {
-    asm volatile("{\n\t.reg .pred p;\n\tHM_MB_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t@!p bra HM_MB_WAIT;\n\t}"
-                 ::"r"(mba) : "memory");
 }
 
 /* sum over a block of up to 1024 threads; every thread calls it */

@@ -228,7 +228,14 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
     __shared__ __align__(8) uint64_t mbar;
     const unsigned mba = (unsigned)__cvta_generic_to_shared(&mbar);
-    if (w) cl_mbar_init(mba, [&] { return cl.num_blocks() * 4; });   /* w: uniform over the cluster, as the wait below */
+    if (w) {   /* w: uniform over the cluster, as the wait below */
+        if (threadIdx.x == 0) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(mba) : "memory");
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(mba), "r"(cl.num_blocks() * 4) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    }
     hm_pdl_pre(f);
     const float4 wv = w ? __ldg((const float4 *)w + i) : z;
     hm_pdl_wait_f(f);
@@ -241,11 +248,14 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const unsigned nb = cl.num_blocks(), rank = cl.block_rank();
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");   /* every block's mbar is set up */
     if (threadIdx.x < nb) {
-        const unsigned rp = cl_mapa((unsigned)__cvta_generic_to_shared(&part[rank]), threadIdx.x), rb = cl_mapa(mba, threadIdx.x);
+        unsigned rp, rb;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rp) : "r"((unsigned)__cvta_generic_to_shared(&part[rank])), "r"(threadIdx.x));
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(mba), "r"(threadIdx.x));
         asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(rp), "r"(__float_as_uint(ss)),
                      "r"(rb) : "memory");
     }
-    cl_mbar_wait(mba);
+    asm volatile("{\n\t.reg .pred p;\n\tRN_MB_WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n\t@!p bra RN_MB_WAIT;\n\t}"
+                 ::"r"(mba) : "memory");
     float tot = 0.f;
     for (unsigned r = 0; r < nb; r++) tot += part[r];
     const float inv = 1.0f / sqrtf(tot / (float)n + eps);
@@ -715,65 +725,6 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
     for (int i = threadIdx.x + NT; i < n4; i += NT) ((float4 *)sq)[i] = ((const float4 *)qg)[i];
 }
 
-/* each head's online softmax empty: m -inf, l and o 0 */
-template <int DPL, int HPW>
-static __device__ __forceinline__ void attn_w_init(float (&m)[HPW], float (&l)[HPW], float (&o)[HPW][DPL]) {
-#pragma unroll
-    for (int j = 0; j < HPW; j++) {
-        m[j] = -INFINITY; l[j] = 0.f;
-#pragma unroll
-        for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
-    }
-}
-
-/* One tile of nt positions (K rows KS floats apart in sk, V rows in sv) into the online softmax of
- * each head the warp takes (heads wid, wid + NW, ... below ng; q in sq): lane t scores position t,
- * the warp's max and sum by shuffles, lane i accumulates dims [DPL i, DPL i + DPL) from V's rows. */
-template <int DPL, int NW, int HPW>
-static __device__ __forceinline__ void attn_w_tile(const float *sq, const float *sk, const float *sv, int nt, int ng, int lane, int wid,
-                                                   float scale, float (&m)[HPW], float (&l)[HPW], float (&o)[HPW][DPL]) {
-    constexpr int HD = 32 * DPL, KS = HD + 4, HD4 = HD / 4;
-#pragma unroll
-    for (int j = 0; j < HPW; j++) {
-        const int h = wid + NW * j;
-        if (h >= ng) break; /* warp-uniform */
-        float s = -INFINITY;
-        if (lane < nt) {
-            const float4 *qh = (const float4 *)(sq + h * HD), *kr = (const float4 *)(sk + lane * KS);
-            float d0 = 0.f, d1 = 0.f;
-#pragma unroll
-            for (int c = 0; c < HD4; c += 2) {
-                const float4 a = qh[c], b = kr[c], a2 = qh[c + 1], b2 = kr[c + 1];
-                d0 = fmaf(a.x, b.x, d0); d0 = fmaf(a.y, b.y, d0); d0 = fmaf(a.z, b.z, d0); d0 = fmaf(a.w, b.w, d0);
-                d1 = fmaf(a2.x, b2.x, d1); d1 = fmaf(a2.y, b2.y, d1); d1 = fmaf(a2.z, b2.z, d1); d1 = fmaf(a2.w, b2.w, d1);
-            }
-            s = (d0 + d1) * scale;
-        }
-        float mt = s;
-        for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-        const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-        l[j] = l[j] * c + warp_sum(pe);
-#pragma unroll
-        for (int d = 0; d < DPL; d++) o[j][d] *= c;
-        for (int t = 0; t < nt; t++) {
-            const float pt = __shfl_sync(0xffffffffu, pe, t);
-            const float *vr = sv + t * HD + lane * DPL;
-            if constexpr (DPL % 4 == 0) {
-#pragma unroll
-                for (int d = 0; d < DPL; d += 4) {
-                    const float4 v = *(const float4 *)(vr + d);
-                    o[j][d] = fmaf(pt, v.x, o[j][d]); o[j][d + 1] = fmaf(pt, v.y, o[j][d + 1]);
-                    o[j][d + 2] = fmaf(pt, v.z, o[j][d + 2]); o[j][d + 3] = fmaf(pt, v.w, o[j][d + 3]);
-                }
-            } else {   /* hd 64: two dims a lane */
-                const float2 v = *(const float2 *)vr;
-                o[j][0] = fmaf(pt, v.x, o[j][0]); o[j][1] = fmaf(pt, v.y, o[j][1]);
-            }
-        }
-        m[j] = mn;
-    }
-}
-
 /* k_attn_gqa for head sizes 32 * DPL (64, 128, 256), with every step in registers: a warp takes
  * a q head, lane t scores position t of the tile against it (the K row read from shared memory,
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
@@ -810,7 +761,12 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
                          kvd, kvh, HD);
     const float scale = 1.0f / sqrtf((float)HD);
     float m[HPW], l[HPW], o[HPW][DPL];
-    attn_w_init(m, l, o);
+#pragma unroll
+    for (int j = 0; j < HPW; j++) {
+        m[j] = -INFINITY; l[j] = 0.f;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) o[j][d] = 0.f;
+    }
     for (int tb = t0; tb < t1; tb += TP) {
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
@@ -818,7 +774,45 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
             attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
         __syncthreads(); /* the tile (and q) are in */
-        attn_w_tile<DPL, NW, HPW>(sq, sk, sv, nt, ng, lane, wid, scale, m, l, o);
+#pragma unroll
+        for (int j = 0; j < HPW; j++) {
+            const int h = wid + NW * j;
+            if (h >= ng) break; /* warp-uniform */
+            float s = -INFINITY;
+            if (lane < nt) {
+                const float4 *qh = (const float4 *)(sq + h * HD), *kr = (const float4 *)(sk + lane * KS);
+                float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+                for (int c = 0; c < HD4; c += 2) {
+                    const float4 a = qh[c], b = kr[c], a2 = qh[c + 1], b2 = kr[c + 1];
+                    d0 = fmaf(a.x, b.x, d0); d0 = fmaf(a.y, b.y, d0); d0 = fmaf(a.z, b.z, d0); d0 = fmaf(a.w, b.w, d0);
+                    d1 = fmaf(a2.x, b2.x, d1); d1 = fmaf(a2.y, b2.y, d1); d1 = fmaf(a2.z, b2.z, d1); d1 = fmaf(a2.w, b2.w, d1);
+                }
+                s = (d0 + d1) * scale;
+            }
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l[j] = l[j] * c + warp_sum(pe);
+#pragma unroll
+            for (int d = 0; d < DPL; d++) o[j][d] *= c;
+            for (int t = 0; t < nt; t++) {
+                const float pt = __shfl_sync(0xffffffffu, pe, t);
+                const float *vr = sv + t * HD + lane * DPL;
+                if constexpr (DPL % 4 == 0) {
+#pragma unroll
+                    for (int d = 0; d < DPL; d += 4) {
+                        const float4 v = *(const float4 *)(vr + d);
+                        o[j][d] = fmaf(pt, v.x, o[j][d]); o[j][d + 1] = fmaf(pt, v.y, o[j][d + 1]);
+                        o[j][d + 2] = fmaf(pt, v.z, o[j][d + 2]); o[j][d + 3] = fmaf(pt, v.w, o[j][d + 3]);
+                    }
+                } else {   /* hd 64: two dims a lane */
+                    const float2 v = *(const float2 *)vr;
+                    o[j][0] = fmaf(pt, v.x, o[j][0]); o[j][1] = fmaf(pt, v.y, o[j][1]);
+                }
+            }
+            m[j] = mn;
+        }
     }
 #pragma unroll
     for (int j = 0; j < HPW; j++) {
@@ -948,9 +942,6 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
-    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
-    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
-                       (uintptr_t)xq % 16 == 0;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
@@ -964,6 +955,9 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
         hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
                   nslab, qs, os, ps);
     }
+    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
+    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
+                       (uintptr_t)xq % 16 == 0;
     if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */

@@ -467,17 +467,17 @@ int main(int argc, char **argv) {
         printf("%s router_norm: n 3072, 2 rows of 4096, n 8192, 3 rows a block, 3 blocks of 4096 refused\n", ok ? "PASS" : "FAIL");
         ok ? n_pass++ : n_fail++;
     }
-    test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
-    test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
-    test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
-    test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
-    test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
     test_attention_q8(96, 8, 128, 640, 300);
     test_attention_q8(40, 2, 64, 100, 16);
     test_attention_q8(6, 3, 48, 300, 211);
     test_attention_q8(96, 8, 128, 640, 20);   /* one split: the merge only makes the records */
     test_attention_q8(8, 1, 128, 5000, 4999); /* 64 splits: the merge's values past the first 32 */
     test_attention_q8(96, 8, 128, 640, 600);  /* air past 512 positions: 19 splits, the merge over them */
+    test_qkv_post(4, 2, 16, 16, 0, 1, 0);     /* Qwen3-like fixture */
+    test_qkv_post(4, 2, 16, 8, 1, 0, 5);      /* GLM fixture: bias, partial rope */
+    test_qkv_post(32, 4, 128, 128, 0, 1, 77); /* a3b */
+    test_qkv_post(96, 8, 128, 64, 1, 1, 1000);/* air, with qk norm */
+    test_qkv_post(6, 3, 48, 24, 1, 1, 3);     /* head_dim not a multiple of 32 */
     for (int pos : { 0, 1, 127, 128, 129, 700, 1023 }) test_attention(32, 4, 128, 1024, pos);
     test_attention(4, 2, 16, 40, 39);
     test_attention(6, 3, 48, 300, 211);
