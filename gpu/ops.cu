@@ -589,10 +589,20 @@ static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((
 
 /* K and V rows [tb, tb + nt) of kv head kvh (hd floats each, rows kvd floats apart in the cache)
  * into shared memory, K rows ks floats apart, V rows hd; 4 rows' loads in flight a thread */
-template <int NT = ATT_THREADS>
+template <int NT = ATT_THREADS, bool CPA = false>
 static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
                                                       int tb, int nt, int kvd, int kvh, int hd, int ks) {
     const int hd4 = hd / 4;
+    if constexpr (CPA) {   /* HOTMOE_ATT_LB: straight into shared memory, no registers held (attn_cpa_wait before use) */
+        for (int i = threadIdx.x; i < nt * hd4; i += NT) {
+            const int t = i / hd4, c = i - t * hd4;
+            const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
+            const unsigned a = (unsigned)__cvta_generic_to_shared(sk + t * ks + 4 * c), b = (unsigned)__cvta_generic_to_shared(sv + t * hd + 4 * c);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(kc + g));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(b), "l"(vc + g));
+        }
+        return;
+    }
     for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * NT) {
         float4 kv[4], vv[4];
 #pragma unroll
@@ -730,13 +740,17 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
+/* LB (HOTMOE_ATT_LB, 0 by default): 1 a warp's heads HPW = 1 (launches whose heads fit the warps),
+ * 2 that and the tiles by cp.async (no registers held for them: air's 384-thread blocks at 63
+ * registers, two a SM), 3 as 2 with shared memory padded to 72 KB (one block a SM under the 50% carveout) */
+template <int DPL, int NW, int LB = 0>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
 __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
                                                             int f) {
-    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = LB ? 1 : (ATT_MAXG + NW - 1) / NW;
+    constexpr bool CPA = LB >= 2;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
@@ -754,7 +768,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
-    attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    attn_load_tile<NT, CPA>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
     attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre,
@@ -771,8 +785,9 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+            attn_load_tile<NT, CPA>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
+        if constexpr (CPA) asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
         for (int j = 0; j < HPW; j++) {
@@ -904,13 +919,13 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
-template <int DPL, int NW>
+template <int DPL, int NW, int LB = 0>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+    hm_allow_smem(k_attn_gqa_w<DPL, NW, LB>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW, LB>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
               qs, os, ps, hm_small_pdl());
 }
 
@@ -922,10 +937,17 @@ template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
-    static std::atomic<int> c(-1);
+    static std::atomic<int> c(-1), cl(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
+    const int lb = hm_env_digit("HOTMOE_ATT_LB", 0, 3, 0, cl);
     auto go = [&](auto nw) {
-        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        constexpr int NW = decltype(nw)::value;
+        if (lb && grp <= NW) {   /* every head of the slab on a warp of its own */
+            if (lb == 1) attn_w_go<DPL, NW, 1>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+            else if (lb == 2) attn_w_go<DPL, NW, 2>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+            else attn_w_go<DPL, NW, 2>(grid, smem > 72 * 1024 ? smem : 72 * 1024, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        } else
+            attn_w_go<DPL, NW>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     };
     if constexpr (DPL == 2) {
         if (on && grp > 8) go(std::integral_constant<int, 16>());
