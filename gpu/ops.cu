@@ -356,8 +356,9 @@ static int residual_norm_launch(float *x, const float *pre, const float *y, long
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
     const rn_form form = rn_form_for(n, v4);
+    static std::atomic<unsigned long long> raised(0);
     if (form == RN_FORM_CL)
-        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
+        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, hm_spread_smem(4, k_residual_norm_cl, 1024, raised), s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
                      out, n, eps, ys, ws, kq, f);
     else if (form == RN_FORM_ONE)
         hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
@@ -521,7 +522,9 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
     const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);
     const dim3 grid((nrows + rpb - 1) / rpb);
-    if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
+    static std::atomic<unsigned long long> raised(0);
+    const size_t sp = rpb == 4 ? hm_spread_smem(2, k_router_norm<4>, 4 * RTN_NMAX + 1024, raised) : 0;
+    if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, sp, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     else if (rpb == 2) hm_launch(k_router_norm<2>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     else hm_launch(k_router_norm<1>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     return 0;
@@ -593,7 +596,7 @@ template <int NT = ATT_THREADS, bool CPA = false>
 static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
                                                       int tb, int nt, int kvd, int kvh, int hd, int ks) {
     const int hd4 = hd / 4;
-    if constexpr (CPA) {   /* HOTMOE_ATT_LB: straight into shared memory, no registers held (attn_cpa_wait before use) */
+    if constexpr (CPA) {   /* HOTMOE_ATT_LB: straight into shared memory, no registers held (cp.async.wait_all before use) */
         for (int i = threadIdx.x; i < nt * hd4; i += NT) {
             const int t = i / hd4, c = i - t * hd4;
             const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
@@ -601,8 +604,7 @@ static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ 
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(kc + g));
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(b), "l"(vc + g));
         }
-        return;
-    }
+    } else
     for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * NT) {
         float4 kv[4], vv[4];
 #pragma unroll
@@ -981,7 +983,8 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
     if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
-    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
+    static std::atomic<unsigned long long> raised(0);
+    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, hm_spread_smem(1, k_attn_combine, 1024, raised), s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
