@@ -316,19 +316,4 @@ static inline int hm_allow_smem(K kernel, size_t smem, size_t stat, std::atomic<
     return 0;
 }
 
-/* HOTMOE_SPREAD (0 by default), a bit mask of small decode launches whose blocks take SPREAD_SMEM
- * bytes of shared memory (dynamic, unused), so that at most one sits on a SM (the carveout is 50%):
- * 1 the attention's merge, 2 the router with its norm, 4 the residual norm. Placed early (PDL) on
- * the SMs the kernel before frees first, small blocks otherwise pack two or more a SM (the
- * attention at two a SM lost 1.6% on air, HOTMOE_ATT_LB=2, forty-sixth pass). The dynamic bytes for
- * kernel (stat bytes of static), or 0 when the bit is off or the size cannot be allowed. */
-#define SPREAD_SMEM (72 * 1024)
-template <typename K>
-static inline size_t hm_spread_smem(int bit, K kernel, size_t stat, std::atomic<unsigned long long> &raised) {
-    static std::atomic<int> c(-1);
-    if (!(hm_env_int("HOTMOE_SPREAD", 0, 255, 0, c) & bit)) return 0;
-    const size_t d = SPREAD_SMEM - stat;
-    return hm_allow_smem(kernel, d, stat, raised) ? 0 : d;
-}
-
 #endif

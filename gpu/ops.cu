@@ -356,9 +356,8 @@ static int residual_norm_launch(float *x, const float *pre, const float *y, long
     if (!w) xq = NULL;   /* no norm, no output */
     uint8_t *kq = xq_in_kernel(v4, n, xq);
     const rn_form form = rn_form_for(n, v4);
-    static std::atomic<unsigned long long> raised(0);
     if (form == RN_FORM_CL)
-        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, hm_spread_smem(4, k_residual_norm_cl, 1024, raised), s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
+        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
                      out, n, eps, ys, ws, kq, f);
     else if (form == RN_FORM_ONE)
         hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
@@ -522,9 +521,7 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
     const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);
     const dim3 grid((nrows + rpb - 1) / rpb);
-    static std::atomic<unsigned long long> raised(0);
-    const size_t sp = rpb == 4 ? hm_spread_smem(2, k_router_norm<4>, 4 * RTN_NMAX + 1024, raised) : 0;
-    if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, sp, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
+    if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     else if (rpb == 2) hm_launch(k_router_norm<2>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     else hm_launch(k_router_norm<1>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     return 0;
@@ -592,19 +589,10 @@ static __device__ __forceinline__ int attn_len(int n, int nsplit) { return max((
 
 /* K and V rows [tb, tb + nt) of kv head kvh (hd floats each, rows kvd floats apart in the cache)
  * into shared memory, K rows ks floats apart, V rows hd; 4 rows' loads in flight a thread */
-template <int NT = ATT_THREADS, bool CPA = false>
+template <int NT = ATT_THREADS>
 static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
                                                       int tb, int nt, int kvd, int kvh, int hd, int ks) {
     const int hd4 = hd / 4;
-    if constexpr (CPA) {   /* HOTMOE_ATT_LB: straight into shared memory, no registers held (cp.async.wait_all before use) */
-        for (int i = threadIdx.x; i < nt * hd4; i += NT) {
-            const int t = i / hd4, c = i - t * hd4;
-            const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
-            const unsigned a = (unsigned)__cvta_generic_to_shared(sk + t * ks + 4 * c), b = (unsigned)__cvta_generic_to_shared(sv + t * hd + 4 * c);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(kc + g));
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(b), "l"(vc + g));
-        }
-    } else
     for (int i0 = threadIdx.x; i0 < nt * hd4; i0 += 4 * NT) {
         float4 kv[4], vv[4];
 #pragma unroll
@@ -742,17 +730,13 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-/* LB (HOTMOE_ATT_LB, 0 by default): 1 a warp's heads HPW = 1 (launches whose heads fit the warps),
- * 2 that and the tiles by cp.async (no registers held for them: air's 384-thread blocks at 63
- * registers, two a SM), 3 as 2 with shared memory padded to 72 KB (one block a SM under the 50% carveout) */
-template <int DPL, int NW, int LB = 0>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
+template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
 __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
                                                             int f) {
-    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = LB ? 1 : (ATT_MAXG + NW - 1) / NW;
-    constexpr bool CPA = LB >= 2;
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
@@ -770,7 +754,7 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
-    attn_load_tile<NT, CPA>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
     attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre,
@@ -787,9 +771,8 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            attn_load_tile<NT, CPA>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+            attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
-        if constexpr (CPA) asm volatile("cp.async.wait_all;\n" ::: "memory");
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
         for (int j = 0; j < HPW; j++) {
@@ -921,13 +904,13 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
-template <int DPL, int NW, int LB = 0>
+template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW, LB>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL, NW, LB>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
               qs, os, ps, hm_small_pdl());
 }
 
@@ -939,17 +922,10 @@ template <int DPL>
 static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
-    static std::atomic<int> c(-1), cl(-1);
+    static std::atomic<int> c(-1);
     const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
-    const int lb = hm_env_digit("HOTMOE_ATT_LB", 0, 3, 0, cl);
     auto go = [&](auto nw) {
-        constexpr int NW = decltype(nw)::value;
-        if (lb && grp <= NW) {   /* every head of the slab on a warp of its own */
-            if (lb == 1) attn_w_go<DPL, NW, 1>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-            else if (lb == 2) attn_w_go<DPL, NW, 2>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-            else attn_w_go<DPL, NW, 2>(grid, smem > 72 * 1024 ? smem : 72 * 1024, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        } else
-            attn_w_go<DPL, NW>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     };
     if constexpr (DPL == 2) {
         if (on && grp > 8) go(std::integral_constant<int, 16>());
@@ -983,8 +959,7 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
     if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
-    static std::atomic<unsigned long long> raised(0);
-    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, hm_spread_smem(1, k_attn_combine, 1024, raised), s, part, out, hd, nsplit, pos, ps, os,
+    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
 }
