@@ -955,10 +955,10 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
         hm_launch(k_attn_gqa, grid, ATT_THREADS, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, hd, tp, pos, seq, seq_stride,
                   nslab, qs, os, ps);
     }
+    if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
     /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
     const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
                        (uintptr_t)xq % 16 == 0;
-    if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
     hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
               fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
     if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
