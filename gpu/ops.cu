@@ -730,12 +730,12 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
+template <int DPL, int NW, bool LOOP = false>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa); LOOP: a block may take several splits */
 __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int f) {
+                                                            int f, int nsplit) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
@@ -743,17 +743,21 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
     extern __shared__ __align__(16) float att_sm[];
     float *sk = att_sm, *sv = sk + TP * KS, *sq = sv + TP * HD; /* [TP][HD+4], [TP][HD], [ng][HD] */
-    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
+    const int kvh = blockIdx.x;
     const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
     /* before the wait: the position and sequence (copied in before the step's first kernel) and the
      * first tile's rows of earlier positions (written by earlier steps); after it, the row of this
-     * step's position (the kernel before writes it) and q */
+     * step's position (the kernel before writes it) and q. nsplit is the splits the positions are
+     * cut into (the partials' layout, k_attn_combine's); a grid of fewer (gridDim.y) takes split
+     * blockIdx.y, then blockIdx.y + gridDim.y, ...: the same partials */
     const int n = *pos_p + 1;
     const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
-    if (sp >= ns) return;
+    if ((int)blockIdx.y >= ns) return;
+    for (int sp = blockIdx.y;;) {
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
+    if (sp != (int)blockIdx.y) __syncthreads();   /* the last split's tile and q are consumed */
     attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
@@ -828,6 +832,10 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         }
 #pragma unroll
         for (int d = 0; d < DPL; d++) dst[lane * DPL + d] = o[j][d] * f;
+    }
+    if (!LOOP) break;
+    sp += gridDim.y;
+    if (sp >= ns) break;
     }
     HM_KT_END();
 }
@@ -904,14 +912,30 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
+/* HOTMOE_ATT_GRID=G (experiment; 0, the default: the splits): the register attention's grid takes
+ * min(G, splits) blocks a kv head, each running splits blockIdx.y + k G (the same partials) */
+static int attn_grid_y(int nsplit) {
+    static std::atomic<int> c(-1);
+    const int g = hm_env_int("HOTMOE_ATT_GRID", 0, 64, 0, c);
+    return g > 0 && g < nsplit ? g : nsplit;
+}
+
 template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
-    static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-              qs, os, ps, hm_small_pdl());
+    static std::atomic<unsigned long long> raised(0), raised_l(0);
+    static std::atomic<int> nl(-1);
+    const int gy = attn_grid_y((int)grid.y);
+    if (gy == (int)grid.y || hm_env_digit("HOTMOE_ATT_GRID_NL", 0, 1, 0, nl)) {   /* _NL=1: no loop (right only up to 32 gy positions) */
+        hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+        hm_launch(k_attn_gqa_w<DPL, NW>, dim3(grid.x, gy, grid.z), 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+                  qs, os, ps, hm_small_pdl(), (int)grid.y);
+    } else {
+        hm_allow_smem(k_attn_gqa_w<DPL, NW, true>, smem, 0, raised_l);
+        hm_launch(k_attn_gqa_w<DPL, NW, true>, dim3(grid.x, gy, grid.z), 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos,
+                  seq, seq_stride, nslab, qs, os, ps, hm_small_pdl(), (int)grid.y);
+    }
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
