@@ -1,5 +1,6 @@
 /* ops.cu - small ops of the forward pass. The math mirrors cpu/kernels.c, cpu/forward.c and
  * cpu/router.c so that GPU and CPU agree to float rounding. */
+#include <vector>
 #include "ops.cuh"
 #include "launch.cuh"
 #include "blockops.cuh"
@@ -912,6 +913,38 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
+/* The register attention's launches captured on this thread while op_attn_track(1) is on: their
+ * graph nodes (the node the stream depends on right after the launch) and nominal splits, so that
+ * exec.cu can trim each one's grid to the splits a step's position uses (op_attn_splits_used) */
+static thread_local int att_track_on;
+static thread_local std::vector<std::pair<cudaGraphNode_t, int>> att_tracked;
+void op_attn_track(int on) {
+    att_track_on = on;
+    if (on) att_tracked.clear();
+}
+int op_attn_tracked(cudaGraphNode_t *nodes, int *nsplit, int max) {
+    int n = 0;
+    for (const auto &t : att_tracked) {
+        if (n == max) return -1;
+        nodes[n] = t.first; nsplit[n] = t.second; n++;
+    }
+    return n;
+}
+int op_attn_splits_used(int n, int nsplit) {   /* attn_len's count on the host */
+    const int len = std::max((n + nsplit - 1) / nsplit, ATT_MINPOS);
+    return (n + len - 1) / len;
+}
+static void attn_track(cudaStream_t s, int nsplit) {
+    if (!att_track_on) return;
+    cudaStreamCaptureStatus st;
+    const cudaGraphNode_t *deps = NULL;
+    size_t nd = 0;
+    if (cudaStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &nd) == cudaSuccess && st == cudaStreamCaptureStatusActive && nd == 1)
+        att_tracked.emplace_back(deps[0], nsplit);
+    else
+        att_tracked.emplace_back(nullptr, 0);   /* untrimmable: exec.cu leaves the graph alone */
+}
+
 /* HOTMOE_ATT_GRID=G (experiment; 0, the default: the splits): the register attention's grid takes
  * min(G, splits) blocks a kv head, each running splits blockIdx.y + k G (the same partials) */
 static int attn_grid_y(int nsplit) {
@@ -931,6 +964,7 @@ static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, co
         hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
         hm_launch(k_attn_gqa_w<DPL, NW>, dim3(grid.x, gy, grid.z), 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
                   qs, os, ps, hm_small_pdl(), (int)grid.y);
+        if (gy == (int)grid.y && grid.z == (unsigned)nslab) attn_track(s, (int)grid.y);
     } else {
         hm_allow_smem(k_attn_gqa_w<DPL, NW, true>, smem, 0, raised_l);
         hm_launch(k_attn_gqa_w<DPL, NW, true>, dim3(grid.x, gy, grid.z), 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos,
