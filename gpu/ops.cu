@@ -844,7 +844,13 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
 /* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight 16-byte
  * loads in flight a thread; an xor of every word is kept so that no load is dropped (the store
  * never happens: only that value would make it) */
-__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink) {
+__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink,
+                                                  unsigned delay_ns) {
+    if (delay_ns) {   /* HOTMOE_OWARM_DELAY (experiment): the loads start that long after the block does */
+        unsigned long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do { __nanosleep(200); asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < delay_ns);
+    }
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     auto at = [&](size_t i) { return p + i / u16 * s16 + i % u16; };
     unsigned acc = 0;
@@ -863,7 +869,10 @@ __global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, si
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s) {
     unit &= ~(size_t)15;
     if (!count || !unit) return;
-    k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
+    static std::atomic<int> dl(-1);
+    const unsigned delay = (unsigned)hm_env_int("HOTMOE_OWARM_DELAY", 0, 100000, 0, dl);
+    k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr,
+                                             delay);
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
