@@ -602,16 +602,7 @@ static void mark(gpu_exec *g, int grp) {
 
 /* sequence seq's decode graph of a mode (record_step's with_logits: STEP_MODES of them) */
 enum { STEP_MODES = 4 };
-/* a step graph's attention nodes (HOTMOE_ATT_TRIM, att_trim_to below) */
-#define ATT_TRIM_MAX 512
-struct att_trim {
-    cudaGraph_t graph;            /* kept: its nodes name the executable graph's */
-    int n, gy;                    /* nodes; the grid's y they have now */
-    cudaGraphNode_t *node;
-    int *nsplit;
-};
 static cudaGraphExec_t *step_graph(gpu_exec *g, int seq, int mode) { return &g->graphs[STEP_MODES * seq + mode]; }
-static struct att_trim *step_trim(gpu_exec *g, int seq, int mode) { return g->trims ? &g->trims[STEP_MODES * seq + mode] : NULL; }
 
 /* Records one decode step into the stream (captured into a graph by the caller). */
 /* with_logits: 0 no head, 1 the logits copied out, 2 only the greedy token (h_next), 3 the greedy
@@ -944,66 +935,14 @@ static void kt_print(long step, int pos) {
 }
 #endif
 
-/* HOTMOE_ATT_TRIM: 1 (the default; 0 turns it off), a step graph's decode attention launches run
- * as many blocks a kv head as the step's position has splits (op_attn_splits_used), not the fixed
- * split count they were captured with: the blocks of splits without positions only returned, but
- * each took an SM's slot (air: one 384-thread block a SM) and the merge's launch waited for all of
- * them. The nodes' grids are set before a launch whose splits differ from the last one's
- * (cudaGraphExecKernelNodeSetParams, every 32 positions); the same partials, bitwise. */
-static int att_trim_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_ATT_TRIM", 0, 1, 0, c);
-}
-static void att_trim_free(att_trim *t) {
-    if (t->graph) cudaGraphDestroy(t->graph);
-    free(t->node); free(t->nsplit);
-    memset(t, 0, sizeof *t);
-}
-/* the graph exec's attention grids for a step at position pos (0: done; else -1, err set) */
-static int att_trim_to(att_trim *t, cudaGraphExec_t ge, int pos, char *err, size_t errlen) {
-    if (!t || !t->n) return 0;
-    const int gy = op_attn_splits_used(pos + 1, t->nsplit[0]);
-    if (gy == t->gy) return 0;
-    for (int i = 0; i < t->n; i++) {
-        cudaKernelNodeParams kp;
-        CK(cudaGraphKernelNodeGetParams(t->node[i], &kp));
-        kp.gridDim.y = (unsigned)std::max(1, std::min(gy, t->nsplit[i]));
-        CK(cudaGraphExecKernelNodeSetParams(ge, t->node[i], &kp));
-    }
-    t->gy = gy;
-    return 0;
-bad:
-    t->gy = -1;
-    return -1;
-}
-
-/* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens.
- * t (one sequence's step graphs): its attention nodes are kept for att_trim_to. */
-static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen, att_trim *t = NULL) {
+/* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens. */
+static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
     cudaGraph_t graph;
-    const int track = t && !nb && att_trim_on();
-    if (t) att_trim_free(t);
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
-    if (track) op_attn_track(1);
     if (nb) record_step_batch(g, nb, with_logits == 2);
     else record_step(g, with_logits, seq);
-    if (track) op_attn_track(0);
     CK(cudaStreamEndCapture(g->s, &graph));
     CK(cudaGraphInstantiate(out, graph, 0));
-    if (track) {
-        cudaGraphNode_t nodes[ATT_TRIM_MAX];
-        int ns[ATT_TRIM_MAX];
-        int n = op_attn_tracked(nodes, ns, ATT_TRIM_MAX);
-        for (int i = 0; i < n; i++)
-            if (!nodes[i] || ns[i] != ns[0]) n = -1;   /* a launch not trimmable: none is */
-        if (n > 0 && (t->node = (cudaGraphNode_t *)malloc(sizeof(cudaGraphNode_t) * n)) && (t->nsplit = (int *)malloc(sizeof(int) * n))) {
-            memcpy(t->node, nodes, sizeof(cudaGraphNode_t) * n);
-            memcpy(t->nsplit, ns, sizeof(int) * n);
-            t->n = n; t->gy = ns[0]; t->graph = graph;
-            return 0;
-        }
-        att_trim_free(t);
-    }
     cudaGraphDestroy(graph);
     return 0;
 bad:
@@ -1491,12 +1430,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     }
     if (g->n_streamed) hm_carveout_def.store(-1);   /* cold experts: each kernel's carveout the driver's (launch.cuh) */
     g->graphs = (cudaGraphExec_t *)calloc(STEP_MODES * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
-    g->trims = (att_trim *)calloc(STEP_MODES * (size_t)g->n_seq, sizeof(att_trim));
-    if (!g->graphs || !g->trims) { fail(err, errlen, "out of host memory for the step graphs"); goto bad; }
     for (int q = 0; q < g->n_seq; q++)
-        if (capture(g, 0, 1, q, step_graph(g, q, 1), err, errlen, step_trim(g, q, 1)) ||
-            capture(g, 0, 0, q, step_graph(g, q, 0), err, errlen, step_trim(g, q, 0)))
-            goto bad;
+        if (capture(g, 0, 1, q, step_graph(g, q, 1), err, errlen) || capture(g, 0, 0, q, step_graph(g, q, 0), err, errlen)) goto bad;
     if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
         const double GiB = 1073741824.0;
         const char *mode = o->cold == GPU_COLD_CPU ? "cpu" : "stream";
@@ -1656,9 +1591,7 @@ static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, i
         record_step(g, mode, seq);
     } else {
         if (profiled) prof.n = prof.graph_n;
-        if (!profiled && !*step_graph(g, seq, mode) && capture(g, 0, mode, seq, step_graph(g, seq, mode), err, errlen, step_trim(g, seq, mode)))
-            return -1;
-        if (!profiled && att_trim_to(step_trim(g, seq, mode), *step_graph(g, seq, mode), pos, err, errlen)) return -1;
+        if (!profiled && !*step_graph(g, seq, mode) && capture(g, 0, mode, seq, step_graph(g, seq, mode), err, errlen)) return -1;
         gapm_before(g->s);
         CK(cudaGraphLaunch(profiled ? prof.graph : *step_graph(g, seq, mode), g->s));
         gapm_after(g->s);
@@ -1760,7 +1693,7 @@ extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int po
         return -2;
     }
     if (!n) return 0;   /* the table and the ring made: a timed run does not pay for them */
-    if (!*step_graph(g, seq, 3) && capture(g, 0, 3, seq, step_graph(g, seq, 3), err, errlen, step_trim(g, seq, 3))) return -1;
+    if (!*step_graph(g, seq, 3) && capture(g, 0, 3, seq, step_graph(g, seq, 3), err, errlen)) return -1;
     {
         cudaStream_t s = g->s;
         *g->h_next = token;
@@ -1771,7 +1704,6 @@ extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int po
         int queued = 0, done = 0, given = -1;   /* given: the tokens given when stop said so (-1: not stopped) */
         while (done < n) {
             while (given < 0 && queued < n && queued - done <= GPU_CHAIN_AHEAD) {
-                if (att_trim_to(step_trim(g, seq, 3), *step_graph(g, seq, 3), pos + queued, err, errlen)) return -1;
                 CK(cudaGraphLaunch(*step_graph(g, seq, 3), s));
                 CK(cudaEventRecord(g->ev_chain[queued % GPU_CHAIN_RING], s));
                 queued++;
@@ -1890,9 +1822,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     up_pool_free(g);
     for (int i = 0; g->graphs && i < STEP_MODES * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
-    for (int i = 0; g->trims && i < STEP_MODES * g->n_seq; i++) att_trim_free(&g->trims[i]);
     free(g->graphs);
-    free(g->trims);
     for (int i = 0; i <= GPU_BATCH_MAX; i++) {
         if (g->bgraphs[i]) cudaGraphExecDestroy(g->bgraphs[i]);
         if (g->bgraphs_g[i]) cudaGraphExecDestroy(g->bgraphs_g[i]);

@@ -121,7 +121,6 @@ struct gpu_exec {
     cudaGraphExec_t *graphs;              /* [STEP_MODES * seq + mode] (step_graph): a sequence's decode graphs (mode 0 without the head, 1
                                              with the logits, 2 with the greedy token only, 3 the greedy chain's step:
                                              captured at its first use) */
-    struct att_trim *trims;               /* [as graphs]: each step graph's attention nodes, trimmed to a step's splits (exec.cu) */
     size_t vram;
     size_t vram_by[4];                    /* bytes by category (enum below) */
     int cat;                              /* the category dalloc is counting now */

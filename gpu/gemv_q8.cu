@@ -751,15 +751,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     /* HOTMOE_Q8_BPS3's types: lanes for three blocks a SM in every layout (the sums depend on the
      * lanes only, so GGUF rows, interleaved and batched stay bitwise alike); the grid and launch
      * bounds for three only in the interleaved kernel */
-    int bps = q8_bps3_type<T>::v >= 0 ? q8_inter_bps(q8_bps3_type<T>::v) : 2;
-    /* HOTMOE_SH_BPS3=1 (experiment, off by default): a one-slot gate/up launch of up to 8192 rows
-     * (air's shared expert) at three blocks a SM where that keeps the layout's lanes, so that its
-     * blocks leave room for the routed gate/up's beside them */
-    if (bps == 2 && q8_bps3_type<T>::v >= 0 && nmat == 2 && p.tok <= 1 && (long)p.nrows * nmat <= 8192 && ils >= 0 &&
-        q8_lshift_of(nchunks, p.nrows, nmat, p.tok, 3) == ils) {
-        static std::atomic<int> c(-1);
-        if (hm_env_digit("HOTMOE_SH_BPS3", 0, 1, 0, c)) bps = 3;
-    }
+    const int bps = q8_bps3_type<T>::v >= 0 ? q8_inter_bps(q8_bps3_type<T>::v) : 2;
     p.lshift = q8_lshift_of(nchunks, p.nrows, nmat, p.tok, bps);   /* the interleaved layout's lanes come from here too */
     p.trig = hm_pdl_trigger_mode();
     p.idpre = (q8_xearly() & 2) != 0;

@@ -1,6 +1,5 @@
 /* ops.cu - small ops of the forward pass. The math mirrors cpu/kernels.c, cpu/forward.c and
  * cpu/router.c so that GPU and CPU agree to float rounding. */
-#include <vector>
 #include "ops.cuh"
 #include "launch.cuh"
 #include "blockops.cuh"
@@ -731,12 +730,12 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW, bool LOOP = false>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa); LOOP: a block may take several splits */
+template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
 __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
-                                                            int f, int nsplit) {
+                                                            int f) {
     constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
@@ -744,21 +743,17 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     if (seq_p) { kc += seq_p[row] * seq_stride; vc += seq_p[row] * seq_stride; }
     extern __shared__ __align__(16) float att_sm[];
     float *sk = att_sm, *sv = sk + TP * KS, *sq = sv + TP * HD; /* [TP][HD+4], [TP][HD], [ng][HD] */
-    const int kvh = blockIdx.x;
+    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
     const int grp = n_head / n_head_kv, h0 = slab * ATT_MAXG, ng = min(ATT_MAXG, grp - h0);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, kvd = n_head_kv * HD;
     /* before the wait: the position and sequence (copied in before the step's first kernel) and the
      * first tile's rows of earlier positions (written by earlier steps); after it, the row of this
-     * step's position (the kernel before writes it) and q. nsplit is the splits the positions are
-     * cut into (the partials' layout, k_attn_combine's); a grid of fewer (gridDim.y) takes split
-     * blockIdx.y, then blockIdx.y + gridDim.y, ...: the same partials */
+     * step's position (the kernel before writes it) and q */
     const int n = *pos_p + 1;
     const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
-    if ((int)blockIdx.y >= ns) return;
-    for (int sp = blockIdx.y;;) {
+    if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
-    if (sp != (int)blockIdx.y) __syncthreads();   /* the last split's tile and q are consumed */
     attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
@@ -834,23 +829,13 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
 #pragma unroll
         for (int d = 0; d < DPL; d++) dst[lane * DPL + d] = o[j][d] * f;
     }
-    if (!LOOP) break;
-    sp += gridDim.y;
-    if (sp >= ns) break;
-    }
     HM_KT_END();
 }
 
 /* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight 16-byte
  * loads in flight a thread; an xor of every word is kept so that no load is dropped (the store
  * never happens: only that value would make it) */
-__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink,
-                                                  unsigned delay_ns) {
-    if (delay_ns) {   /* HOTMOE_OWARM_DELAY (experiment): the loads start that long after the block does */
-        unsigned long long t0, t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-        do { __nanosleep(200); asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < delay_ns);
-    }
+__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     auto at = [&](size_t i) { return p + i / u16 * s16 + i % u16; };
     unsigned acc = 0;
@@ -869,10 +854,7 @@ __global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, si
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s) {
     unit &= ~(size_t)15;
     if (!count || !unit) return;
-    static std::atomic<int> dl(-1);
-    const unsigned delay = (unsigned)hm_env_int("HOTMOE_OWARM_DELAY", 0, 100000, 0, dl);
-    k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr,
-                                             delay);
+    k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
@@ -922,63 +904,14 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
-/* The register attention's launches captured on this thread while op_attn_track(1) is on: their
- * graph nodes (the node the stream depends on right after the launch) and nominal splits, so that
- * exec.cu can trim each one's grid to the splits a step's position uses (op_attn_splits_used) */
-static thread_local int att_track_on;
-static thread_local std::vector<std::pair<cudaGraphNode_t, int>> att_tracked;
-void op_attn_track(int on) {
-    att_track_on = on;
-    if (on) att_tracked.clear();
-}
-int op_attn_tracked(cudaGraphNode_t *nodes, int *nsplit, int max) {
-    int n = 0;
-    for (const auto &t : att_tracked) {
-        if (n == max) return -1;
-        nodes[n] = t.first; nsplit[n] = t.second; n++;
-    }
-    return n;
-}
-int op_attn_splits_used(int n, int nsplit) {   /* attn_len's count on the host */
-    const int len = std::max((n + nsplit - 1) / nsplit, ATT_MINPOS);
-    return (n + len - 1) / len;
-}
-static void attn_track(cudaStream_t s, int nsplit) {
-    if (!att_track_on) return;
-    cudaStreamCaptureStatus st;
-    const cudaGraphNode_t *deps = NULL;
-    size_t nd = 0;
-    if (cudaStreamGetCaptureInfo(s, &st, NULL, NULL, &deps, NULL, &nd) == cudaSuccess && st == cudaStreamCaptureStatusActive && nd == 1)
-        att_tracked.emplace_back(deps[0], nsplit);
-    else
-        att_tracked.emplace_back(nullptr, 0);   /* untrimmable: exec.cu leaves the graph alone */
-}
-
-/* HOTMOE_ATT_GRID=G (experiment; 0, the default: the splits): the register attention's grid takes
- * min(G, splits) blocks a kv head, each running splits blockIdx.y + k G (the same partials) */
-static int attn_grid_y(int nsplit) {
-    static std::atomic<int> c(-1);
-    const int g = hm_env_int("HOTMOE_ATT_GRID", 0, 64, 0, c);
-    return g > 0 && g < nsplit ? g : nsplit;
-}
-
 template <int DPL, int NW>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
-    static std::atomic<unsigned long long> raised(0), raised_l(0);
-    static std::atomic<int> nl(-1);
-    const int gy = attn_grid_y((int)grid.y);
-    if (gy == (int)grid.y || hm_env_digit("HOTMOE_ATT_GRID_NL", 0, 1, 0, nl)) {   /* _NL=1: no loop (right only up to 32 gy positions) */
-        hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-        hm_launch(k_attn_gqa_w<DPL, NW>, dim3(grid.x, gy, grid.z), 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
-                  qs, os, ps, hm_small_pdl(), (int)grid.y);
-        if (gy == (int)grid.y && grid.z == (unsigned)nslab) attn_track(s, (int)grid.y);
-    } else {
-        hm_allow_smem(k_attn_gqa_w<DPL, NW, true>, smem, 0, raised_l);
-        hm_launch(k_attn_gqa_w<DPL, NW, true>, dim3(grid.x, gy, grid.z), 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos,
-                  seq, seq_stride, nslab, qs, os, ps, hm_small_pdl(), (int)grid.y);
-    }
+    static std::atomic<unsigned long long> raised(0);
+    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+              qs, os, ps, hm_small_pdl());
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after

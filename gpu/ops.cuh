@@ -69,14 +69,6 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
  * runs ~1.35x faster; after cp.async.bulk.prefetch.L2 over it, ~1.04x.) For a second stream
  * beside latency-bound launches (exec.cu's HOTMOE_OWARM). */
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s);
-/* The step graphs' attention grids trimmed to a step's splits (exec.cu, HOTMOE_ATT_TRIM): while
- * op_attn_track(1) is on, the decode attention launches captured on this thread are recorded;
- * op_attn_tracked copies their graph nodes (NULL: a launch that cannot be trimmed) and nominal
- * splits out (-1: more than max); op_attn_splits_used(n, nsplit) is how many splits hold positions
- * for n positions (the kernel's count). A node's grid may be set to (x, any y >= that count, z). */
-void op_attn_track(int on);
-int op_attn_tracked(cudaGraphNode_t *nodes, int *nsplit, int max);
-int op_attn_splits_used(int n, int nsplit);
 /* merge 0 (a diagnostic, HOTMOE_DIAG_SKIP=merge): the attention without its merge, out and xq left as they were */
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
                        int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge = 1);
