@@ -574,9 +574,7 @@ void op_qkv_post(float *q, float *k, const float *v, const float *bq, const floa
 #define ATT_MINPOS 32
 
 static int attn_nsplit(int n_head_kv) {
-    static std::atomic<int> c(-1);   /* HOTMOE_ATT_BLOCKS (experiment): the grid's blocks, 264 by default */
-    const int nb = hm_env_int("HOTMOE_ATT_BLOCKS", 8, 1024, 264, c);
-    int n = (nb + n_head_kv - 1) / n_head_kv; /* ~2 blocks per SM of an H100/H200 */
+    int n = (264 + n_head_kv - 1) / n_head_kv; /* ~2 blocks per SM of an H100/H200 */
     return n < 1 ? 1 : n > 64 ? 64 : n;
 }
 static int attn_tp(int hd) { return hd <= 128 ? 32 : 16; }
