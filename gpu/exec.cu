@@ -680,9 +680,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             if (!gpu_q8_inter_groups(l->wo.type, (int)l->wo.ne0, (int)l->wo.ne1, 1, 1, &ng, &sb, &gb)) {
                 cudaEventRecord(g->ev_warm, s);
                 cudaStreamWaitEvent(g->s2, g->ev_warm, 0);
-                static std::atomic<int> sc(-1);   /* HOTMOE_OWARM_SPAN (experiment): steps of each row group warmed (1) */
-                const int span = hm_env_int("HOTMOE_OWARM_SPAN", 1, 8, 1, sc);
-                op_l2_warm(l->wo.d, (size_t)ng, sb * (size_t)std::min<long>(span, (long)(gb / sb)), gb, g->s2);
+                op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
             }
         }
         if (!diag_skip(D_POST) && !epi)
