@@ -1055,7 +1055,7 @@ int gemv_q8_try_down_rn(int type, const void *const *tab, const int *ids, int k,
                     NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL, 0, 0, 0.f };
     p.nitems = nrows;
     static std::atomic<int> dc(-1);
-    const q8_drn r = { wt, sh, pre, nw, x, part, (uint8_t *)xq, hm_env_digit("HOTMOE_DRN_DIAG", 0, 7, 0, dc) };
+    const q8_drn r = { wt, sh, pre, nw, x, part, (uint8_t *)xq, hm_env_digit("HOTMOE_DRN_DIAG", 0, 9, 0, dc) };
     switch (type) {
     case HM_TYPE_Q4_0: return q8_launch_down_rn<Q8W_Q4_0>(p, r, (cudaStream_t)stream);
     case HM_TYPE_Q4_K: return q8_launch_down_rn<Q8W_Q4_K>(p, r, (cudaStream_t)stream);
