@@ -225,15 +225,6 @@ static int upload_mat(gpu_exec *g, dmat *d, const hm_tensor *t, char *err, size_
  * path, --kernels ref, reads GGUF rows only). So are the attention projections and the head
  * (upload_rows). HOTMOE_INTER=0: GGUF rows everywhere; 1: the experts only. */
 int gemv_q8_mode(void);   /* gemv_q8.cu: 1 when the q8 path (the only one that reads the interleaved layout) is on */
-/* gemv_q8.cu (HOTMOE_DOWN_RN, experiment): the routed down with the residual norm, and the post's 1/rms */
-int gemv_q8_try_down_rn(int type, const void *const *tab, const int *ids, int k, const float *act, int ncols, int nrows,
-                        const float *wt, const float *sh, float *x, const float *pre, const float *nw, void *xq, float *part,
-                        void *stream);
-extern "C" void gpu_q8_post_rn(const float *part, int nparts, int n, float eps);
-static int down_rn_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_DOWN_RN", 0, 1, 0, c);
-}
 static int inter_on(void) {
     static int v = -1;
     if (v < 0) { const char *e = getenv("HOTMOE_INTER"); v = e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : 2; }
@@ -641,7 +632,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
     for (int il = g->l0; il < g->l1; il++) all_resident &= g->L[il].cache == NULL;
     const int qe = qk_epi_on(), epi_on = (qe == 2 || (qe == 1 && all_resident)) && !diag_skip(D_V) && !diag_skip(D_QK) && !diag_skip(D_POST);
     int pf_for = -1;   /* --prefetch: the layer whose copies ahead are on the way (joined before its update) */
-    int rn_pend = 0;   /* HOTMOE_DOWN_RN: x's records (xq_n) are the fused down's, unnormalized */
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
         size_t kvoff = ((size_t)seq * nl + (il - g->l0)) * g->n_ctx * c->kv_dim;
@@ -650,14 +640,9 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : with_logits && g->head ? g->out_norm : NULL;
         /* qk_epi_on: the q/k/v post in the q|k and v launches' epilogues, k and v straight into
          * the cache (q|k fused, v on its own type, no q/k norms; shapes gpu_gemv_q8x_post takes) */
-        auto epi_of = [&](const dlayer *ll) {
-            return epi_on && ll->n_fused == 2 && !ll->q_norm && !ll->k_norm &&
-                   gpu_gemv_q8x_post_ok(ll->wqkv.type, ll->wqkv.d, D, (int)ll->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&
-                   gpu_gemv_q8x_post_ok(ll->wv.type, ll->wv.d, D, c->kv_dim, 0, c->head_dim, 0);
-        };
-        const int epi = epi_of(l);
-        static std::atomic<int> dgc(-1);   /* HOTMOE_DRN_DIAG=8 (timing only, a wrong output): the q|k|v does not read the partials */
-        if (rn_pend && epi && !(hm_env_digit("HOTMOE_DRN_DIAG", 0, 9, 0, dgc) & 8)) gpu_q8_post_rn(g->rn_part, D / 32, D, c->rms_eps);
+        const int epi = epi_on && l->n_fused == 2 && !l->q_norm && !l->k_norm &&
+                        gpu_gemv_q8x_post_ok(l->wqkv.type, l->wqkv.d, D, (int)l->wqkv.ne1, c->q_dim, c->head_dim, c->n_rot) &&
+                        gpu_gemv_q8x_post_ok(l->wv.type, l->wv.d, D, c->kv_dim, 0, c->head_dim, 0);
         auto v_proj = [&](cudaStream_t vs) {   /* v on its own type */
             if (epi)
                 gpu_gemv_q8x_post(l->wv.type, l->wv.d, g->xn, g->xq_n, D, c->kv_dim, NULL, l->bv, NULL, g->vc + kvoff, 0, c->head_dim, 0,
@@ -688,8 +673,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             v_proj(s);
             gpu_q8_pair_end(s);
         }
-        gpu_q8_post_rn(NULL, 0, 0, 0.f);
-        rn_pend = 0;
         mark(g, P_QKV);
         if (owarm_on() && l->is_moe && l->has_single && l->wo.inter) {   /* joined with the shared expert's stream */
             int ng = 0;
@@ -697,9 +680,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             if (!gpu_q8_inter_groups(l->wo.type, (int)l->wo.ne0, (int)l->wo.ne1, 1, 1, &ng, &sb, &gb)) {
                 cudaEventRecord(g->ev_warm, s);
                 cudaStreamWaitEvent(g->s2, g->ev_warm, 0);
-                static std::atomic<int> sc(-1);   /* HOTMOE_OWARM_SPAN (experiment): steps of each row group warmed (1) */
-                const int span = hm_env_int("HOTMOE_OWARM_SPAN", 1, 8, 1, sc);
-                op_l2_warm(l->wo.d, (size_t)ng, sb * (size_t)std::min<long>(span, (long)(gb / sb)), gb, g->s2);
+                op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
             }
         }
         if (!diag_skip(D_POST) && !epi)
@@ -800,28 +781,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         else
             gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->ids, c->n_expert_used, g->xn, g->xq_n, g->act, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
-        static std::atomic<int> djc(-1);   /* HOTMOE_DOWN_JOIN (experiment): the shared expert joined before the routed down */
-        const int djoin = shared && !overlap && hm_env_digit("HOTMOE_DOWN_JOIN", 0, 1, 0, djc) == 1;
-        /* HOTMOE_DOWN_RN: the down and the residual norm in one launch, when the next layer's q|k|v
-         * takes x's records in the post epilogue (it scales by the 1/rms) */
-        const int drn = down_rn_on() && shared && !overlap && !l->cache && il + 1 < g->l1 && g->xq_n && !diag_skip(D_DOWN) &&
-                        !diag_skip(D_REDUCE) && epi_of(&g->L[il + 1]) && D % 32 == 0 && D / 32 <= 128;
-        int drn_done = 0;
-        if (drn) {
-            cudaStreamWaitEvent(s, g->ev_join, 0);
-            drn_done = gemv_q8_try_down_rn(x->type_down, x->down, g->ids, c->n_expert_used, g->act, c->n_ff_exp, D, g->ew, shared, g->x,
-                                           rnf ? g->tmp : NULL, next_norm, g->xq_n, g->rn_part, s) == 0;
-        }
-        if (drn_done) {
-            static int said = 0;
-            if (!said++) fprintf(stderr, "hotmoe: HOTMOE_DOWN_RN: the routed down and the residual norm in one launch (n_embd %d, k %d)\n", D,
-                                 c->n_expert_used);
-            rn_pend = 1;
-            mark(g, P_MOE_DOWN);
-            mark(g, P_REDUCE);
-            continue;
-        }
-        if (djoin && !drn) cudaStreamWaitEvent(s, g->ev_join, 0);
         if (!diag_skip(D_DOWN)) gpu_gemv_experts(x->type_down, x->down, g->ids, c->n_expert_used, g->act, g->ey, c->n_ff_exp, D, s);
         mark(g, P_MOE_DOWN);
         if (overlap) {
@@ -838,7 +797,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
             kk++;
             mark(g, P_CPUWAIT);
         }
-        if (shared && !djoin && !drn) cudaStreamWaitEvent(s, g->ev_join, 0);
+        if (shared) cudaStreamWaitEvent(s, g->ev_join, 0);
         if (!diag_skip(D_REDUCE))
             op_residual_norm_q8_ex(g->x, rnf ? g->tmp : NULL, 1, g->ey, g->ew, kk, shared, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
         mark(g, P_REDUCE);
@@ -1276,14 +1235,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         }
     }
     CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
-    {   /* HOTMOE_S2_PRIO (experiment): the second stream at the greatest priority (1) */
-        static std::atomic<int> pc(-1);
-        int lo = 0, hi = 0;
-        if (hm_env_digit("HOTMOE_S2_PRIO", 0, 1, 0, pc) == 1 && cudaDeviceGetStreamPriorityRange(&lo, &hi) == cudaSuccess)
-            CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, hi));
-        else
-            CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
-    }
+    CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_warm, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
@@ -1358,7 +1310,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
         A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
-        A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim)); A(g->rn_part, D / 32 + 1);
+        A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
         {   /* the activations' q8 records (HOTMOE_XQ=0: every GEMV block quantizes its x itself) */
             const char *e = getenv("HOTMOE_XQ");
             const size_t bn = gpu_q8_records_bytes(D), ba = gpu_q8_records_bytes(c->q_dim);

@@ -103,7 +103,6 @@ struct gpu_exec {
     float *kc, *vc;                       /* (n_seq, n_layer, n_ctx, kv_dim) */
     void *k16, *vt16;                     /* the prefill's attention: one layer's K and V^T in F16, pf_kv16_bytes each */
     float *x, *xn, *q, *k, *v, *att, *tmp, *part, *logits, *rlog, *ew, *act, *ey, *sh;
-    float *rn_part;                       /* HOTMOE_DOWN_RN: the fused down's sums of squares (n_embd / 32) */
     float *sh_act;                        /* (ff) the shared expert's activations (act is the routed ones') */
     float *xn2; void *xq_n2;              /* the shared expert's copy of xn and its records (exec.cu's router_norm_on) */
     void *xq_n, *xq_att;                  /* q8 records of xn and att, written by the ops that make them, read by the

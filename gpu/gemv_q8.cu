@@ -108,11 +108,6 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
-    /* rnp != NULL (the post epilogue only, gpu_q8_post_rn): x's records are of the unnormalized row
-     * (gemv_q8_down_rn_kernel's); each row's sum is scaled by 1 / sqrt(sum(rnp[0 .. rnn)) / rnd + rneps) */
-    const float *rnp;
-    int rnn, rnd;
-    float rneps;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -331,11 +326,6 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const bool xpre = ROUTE && p.xpre == 1 && p.xq;
     if (xpre) q8_stage_x(p, e, nchunks, xs);
     hm_pdl_wait(); /* ids, tables and x may come from the previous kernel */
-    float rnv[4] = { 0.f, 0.f, 0.f, 0.f };   /* EPI with p.rnp: warp 0's share of the partials (p.rnn <= 128), summed after x's records are staged */
-    if constexpr (EPI)
-        if (p.rnp && warp == 0)
-#pragma unroll
-            for (int u = 0; u < 4; u++) rnv[u] = 32 * u + (int)threadIdx.x < p.rnn ? p.rnp[32 * u + threadIdx.x] : 0.f;
     /* p.xpre 2 (routed, HOTMOE_XEARLY): x's records are loaded into registers here, before the
      * top-k, and stored after it, so that their round trip overlaps the top-k's instead of
      * following it (flat routed launches share one x; up to Q8_XR uint4 a thread) */
@@ -360,14 +350,6 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         if (idp && threadIdx.x < nslot) q8_aff_slot<NMAT>(p, wp, threadIdx.x, sid);   /* on the id loaded above */
     } else
         for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
-    __shared__ float s_rninv;   /* EPI with p.rnp: the row's 1/rms, from the producer's partials */
-    if constexpr (EPI)
-        if (p.rnp && warp == 0) {
-            float t = (rnv[0] + rnv[1]) + (rnv[2] + rnv[3]);
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xFFFFFFFFu, t, o);
-            if (threadIdx.x == 0) s_rninv = 1.0f / sqrtf(t / (float)p.rnd + p.rneps);
-        }
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
@@ -449,7 +431,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         __syncthreads();
         const int t = threadIdx.x, on = t < ER && erow < p.nrows;
         float x = 0.f;
-        if (on) { x = esy[t]; if (p.rnp) x *= s_rninv; if (ehb) x += eb; esx[t] = x; }
+        if (on) { x = esy[t]; if (ehb) x += eb; esx[t] = x; }
         __syncthreads();
         if (!on) return;
         const int half = p.erot / 2;
@@ -877,19 +859,13 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL, 0, 0, 0.f };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
 /* gemv_q8_try for one interleaved matrix with the q/k/v post in its epilogue (q8_params' ed1):
  * 0, -1 with the reason recorded, 1 when the launch does not take this shape (the caller then runs
  * the GEMV and the post) */
-/* gpu_q8_post_rn: the post launches from here on scale by the 1/rms of these partials (NULL: off) */
-static struct { const float *part; int n, d; float eps; } g_post_rn;
-extern "C" void gpu_q8_post_rn(const float *part, int nparts, int n, float eps) {
-    g_post_rn.part = part; g_post_rn.n = nparts; g_post_rn.d = n; g_post_rn.eps = eps;
-}
-
 int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, int ncols, int nrows, const float *b0, const float *b1,
                      float *d0, float *d1, int rows0, int hd, int n_rot, float theta, int kvd, const int *pos, void *stream, int dry) {
     const q8_type *t = q8_find(type);
@@ -898,171 +874,8 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, NULL, 0, 0, 0.f };
-    p.rnp = g_post_rn.part; p.rnn = g_post_rn.n; p.rnd = g_post_rn.d; p.rneps = g_post_rn.eps;
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
-}
-
-/* The routed down and the residual norm after it in one launch (HOTMOE_DOWN_RN, experiment): block b
- * takes rows [32 b, 32 b + 32) of all k slots (the same lanes, chunks and sums as gemv_q8_kernel's,
- * so each slot's row sum is bitwise that launch's), then forms those rows of the residual as
- * k_residual_norm does (the weighted sum over the slots in order, then shared, then into x + pre),
- * stores them to x, their sum of squares to part[b], and the q8 records of w * x (not divided by the
- * rms: the records do not depend on a positive factor over the row; the next GEMV's epilogue scales
- * by 1/rms, gpu_q8_post_rn). One warp per gpw rows of a slot: k * 32 / gpw warps. */
-#define DRN_R 32
-#define DRN_MAXK 16
-struct q8_drn {
-    const float *wt, *sh, *pre, *nw;
-    float *x, *part;
-    uint8_t *xq;
-    int diag;   /* HOTMOE_DRN_DIAG (timing only): 1 x not staged, 2 no epilogue; 4 no early trigger (the same output) */
-};
-template <class T>
-__global__ void __launch_bounds__(512, 1) gemv_q8_down_rn_kernel(const q8_params p, const q8_drn r) {
-    extern __shared__ __align__(16) uint8_t xs[];   /* k slots' records, xrec bytes each */
-    __shared__ const uint8_t *wp[DRN_MAXK];
-    __shared__ float ys[DRN_MAXK][DRN_R], cw[DRN_MAXK];
-    constexpr int CBP = (T::CB + 15) & ~15;
-    constexpr int NW = q8_nw(CBP, 16);
-    const int L = 1 << p.lshift, gpw = 32 >> p.lshift, wps = DRN_R / gpw;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, li = lane & (L - 1), gi = lane >> p.lshift;
-    const int slot = warp / wps, r0 = blockIdx.x * DRN_R, row = r0 + (warp % wps) * gpw + gi;
-    const int nchunks = p.nch + (p.nbl > 0), xrec = nchunks * Q8_REC;
-    const size_t rs = (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP;
-    /* written by kernels before the one this launch follows: read before the wait */
-    float xo = 0.f, wv = 0.f;
-    if (warp == 0) {
-        xo = r.x[r0 + lane];
-        if (r.pre) xo += r.pre[r0 + lane];
-        wv = r.nw[r0 + lane];
-    }
-    hm_pdl_wait();
-    float shv = 0.f, cwv = 1.f;
-    int id = -1;
-    if (warp == 0 && r.sh) shv = r.sh[r0 + lane];
-    if (threadIdx.x < p.k) {   /* used after x is staged: the round trips overlap */
-        id = p.ids[threadIdx.x];
-        if (r.wt) cwv = r.wt[threadIdx.x];
-    }
-    if (!(r.diag & 1)) {   /* every slot's x into records: slot e's float4 j is item e * n4 + j */
-        const int n4 = p.ncols / 4, tot = p.k * n4, totr = (tot + 31) & ~31;
-        for (int i0 = threadIdx.x; i0 < totr; i0 += Q8_XB * blockDim.x) {
-            float4 fb[Q8_XB];
-#pragma unroll
-            for (int u = 0; u < Q8_XB; u++) {
-                const int i = i0 + u * blockDim.x, e = i / n4;
-                fb[u] = i < tot ? __ldg((const float4 *)(p.x + e * p.x_stride) + (i - e * n4)) : make_float4(0.f, 0.f, 0.f, 0.f);
-            }
-#pragma unroll
-            for (int u = 0; u < Q8_XB; u++) {
-                const int i = i0 + u * blockDim.x, e = i / n4;
-                if (i >= totr) break;
-                q8_quant_f4(fb[u], i - e * n4, i < tot, xs + e * xrec);
-            }
-        }
-        const int gl = (p.ncols / 32) & 7;   /* groups present in a partial last chunk: the others zeroed */
-        if (gl)
-            for (int i = threadIdx.x; i < p.k * (8 - gl) * 10; i += blockDim.x) {
-                const int e = i / ((8 - gl) * 10), q = i % ((8 - gl) * 10), g = gl + q / 10, j = q % 10;
-                uint8_t *rec = xs + e * xrec + (p.ncols / Q8_CHUNK) * Q8_REC;
-                *(uint32_t *)(j < 8 ? rec + 32 * g + 4 * j : rec + 256 + 8 * g + 4 * (j - 8)) = 0u;
-            }
-    }
-    if (threadIdx.x < p.k) {
-        wp[threadIdx.x] = id < 0 ? nullptr : p.astride ? p.ab0 + id * p.astride : (const uint8_t *)p.tab0[id];
-        cw[threadIdx.x] = cwv;
-    }
-    __syncthreads();
-    if (p.trig && !(r.diag & 4) && threadIdx.x == 0) hm_pdl_trigger();   /* diag 4: the next kernel placed as this one exits */
-    float acc = 0.f;
-    const uint8_t *wm = slot < p.k ? wp[slot] : nullptr;
-    if (wm) {
-        const uint8_t *rp = wm + (size_t)(row & ~(gpw - 1)) * rs + (size_t)(((row & (gpw - 1)) << p.lshift) + li) * 16;
-        const size_t tstep = (size_t)gpw * L * CBP, jstep = (size_t)gpw * L * 16;
-        const uint8_t *xe = xs + slot * xrec;
-        for (int c = li; c < nchunks; c += L) {
-            uint32_t w[NW];
-            const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
-#pragma unroll
-            for (int j = 0; j < CBP / 16; j++) {
-                const uint4 u = q8_ldw(b + j * jstep);
-                w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
-            }
-#pragma unroll
-            for (int k = CBP / 4; k < NW; k++) w[k] = 0;
-            acc += T::dot(w, xe + c * Q8_REC);
-        }
-    }
-    for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    if (li == 0 && slot < p.k) ys[slot][row - r0] = wm ? acc : 0.f;
-    __syncthreads();
-    if (warp || (r.diag & 2)) return;
-    float a = 0.f;
-    for (int j = 0; j < p.k; j++) a += cw[j] * ys[j][lane];
-    if (r.sh) a += shv;
-    const float v = xo + a;
-    r.x[r0 + lane] = v;
-    float ss = v * v;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xFFFFFFFFu, ss, o);
-    if (lane == 0) r.part[blockIdx.x] = ss;
-    const float o = wv * v;
-    const int b4 = 4 * (lane & 7);
-    const float4 f = make_float4(__shfl_sync(0xFFFFFFFFu, o, b4), __shfl_sync(0xFFFFFFFFu, o, b4 + 1),
-                                 __shfl_sync(0xFFFFFFFFu, o, b4 + 2), __shfl_sync(0xFFFFFFFFu, o, b4 + 3));
-    q8_quant_f4(f, blockIdx.x * (DRN_R / 4) + (lane & 7), lane < 8, r.xq);
-    HM_KT_END();
-}
-
-template <class T>
-static int q8_launch_down_rn(q8_params p, const q8_drn &r, cudaStream_t s) {
-    if constexpr (!q8_inter_ok<T>::v) return 1;
-    else {
-        const int nchunks = p.nch + (p.nbl > 0);
-        const int i0 = q8_inter_find((const void *)p.tab0);
-        if (i0 < 0) return 1;
-        p.lshift = q8_lshift_of(nchunks, p.nrows, 1, p.tok, 2);
-        if (g_inter[i0].ls != p.lshift) return 1;
-        if (gpu_q8_affine() && g_inter[i0].stride > 0) { p.ab0 = g_inter[i0].base; p.astride = g_inter[i0].stride; }
-        const int gpw = 32 >> p.lshift, threads = p.k * (DRN_R / gpw) * 32;
-        if (p.nrows % DRN_R || p.k > DRN_MAXK || threads > 512 || p.ncols % 128) return 1;
-        p.trig = hm_pdl_trigger_mode();
-        const size_t smem = (size_t)p.k * nchunks * Q8_REC;
-        if (smem > 40 * 1024) return 1;
-        if (q8_rearr_on(q8_rearr<T>::ggml))
-            hm_launch(gemv_q8_down_rn_kernel<typename q8_rearr<T>::type>, dim3((unsigned)(p.nrows / DRN_R)), threads, smem, s, p, r);
-        else
-            hm_launch(gemv_q8_down_rn_kernel<T>, dim3((unsigned)(p.nrows / DRN_R)), threads, smem, s, p, r);
-        const cudaError_t err = cudaGetLastError();
-        if (err != cudaSuccess) return gemv_fail("gemv_q8: the down-norm launch failed: %s", cudaGetErrorString(err));
-        return 0;
-    }
-}
-
-/* the routed down (k slots of act, rows ncols long, nrows outputs) with the residual norm after it:
- * x += sum_j wt[j] y_j + sh (pre added to x first), its sums of squares to part[nrows / 32], the
- * records of nw * x to xq. 1: not taken (the caller runs the two launches). */
-int gemv_q8_try_down_rn(int type, const void *const *tab, const int *ids, int k, const float *act, int ncols, int nrows,
-                        const float *wt, const float *sh, float *x, const float *pre, const float *nw, void *xq, float *part,
-                        void *stream) {
-    if (!gemv_q8_mode() || !tab || !ids || !nw || !xq || !part) return 1;
-    const q8_type *t = q8_find(type);
-    if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
-    const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { NULL, tab, NULL, ids, act, ncols, NULL, 0, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
-                    NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL, 0, 0, 0.f };
-    p.nitems = nrows;
-    static std::atomic<int> dc(-1);
-    const q8_drn r = { wt, sh, pre, nw, x, part, (uint8_t *)xq, hm_env_digit("HOTMOE_DRN_DIAG", 0, 9, 0, dc) };
-    switch (type) {
-    case HM_TYPE_Q4_0: return q8_launch_down_rn<Q8W_Q4_0>(p, r, (cudaStream_t)stream);
-    case HM_TYPE_Q4_K: return q8_launch_down_rn<Q8W_Q4_K>(p, r, (cudaStream_t)stream);
-    case HM_TYPE_Q5_K: return q8_launch_down_rn<Q8W_Q5_K>(p, r, (cudaStream_t)stream);
-    case HM_TYPE_Q6_K: return q8_launch_down_rn<Q8W_Q6_K>(p, r, (cudaStream_t)stream);
-    default: return 1;
-    }
 }
 
 /* whether gemv_q8_try_routed takes (type, ncols, rn experts, k chosen) */
@@ -1082,7 +895,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL, 0, 0, 0.f };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -1095,7 +908,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL, 0, 0, 0.f };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -854,10 +854,7 @@ __global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, si
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s) {
     unit &= ~(size_t)15;
     if (!count || !unit) return;
-    static std::atomic<int> gc(-1);   /* HOTMOE_OWARM_GRID (experiment): the warm's blocks (0: one a SM) */
-    const int gx = hm_env_int("HOTMOE_OWARM_GRID", 0, 4096, 0, gc);
-    k_l2_warm<<<gx > 0 ? gx : gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16,
-                                                         nullptr);
+    k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
