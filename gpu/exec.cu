@@ -1308,7 +1308,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         g->cat = VRAM_WORKSPACE;
         A(g->x, D); A(g->xn, D); A(g->xn2, D); A(g->q, c->q_dim + 2 * c->kv_dim); A(g->att, c->q_dim);
         g->k = g->q + c->q_dim; g->v = g->k + c->kv_dim; /* contiguous: the fused q|k|v GEMV writes all three */
-        A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, (size_t)((c->n_expert + 31) & ~31) * 16);   /* HOTMOE_RLOG_COPIES: up to 16 copies */ A(g->ew, c->n_expert_used + 1);
+        A(g->tmp, D); A(g->logits, c->n_vocab); A(g->rlog, c->n_expert); A(g->ew, c->n_expert_used + 1);
         A(g->act, (size_t)ff * c->n_expert_used); A(g->ey, (size_t)D * (c->n_expert_used + 1)); A(g->sh, D); A(g->sh_act, ff);
         A(g->part, op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
         {   /* the activations' q8 records (HOTMOE_XQ=0: every GEMV block quantizes its x itself) */

@@ -108,7 +108,6 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
-    int rcop, rcst;   /* HOTMOE_RLOG_COPIES (experiment): the routed launch's block b reads the logits' copy b % rcop, rcst floats apart */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -224,8 +223,7 @@ __device__ __forceinline__ void q8_tables(const q8_params &p, int e, int nslot, 
     if constexpr (ROUTE) {
         const int *isel;
         const float *wsel;
-        const float *rl = p.rlog + (p.rcop > 1 ? (int)(blockIdx.x % p.rcop) * p.rcst : 0);
-        router_select<Q8_ROUTE_MAX>(rl, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, true);   /* the bias with the logits (HOTMOE_XEARLY's former bit 4) */
+        router_select<Q8_ROUTE_MAX>(p.rlog, p.rbias, p.rn, p.k, p.rfn, 1, 1, &isel, &wsel, true);   /* the bias with the logits (HOTMOE_XEARLY's former bit 4) */
         q8_slot_tables<NMAT, AFF>(p, e, nslot, wp, isel);
         if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) router_weights(isel, wsel, p.k, p.rfn, p.rnorm, p.rscale, p.rids, p.rw);
     } else {
@@ -861,7 +859,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -876,7 +874,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -897,10 +895,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
-    static std::atomic<int> rc(-1);
-    p.rcop = hm_env_int("HOTMOE_RLOG_COPIES", 1, 16, 1, rc);
-    p.rcst = (rn + 31) & ~31;
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -913,7 +908,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

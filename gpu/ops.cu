@@ -405,7 +405,7 @@ template <int RPB>
 __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__ x, const float *__restrict__ y,
                                                        const float *__restrict__ w, const float *__restrict__ R,
                                                        float *__restrict__ logits, float *__restrict__ out,
-                                                       uint8_t *__restrict__ xq, int n, int nrows, int vw, float eps, int f, int copies) {
+                                                       uint8_t *__restrict__ xq, int n, int nrows, int vw, float eps, int f) {
     constexpr int NR = RTN_NMAX / 4 / RTN_T, NP = RTN_NMAX / 8 / RTN_T;   /* float4 rounds, 8-float parts a thread (at most) */
     __shared__ __align__(16) float sx[RTN_NMAX];
     __shared__ float sw[RTN_NMAX / 128], red[RPB][RTN_T / 32], sb[RTN_T / 32];
@@ -495,7 +495,7 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
     if (t < RPB && blockIdx.x * RPB + t < nrows) {
         float a = 0.f;
         for (int k = 0; k < RTN_T / 32; k++) a += red[t][k];
-        for (int c = 0; c < copies; c++) logits[c * ((nrows + 31) & ~31) + blockIdx.x * RPB + t] = a;   /* HOTMOE_RLOG_COPIES */
+        logits[blockIdx.x * RPB + t] = a;
     }
     HM_KT_END();
 }
@@ -521,11 +521,9 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
     /* the next launch starts at this one's wait only when early (the router GEMV's rule, exec.cu's router_early) */
     const int f = (hm_small_pdl() & HM_PDL_PRE) | (early ? HM_PDL_TRIG : 0);
     const dim3 grid((nrows + rpb - 1) / rpb);
-    static std::atomic<int> rc(-1);   /* HOTMOE_RLOG_COPIES (experiment): the logits written this many times, 32-float aligned apart */
-    const int cp = hm_env_int("HOTMOE_RLOG_COPIES", 1, 16, 1, rc);
-    if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f, cp);
-    else if (rpb == 2) hm_launch(k_router_norm<2>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f, cp);
-    else hm_launch(k_router_norm<1>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f, cp);
+    if (rpb == 4) hm_launch(k_router_norm<4>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
+    else if (rpb == 2) hm_launch(k_router_norm<2>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
+    else hm_launch(k_router_norm<1>, grid, RTN_T, 0, s, x, y, w, R, logits, out, (uint8_t *)xq, n, nrows, vw, eps, f);
     return 0;
 }
 
