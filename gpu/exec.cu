@@ -475,7 +475,6 @@ static int upload_experts(gpu_exec *g, dexperts *x, const hm_ffn_w *const *w, in
     const size_t stride = fsz_up_at(w[0], tok, &ou, &od);
     uint8_t *arena = (uint8_t *)dalloc(g, (size_t)n * stride, err, errlen);
     if (!arena) return -1;
-    x->arena = arena; x->stride = stride; x->off_up = ou; x->off_down = od;
     const void **hg = (const void **)malloc(3 * n * sizeof(void *)), **hu = hg + n, **hd = hg + 2 * n;
     for (int e = 0; e < n; e++) {
         const hm_ffn_w *f = w[e];
@@ -682,15 +681,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                 cudaEventRecord(g->ev_warm, s);
                 cudaStreamWaitEvent(g->s2, g->ev_warm, 0);
                 op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
-                /* HOTMOE_SWARM (experiment): the shared expert read into L2 after it, beside the attention
-                 * and the merge: 1 gate, up and down; 2 gate and up; 3 down */
-                static std::atomic<int> swc(-1);
-                const int sw = hm_env_digit("HOTMOE_SWARM", 0, 3, 0, swc);
-                const dexperts *se = &l->single;
-                if (sw && se->arena) {
-                    const size_t a = sw == 3 ? se->off_down : 0, b = sw == 2 ? se->off_down : se->stride;
-                    op_l2_warm(se->arena + a, 1, b - a, b - a, g->s2);
-                }
             }
         }
         if (!diag_skip(D_POST) && !epi)

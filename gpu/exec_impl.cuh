@@ -14,7 +14,6 @@ typedef struct {
     int type_gu, type_down, n;
     int inter_tok;   /* > 0: the matrices are in the GEMV's interleaved layout for launches of this many
                       * slots a token (gpu_q8_inter_pack); 0: GGUF rows */
-    const uint8_t *arena; size_t stride, off_up, off_down;   /* the n experts' one allocation: expert e at arena + e * stride */
 } dexperts;
 
 /* The on-GPU expert cache of one MoE layer (--cold stream). Every expert is one record of
