@@ -21,9 +21,11 @@
  * Each launch reads a different copy of the matrix (enough copies to overflow L2), 100 launches
  * per CUDA graph; us a launch and the fraction of the device's copy bandwidth.
  *
- *   bench_layout [--reps N] [--spread GB] [--l2]   (exit 77 without a GPU)
+ *   bench_layout [--reps N] [--spread GB] [--l2 | --pf | --dyn]   (exit 77 without a GPU)
  *   --l2: one copy, read by every launch (it stays in L2: the kernel's rate with L2's latency)
- *   --pf: each launch's matrix asked into L2 ahead of it, in each of run_pf's ways, instead of the layouts */
+ *   --pf: each launch's matrix asked into L2 ahead of it, in each of run_pf's ways, instead of the layouts
+ *   --dyn: plain reads of air's launch sizes shared out over the blocks three ways (grid-stride, a
+ *          span a block, chunks taken from a ticket counter), and where each way's blocks end (run_dyn) */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,29 @@
 
 enum { L_ROWS = 0, L_PAD = 1, L_INTER = 2, L_INTER2 = 3, L_NLAY = 4 };
 static const char *lname[] = { "rows", "pad", "inter", "inter2" };
+
+/* --dyn's stamps: the global timer (ns), the SM, and a block's record {SM, start, end} at
+ * tt[3 * blockIdx.x] once all its threads are done */
+__device__ __forceinline__ unsigned long long gtimer(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned smid(void) {
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+__device__ __forceinline__ void read_stamp(unsigned long long *tt, unsigned long long t0, uint32_t acc, float *y) {
+    if (acc == 0x7FC00001u) y[0] = 1.f;
+    if (!tt) return;
+    __syncthreads();   /* every thread's loads have returned: the block's end */
+    if (threadIdx.x == 0) {
+        tt[3 * blockIdx.x] = smid();
+        tt[3 * blockIdx.x + 1] = t0;
+        tt[3 * blockIdx.x + 2] = gtimer();
+    }
+}
 
 /* the chunk's words for layout LAY: lane li's chunk c of row `row` (warp w, lane, step t); rows:
  * loads at alignment RA, the row's last chunk partial (nbl bytes) when nbl > 0 */
@@ -68,12 +93,14 @@ __device__ __forceinline__ void ld_chunk(const uint8_t *m, size_t rowbytes, int 
 
 template <class T, int CBP, int LAY, int RA>
 __global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowbytes, const uint8_t *xq, int nrows, int nch, int nbl,
-                                                   int lshift, float *y) {
+                                                   int lshift, float *y, unsigned long long *tt = nullptr) {
+    const unsigned long long t0 = tt ? gtimer() : 0;   /* --dyn: the block's SM, start and end (read_stamp) */
     extern __shared__ __align__(16) uint8_t xs[];
     for (int i = threadIdx.x; i < nch * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)xq + i);
     __syncthreads();
     const int L = 1 << lshift, rpw = 32 >> lshift, lane = threadIdx.x & 31, li = lane & (L - 1);
     const int w = blockIdx.x * 8 + (threadIdx.x >> 5), row = w * rpw + (lane >> lshift);
+    if (tt && threadIdx.x == 0) { tt[3 * blockIdx.x] = smid(); tt[3 * blockIdx.x + 1] = t0; }
     if (w * rpw >= nrows) return;   /* warp-uniform */
     constexpr int NW = LAY == L_ROWS ? q8_nw(T::CB, RA) : q8_nw(CBP, 16);
     const int steps = nch >> lshift;   /* nch a multiple of L */
@@ -96,6 +123,8 @@ __global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowb
     }
     for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
     if (li == 0 && row < nrows) y[row] = acc;
+    /* the block's end: its last warp's (the timer only grows, so the records of earlier runs are smaller) */
+    if (tt && lane == 0) atomicMax(tt + 3 * blockIdx.x + 2, gtimer());
 }
 
 /* the plain read: n16 16-byte words, a grid-stride loop of four loads in flight a thread, an xor
@@ -110,6 +139,75 @@ __global__ void __launch_bounds__(256, 2) k_read(const uint4 *m, size_t n16, flo
     }
     for (; i < n16; i += stride) { const uint4 a = __ldg(m + i); acc ^= a.x ^ a.y ^ a.z ^ a.w; }
     if (acc == 0x7FC00001u) y[0] = 1.f;
+}
+
+/* --dyn: how a launch's reads are shared out over its blocks. Each kernel reads n16 16-byte words
+ * and keeps an xor of them (as k_read); tt != NULL: each block records its SM, start and end
+ * (%globaltimer, ns) at tt[3 * blockIdx.x]. k_read_blk: block b reads words [b n16 / G, (b + 1)
+ * n16 / G), U loads in flight a thread. k_read_dyn: blocks take chunks of 256 U words from a
+ * ticket counter; each block takes the ticket of its next chunk while its current chunk's loads
+ * are in flight, and stops at the first ticket past the last chunk, so a launch takes exactly
+ * nchunks + G tickets and ticket % (nchunks + G) is its own (the counter is zeroed before each
+ * run of launches, which run one after the other). */
+__global__ void __launch_bounds__(256, 2) k_read_t(const uint4 *m, size_t n16, float *y, unsigned long long *tt) {
+    const unsigned long long t0 = gtimer();
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    uint32_t acc = 0;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        const uint4 a = __ldg(m + i), b = __ldg(m + i + stride), c = __ldg(m + i + 2 * stride), d = __ldg(m + i + 3 * stride);
+        acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+    }
+    for (; i < n16; i += stride) { const uint4 a = __ldg(m + i); acc ^= a.x ^ a.y ^ a.z ^ a.w; }
+    read_stamp(tt, t0, acc, y);
+}
+
+template <int U>
+__global__ void __launch_bounds__(256, 2) k_read_blk(const uint4 *m, size_t n16, float *y, unsigned long long *tt) {
+    const unsigned long long t0 = gtimer();
+    const size_t lo = n16 * blockIdx.x / gridDim.x, hi = n16 * (blockIdx.x + 1) / gridDim.x;
+    uint32_t acc = 0;
+    for (size_t i0 = lo + threadIdx.x; i0 < hi; i0 += (size_t)U * blockDim.x) {
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t i = i0 + (size_t)u * blockDim.x;
+            v[u] = i < hi ? __ldg(m + i) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    read_stamp(tt, t0, acc, y);
+}
+
+template <int U>
+__global__ void __launch_bounds__(256, 2) k_read_dyn(const uint4 *m, size_t n16, unsigned long long *ctr, float *y, unsigned long long *tt) {
+    const unsigned long long t0 = gtimer();
+    __shared__ unsigned long long tk[2];
+    const size_t cw = (size_t)U * blockDim.x;   /* words a chunk */
+    const unsigned long long nch = (n16 + cw - 1) / cw, per = nch + gridDim.x;
+    if (threadIdx.x == 0) tk[0] = atomicAdd(ctr, 1ull) % per;
+    __syncthreads();
+    uint32_t acc = 0;
+    int b = 0;
+    for (unsigned long long cur = tk[0]; cur < nch;) {
+        const uint4 *p = m + cur * cw;
+        const size_t left = n16 - cur * cw;
+        uint4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const size_t i = threadIdx.x + (size_t)u * blockDim.x;
+            v[u] = i < left ? __ldg(p + i) : make_uint4(0, 0, 0, 0);
+        }
+        if (threadIdx.x == 0) tk[b ^ 1] = atomicAdd(ctr, 1ull) % per;   /* the next chunk, while these loads fly */
+#pragma unroll
+        for (int u = 0; u < U; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+        if (tt && threadIdx.x == 0) atomicAdd(ctr + 1, (unsigned long long)min((size_t)cw, left));   /* read_skew's check */
+        __syncthreads();
+        b ^= 1;
+        cur = tk[b];
+    }
+    read_stamp(tt, t0, acc, y);
 }
 
 /* --pf: a spin of `cycles` on one block (a latency-bound kernel's time, HBM idle) */
@@ -155,6 +253,7 @@ __global__ void k_pf_line(const uint8_t *m, size_t n) {
 static size_t g_spread = 0;   /* --spread: bytes the copies of a matrix span (0: ~3 L2s) */
 static int g_l2 = 0;   /* --l2 */
 static int g_pf = 0;   /* --pf */
+static int g_dyn = 0;   /* --dyn */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -291,6 +390,166 @@ static double run_read(size_t bytes, int blocks, int reps, float *dy) {
     return us;
 }
 
+/* --dyn: one launch of a read kernel (kind 0 k_read_t, 1 k_read_blk, 2 k_read_dyn; U loads a thread) */
+static void read_go(int kind, int U, int blocks, cudaStream_t st, const uint8_t *m, size_t n16, unsigned long long *ctr, float *dy,
+                    unsigned long long *tt) {
+    const uint4 *w = (const uint4 *)m;
+    if (kind == 0) k_read_t<<<blocks, 256, 0, st>>>(w, n16, dy, tt);
+    else if (kind == 1) {
+        if (U == 4) k_read_blk<4><<<blocks, 256, 0, st>>>(w, n16, dy, tt);
+        else k_read_blk<8><<<blocks, 256, 0, st>>>(w, n16, dy, tt);
+    } else {
+        if (U == 4) k_read_dyn<4><<<blocks, 256, 0, st>>>(w, n16, ctr, dy, tt);
+        else if (U == 8) k_read_dyn<8><<<blocks, 256, 0, st>>>(w, n16, ctr, dy, tt);
+        else k_read_dyn<16><<<blocks, 256, 0, st>>>(w, n16, ctr, dy, tt);
+    }
+}
+
+/* --dyn, part 2: where a launch's blocks end. nl launches (each on its own copy) in one graph, each
+ * block's SM, start and end recorded (go(i, stream, tt) makes launch i with its records at tt).
+ * Per launch: D = last end - first start; each block's end as a fraction of D; the slots' busy
+ * fraction (the blocks' summed run time over blocks x D). Per SM: its blocks' mean end fraction,
+ * over the even launches and over the odd ones, and the correlation of the two (near 1: the same
+ * SMs end late every time, a property of the SM or of its place; near 0: chance). */
+template <class F>
+static void skew_run(const char *name, double bytes, int blocks, int nl, F go) {
+    const int sms = q8_bench_sms();
+    unsigned long long *dtt;
+    CK(cudaMalloc(&dtt, sizeof(unsigned long long) * 3 * blocks * nl));
+    CK(cudaMemset(dtt, 0, sizeof(unsigned long long) * 3 * blocks * nl));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    graph_us(s, nl, 2, [&](int i, cudaStream_t st) { go(i, st, dtt + (size_t)3 * blocks * i); });
+    std::vector<unsigned long long> tt((size_t)3 * blocks * nl);
+    CK(cudaMemcpy(tt.data(), dtt, sizeof(unsigned long long) * tt.size(), cudaMemcpyDeviceToHost));
+    cudaStreamDestroy(s);
+    cudaFree(dtt);
+    std::vector<double> se[2], sn[2];
+    for (int h = 0; h < 2; h++) { se[h].assign(sms, 0.0); sn[h].assign(sms, 0.0); }
+    double dsum = 0, busy = 0, first = 0, med = 0;
+    for (int l = 0; l < nl; l++) {
+        const unsigned long long *t = &tt[(size_t)3 * blocks * l];
+        unsigned long long a = ~0ull, z = 0;
+        for (int b = 0; b < blocks; b++) { a = std::min(a, t[3 * b + 1]); z = std::max(z, t[3 * b + 2]); }
+        const double D = (double)(z - a);
+        std::vector<double> ends(blocks);
+        double run = 0;
+        for (int b = 0; b < blocks; b++) {
+            ends[b] = (double)(t[3 * b + 2] - a) / D;
+            run += (double)(t[3 * b + 2] - t[3 * b + 1]);
+            const int sm = (int)t[3 * b];
+            if (sm >= 0 && sm < sms) { se[l & 1][sm] += ends[b]; sn[l & 1][sm] += 1; }
+        }
+        std::sort(ends.begin(), ends.end());
+        dsum += D; busy += run / (blocks * D); first += ends[0]; med += ends[blocks / 2];
+    }
+    std::vector<double> m0, m1, mm;
+    for (int i = 0; i < sms; i++)
+        if (sn[0][i] > 0 && sn[1][i] > 0) {
+            m0.push_back(se[0][i] / sn[0][i]); m1.push_back(se[1][i] / sn[1][i]);
+            mm.push_back((se[0][i] + se[1][i]) / (sn[0][i] + sn[1][i]));
+        }
+    double a0 = 0, a1 = 0, c01 = 0, v0 = 0, v1 = 0;
+    for (size_t i = 0; i < m0.size(); i++) { a0 += m0[i]; a1 += m1[i]; }
+    if (!m0.empty()) { a0 /= m0.size(); a1 /= m1.size(); }
+    for (size_t i = 0; i < m0.size(); i++) { c01 += (m0[i] - a0) * (m1[i] - a1); v0 += (m0[i] - a0) * (m0[i] - a0); v1 += (m1[i] - a1) * (m1[i] - a1); }
+    std::sort(mm.begin(), mm.end());
+    printf("| %s | %.1f MB | %.2f us | %.2f | %.2f | %.1f%% | %.2f / %.2f | %.2f |\n", name, bytes / 1e6, dsum / nl / 1e3, first / nl,
+           med / nl, 100 * busy / nl, mm.empty() ? 0 : mm.front(), mm.empty() ? 0 : mm.back(),
+           v0 > 0 && v1 > 0 ? c01 / sqrt(v0 * v1) : 0.0);
+}
+
+/* a read kernel's skew (skew_run); the dynamic read also counts the words it reads, which must be
+ * every word of every launch once (3 x nl launches: graph_us runs the graph once, then twice) */
+static void read_skew(const char *name, int kind, int U, size_t bytes, int blocks, float *dy, unsigned long long *dctr) {
+    bytes &= ~(size_t)15;
+    const int ncopy = copies_for(bytes), nl = 40;
+    uint8_t *dm;
+    CK(cudaMalloc(&dm, bytes * ncopy + 64));
+    CK(cudaMemset(dm, 0x5A, bytes * ncopy));
+    CK(cudaMemset(dctr, 0, 2 * sizeof(unsigned long long)));
+    skew_run(name, (double)bytes, blocks, nl, [&](int i, cudaStream_t st, unsigned long long *tt) {
+        read_go(kind, U, blocks, st, dm + bytes * (i % ncopy), bytes / 16, dctr, dy, tt);
+    });
+    cudaFree(dm);
+    unsigned long long words = 0;
+    CK(cudaMemcpy(&words, dctr + 1, sizeof words, cudaMemcpyDeviceToHost));
+    if (kind == 2 && words != 3ull * nl * (bytes / 16))
+        printf("| %s | WRONG: %llu words read in %d launches of %zu |\n", name, words, 3 * nl, bytes / 16);
+}
+
+/* the GEMV's skew: k_layout on the interleaved layout (as the model's launches), one round */
+template <class T, int CBP, int RA>
+static void gemv_skew(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, float *dy) {
+    const int R = cs.nrows, N = (cs.ncols + 255) / 256, rpw = 32 >> cs.lshift;
+    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);   /* as run_one */
+    const int nbl = (int)(rb_in - (size_t)(cs.ncols / 256) * T::CB);
+    const size_t rb = (size_t)N * CBP;
+    const std::vector<uint8_t> h = pack_rows<T, CBP, L_INTER>(cs, rows, rb_in, nbl, rb);
+    const int ncopy = copies_for(h.size());
+    uint8_t *dm = upload_copies(h, ncopy);
+    const int blocks = ((R + rpw - 1) / rpw + 7) / 8;
+    const size_t smem = (size_t)N * Q8_REC;
+    char name[160];
+    snprintf(name, sizeof name, "GEMV %s (%d blocks)", cs.name, blocks);
+    skew_run(name, (double)R * rb_in, blocks, 40, [&](int i, cudaStream_t st, unsigned long long *tt) {
+        k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, st>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, cs.lshift, dy, tt);
+    });
+    cudaFree(dm);
+}
+
+/* --dyn: a read of each size on 2 blocks a SM, shared out three ways (us a launch and % of the copy
+ * bandwidth; 100 launches a graph, each on its own copy over ~3 L2s, no PDL), then where the blocks
+ * of the grid-stride and the dynamic read end (read_skew). Is the ~80-86% that one launch of 25-40 MB
+ * streams (thirty-fifth pass) the memory system's, or how the work is cut? */
+static void run_dyn(int reps, double ceil_gbs) {
+    const int sms = q8_bench_sms(), blocks = 2 * sms;
+    float *dy;
+    unsigned long long *dctr;
+    CK(cudaMalloc(&dy, sizeof(float) * 16));
+    CK(cudaMalloc(&dctr, 2 * sizeof(unsigned long long)));
+    struct K { const char *name; int kind, U; };
+    const K ks[] = { { "grid-stride, 4 in flight (k_read)", 0, 4 }, { "a contiguous span a block, 4 in flight", 1, 4 },
+                     { "a contiguous span a block, 8 in flight", 1, 8 }, { "dynamic 16 KB chunks (4 a thread)", 2, 4 },
+                     { "dynamic 32 KB chunks (8 a thread)", 2, 8 }, { "dynamic 64 KB chunks (16 a thread)", 2, 16 } };
+    const double mbs[] = { 9.4, 26.0, 30.7, 35.2, 40.0, 100.0 };   /* the warm, air's down, q|k, q|k|v, gate|up; a long one */
+    printf("| read (%d blocks) |", blocks);
+    for (double mb : mbs) printf(" %.1f MB |", mb);
+    printf("\n|---|");
+    for (size_t i = 0; i < sizeof mbs / sizeof *mbs; i++) printf("---|");
+    printf("\n");
+    for (const K &k : ks) {
+        printf("| %s |", k.name);
+        for (double mb : mbs) {
+            const size_t bytes = (size_t)(mb * 1e6) & ~(size_t)15;
+            const int ncopy = copies_for(bytes);
+            uint8_t *dm;
+            CK(cudaMalloc(&dm, bytes * ncopy + 64));
+            CK(cudaMemset(dm, 0x5A, bytes * ncopy));
+            CK(cudaMemset(dctr, 0, sizeof(unsigned long long)));
+            cudaStream_t s;
+            CK(cudaStreamCreate(&s));
+            const double us = graph_us(s, 100, reps, [&](int i, cudaStream_t st) {
+                read_go(k.kind, k.U, blocks, st, dm + bytes * (i % ncopy), bytes / 16, dctr, dy, nullptr);
+            });
+            cudaStreamDestroy(s);
+            cudaFree(dm);
+            printf(" %.2f us (%.1f%%) |", us, 100 * bytes / us / 1e3 / ceil_gbs);
+        }
+        printf("\n");
+    }
+    printf("\n| read | size | us a launch (D) | first block ends (of D) | median block ends | slots busy | SMs' mean end, least / most |"
+           " SM end corr. (even / odd launches) |\n|---|---|---|---|---|---|---|---|\n");
+    for (double mb : { 26.0, 40.0 }) {
+        const size_t bytes = (size_t)(mb * 1e6);
+        read_skew("grid-stride", 0, 4, bytes, blocks, dy, dctr);
+        read_skew("contiguous span, 8", 1, 8, bytes, blocks, dy, dctr);
+        read_skew("dynamic 32 KB", 2, 8, bytes, blocks, dy, dctr);
+    }
+    cudaFree(dctr);
+    cudaFree(dy);
+}
+
 /* --pf: does a matrix asked into L2 ahead make its GEMV run at the L2 rate? Per step of a graph (20
  * steps, each on its own copy of the matrix, the copies over ~3 L2s): [ahead] + spin + GEMV, the
  * GEMV's share the difference to [ahead] + spin. ahead: nothing; bulk prefetch (the step's
@@ -363,6 +622,11 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
         for (size_t c = 0; c + T::CB <= (size_t)R * rb_in; c += T::CB) q3r_pack_chunk(&rows[c], &q3r[c]);
     }
     const std::vector<uint8_t> &krows = cs.q3r ? q3r : rows;
+    if (g_dyn) {   /* --dyn: where the GEMV's blocks end */
+        gemv_skew<T, CBP, RA>(cs, krows, (const uint8_t *)dxq, dy);
+        cudaFree(dx); cudaFree(dxq); cudaFree(dy);
+        return 0;
+    }
     if (g_pf) {
         if (cs.ncols % 256 == 0)
             for (double sp : { 4.0, 12.0 }) run_pf<T, CBP, RA>(cs, krows, (const uint8_t *)dxq, reps, dy, sp);
@@ -404,9 +668,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--spread") && i + 1 < argc) g_spread = (size_t)(atof(argv[++i]) * (1u << 30));
         else if (!strcmp(argv[i], "--l2")) g_l2 = 1;
         else if (!strcmp(argv[i], "--pf")) g_pf = 1;
+        else if (!strcmp(argv[i], "--dyn")) g_dyn = 1;
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || !nd) { printf("SKIP: no CUDA device (bench_layout needs a GPU)\n"); return 77; }
     const double ceil_gbs = gpu_measure_d2d(0);
+    if (g_dyn) {
+        printf("bench_layout --dyn: device copy bandwidth %.0f GB/s\n\n", ceil_gbs);
+        run_dyn(reps, ceil_gbs);
+        run_case<Q8W_Q3_KR, 112, 1>({ "air gate|up Q3_K as q3r 22528x4096, 4 lanes", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
+        run_case<Q8W_Q4_0, 144, 1>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1, 0 }, reps, ceil_gbs);
+        run_case<Q8W_Q4_K, 144, 16>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2, 0 }, reps, ceil_gbs);
+        run_case<Q8W_Q4_K, 144, 16>({ "air o-proj Q4_K 4096x12288, 16 lanes", 4, 4096, 12288, 4, 0 }, reps, ceil_gbs);
+        return 0;
+    }
     printf("bench_layout: device copy bandwidth %.0f GB/s; fractions of it count the GGUF bytes; copies over %s\n\n", ceil_gbs,
            g_l2 ? "one copy (in L2), 100 launches a graph" : g_spread ? "--spread GB, a launch each" : "~3 L2s, 100 launches a graph");
     if (g_pf) printf("| shape | asked ahead | step with the GEMV | without | the GEMV's share |\n|---|---|---|---|---|\n");
