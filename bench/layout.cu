@@ -127,6 +127,40 @@ __global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowb
     if (tt && lane == 0) atomicMax(tt + 3 * blockIdx.x + 2, gtimer());
 }
 
+/* --dyn: k_layout's interleaved GEMV with its units (a warp's rpw rows, all their chunks: the same
+ * lanes, chunks and sums as k_layout, so the outputs are bitwise k_layout's at the same lanes)
+ * shared out as SMs free up: warp g of the grid's nw takes unit g first, then units nw + t for
+ * tickets t from a counter; lane 0 takes the next ticket while the current unit's loads are in
+ * flight, and a warp stops at its first unit past the last. A launch takes exactly `units` tickets
+ * (units - nw that are used, one past the end for each warp that had a unit), so ticket % units is
+ * its own (the counter is zeroed before each run of launches). */
+template <class T, int CBP, int RA>
+__global__ void __launch_bounds__(256, 2) k_layout_dyn(const uint8_t *m, const uint8_t *xq, int nrows, int nch, int lshift, float *y,
+                                                       unsigned long long *ctr) {
+    extern __shared__ __align__(16) uint8_t xs[];
+    for (int i = threadIdx.x; i < nch * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)xq + i);
+    __syncthreads();
+    const int L = 1 << lshift, rpw = 32 >> lshift, lane = threadIdx.x & 31, li = lane & (L - 1);
+    const unsigned long long units = (unsigned long long)(nrows + rpw - 1) / rpw, nw = (unsigned long long)gridDim.x * 8;
+    constexpr int NW = q8_nw(CBP, 16);
+    const int steps = nch >> lshift;
+    unsigned long long u = (unsigned long long)blockIdx.x * 8 + (threadIdx.x >> 5);
+    while (u < units) {   /* warp-uniform */
+        const int w = (int)u, row = w * rpw + (lane >> lshift);
+        unsigned long long nt = 0;
+        if (lane == 0) nt = atomicAdd(ctr, 1ull) % units;   /* the next unit, while this one's loads fly */
+        float acc = 0.f;
+        for (int t = 0; t < steps; t++) {
+            uint32_t a[NW];
+            ld_chunk<T, CBP, L_INTER, RA>(m, 0, row, li + t * L, w, lane, t, rpw, nch, 0, a);
+            acc += T::dot(a, xs + (li + t * L) * Q8_REC);
+        }
+        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+        if (li == 0 && row < nrows) y[row] = acc;
+        u = nw + __shfl_sync(0xFFFFFFFFu, nt, 0);
+    }
+}
+
 /* the plain read: n16 16-byte words, a grid-stride loop of four loads in flight a thread, an xor
  * of every word so that nothing is dropped (written only if it is a value no data makes) */
 __global__ void __launch_bounds__(256, 2) k_read(const uint4 *m, size_t n16, float *y) {
@@ -144,11 +178,11 @@ __global__ void __launch_bounds__(256, 2) k_read(const uint4 *m, size_t n16, flo
 /* --dyn: how a launch's reads are shared out over its blocks. Each kernel reads n16 16-byte words
  * and keeps an xor of them (as k_read); tt != NULL: each block records its SM, start and end
  * (%globaltimer, ns) at tt[3 * blockIdx.x]. k_read_blk: block b reads words [b n16 / G, (b + 1)
- * n16 / G), U loads in flight a thread. k_read_dyn: blocks take chunks of 256 U words from a
- * ticket counter; each block takes the ticket of its next chunk while its current chunk's loads
- * are in flight, and stops at the first ticket past the last chunk, so a launch takes exactly
- * nchunks + G tickets and ticket % (nchunks + G) is its own (the counter is zeroed before each
- * run of launches, which run one after the other). */
+ * n16 / G), U loads in flight a thread. k_read_dyn: chunks of 256 U words; block b takes chunk b,
+ * then chunks G + t for tickets t from a counter, each taken while the current chunk's loads are in
+ * flight, and stops at its first chunk past the last. A launch takes exactly nchunks tickets
+ * (nchunks - G used, one past the end for each block that had a chunk), so ticket % nchunks is its
+ * own (the counter is zeroed before each run of launches, which run one after the other). */
 __global__ void __launch_bounds__(256, 2) k_read_t(const uint4 *m, size_t n16, float *y, unsigned long long *tt) {
     const unsigned long long t0 = gtimer();
     const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -185,12 +219,10 @@ __global__ void __launch_bounds__(256, 2) k_read_dyn(const uint4 *m, size_t n16,
     const unsigned long long t0 = gtimer();
     __shared__ unsigned long long tk[2];
     const size_t cw = (size_t)U * blockDim.x;   /* words a chunk */
-    const unsigned long long nch = (n16 + cw - 1) / cw, per = nch + gridDim.x;
-    if (threadIdx.x == 0) tk[0] = atomicAdd(ctr, 1ull) % per;
-    __syncthreads();
+    const unsigned long long nch = (n16 + cw - 1) / cw;
     uint32_t acc = 0;
     int b = 0;
-    for (unsigned long long cur = tk[0]; cur < nch;) {
+    for (unsigned long long cur = blockIdx.x; cur < nch;) {   /* uniform over the block */
         const uint4 *p = m + cur * cw;
         const size_t left = n16 - cur * cw;
         uint4 v[U];
@@ -199,13 +231,13 @@ __global__ void __launch_bounds__(256, 2) k_read_dyn(const uint4 *m, size_t n16,
             const size_t i = threadIdx.x + (size_t)u * blockDim.x;
             v[u] = i < left ? __ldg(p + i) : make_uint4(0, 0, 0, 0);
         }
-        if (threadIdx.x == 0) tk[b ^ 1] = atomicAdd(ctr, 1ull) % per;   /* the next chunk, while these loads fly */
+        if (threadIdx.x == 0) tk[b] = gridDim.x + atomicAdd(ctr, 1ull) % nch;   /* the next chunk, while these loads fly */
 #pragma unroll
         for (int u = 0; u < U; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
         if (tt && threadIdx.x == 0) atomicAdd(ctr + 1, (unsigned long long)min((size_t)cw, left));   /* read_skew's check */
         __syncthreads();
-        b ^= 1;
         cur = tk[b];
+        b ^= 1;
     }
     read_stamp(tt, t0, acc, y);
 }
@@ -498,6 +530,61 @@ static void gemv_skew(const Case &cs, const std::vector<uint8_t> &rows, const ui
     cudaFree(dm);
 }
 
+/* --dyn: the GEMV (k_layout, interleaved) at the model's lanes and at 2x and 4x as many (more, smaller
+ * units; each lanes' sums its own), each with its units one a warp by index (one round at the model's
+ * lanes) and taken from a ticket counter on 2 or 1 blocks a SM (k_layout_dyn; bitwise the static
+ * outputs at the same lanes, checked). Does taking units as SMs free up shorten the launch's tail? */
+template <class T, int CBP, int RA>
+static int gemv_dyn(const Case &cs0, const std::vector<uint8_t> &rows, const uint8_t *dxq, float *dy, unsigned long long *dctr, int reps,
+                    double ceil_gbs) {
+    const int R = cs0.nrows, N = (cs0.ncols + 255) / 256, sms = q8_bench_sms();
+    const size_t rb_in = (size_t)cs0.ncols / 256 * T::CB + (cs0.ncols % 256) / 32 * (T::CB / 8);
+    const int nbl = (int)(rb_in - (size_t)(cs0.ncols / 256) * T::CB);
+    const size_t rb = (size_t)N * CBP, smem = (size_t)N * Q8_REC;
+    const double by = (double)R * rb_in;
+    int bad = 0;
+    for (int ls = cs0.lshift; ls <= cs0.lshift + 2 && ls <= 5; ls++) {
+        if (N % (1 << ls)) continue;   /* k_layout: whole steps */
+        Case cs = cs0;
+        cs.lshift = ls;
+        const std::vector<uint8_t> h = pack_rows<T, CBP, L_INTER>(cs, rows, rb_in, nbl, rb);
+        const int ncopy = copies_for(h.size()), rpw = 32 >> ls, blocks = ((R + rpw - 1) / rpw + 7) / 8;
+        uint8_t *dm = upload_copies(h, ncopy);
+        std::vector<float> ref(R), got(R);
+        CK(cudaMemset(dy, 0xFF, sizeof(float) * R));
+        k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem>>>(dm, rb, dxq, R, N, nbl, ls, dy);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(ref.data(), dy, sizeof(float) * R, cudaMemcpyDeviceToHost));
+        cudaStream_t s;
+        CK(cudaStreamCreate(&s));
+        const double ts = graph_us(s, 100, reps, [&](int i, cudaStream_t st) {
+            k_layout<T, CBP, L_INTER, RA><<<blocks, 256, smem, st>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, ls, dy);
+        });
+        double td[2];
+        bool same[2];
+        for (int g = 0; g < 2; g++) {
+            const int gb = (2 - g) * sms;
+            CK(cudaMemset(dctr, 0, sizeof(unsigned long long)));
+            CK(cudaMemset(dy, 0xFF, sizeof(float) * R));
+            k_layout_dyn<T, CBP, RA><<<gb, 256, smem>>>(dm, dxq, R, N, ls, dy, dctr);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(got.data(), dy, sizeof(float) * R, cudaMemcpyDeviceToHost));
+            same[g] = !memcmp(ref.data(), got.data(), sizeof(float) * R);
+            bad += !same[g];
+            CK(cudaMemset(dctr, 0, sizeof(unsigned long long)));
+            td[g] = graph_us(s, 100, reps, [&](int i, cudaStream_t st) {
+                k_layout_dyn<T, CBP, RA><<<gb, 256, smem, st>>>(dm + h.size() * (i % ncopy), dxq, R, N, ls, dy, dctr);
+            });
+        }
+        cudaStreamDestroy(s);
+        cudaFree(dm);
+        printf("| %s | %d lanes, %d units | %.2f us (%.1f%%) | %.2f us (%.1f%%)%s | %.2f us (%.1f%%)%s |\n", cs0.name, 1 << ls, (R + rpw - 1) / rpw,
+               ts, 100 * by / ts / 1e3 / ceil_gbs, td[0], 100 * by / td[0] / 1e3 / ceil_gbs, same[0] ? "" : " DIFFERS", td[1],
+               100 * by / td[1] / 1e3 / ceil_gbs, same[1] ? "" : " DIFFERS");
+    }
+    return bad;
+}
+
 /* --dyn: a read of each size on 2 blocks a SM, shared out three ways (us a launch and % of the copy
  * bandwidth; 100 launches a graph, each on its own copy over ~3 L2s, no PDL), then where the blocks
  * of the grid-stride and the dynamic read end (read_skew). Is the ~80-86% that one launch of 25-40 MB
@@ -622,10 +709,17 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
         for (size_t c = 0; c + T::CB <= (size_t)R * rb_in; c += T::CB) q3r_pack_chunk(&rows[c], &q3r[c]);
     }
     const std::vector<uint8_t> &krows = cs.q3r ? q3r : rows;
-    if (g_dyn) {   /* --dyn: where the GEMV's blocks end */
-        gemv_skew<T, CBP, RA>(cs, krows, (const uint8_t *)dxq, dy);
+    if (g_dyn) {   /* --dyn: where the GEMV's blocks end (g_dyn 1), or the GEMV with its units taken by ticket (2) */
+        int b = 0;
+        if (g_dyn == 1) gemv_skew<T, CBP, RA>(cs, krows, (const uint8_t *)dxq, dy);
+        else {
+            unsigned long long *dctr;
+            CK(cudaMalloc(&dctr, sizeof(unsigned long long)));
+            b = gemv_dyn<T, CBP, RA>(cs, krows, (const uint8_t *)dxq, dy, dctr, reps, ceil_gbs);
+            cudaFree(dctr);
+        }
         cudaFree(dx); cudaFree(dxq); cudaFree(dy);
-        return 0;
+        return b;
     }
     if (g_pf) {
         if (cs.ncols % 256 == 0)
@@ -675,11 +769,18 @@ int main(int argc, char **argv) {
     if (g_dyn) {
         printf("bench_layout --dyn: device copy bandwidth %.0f GB/s\n\n", ceil_gbs);
         run_dyn(reps, ceil_gbs);
-        run_case<Q8W_Q3_KR, 112, 1>({ "air gate|up Q3_K as q3r 22528x4096, 4 lanes", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
-        run_case<Q8W_Q4_0, 144, 1>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1, 0 }, reps, ceil_gbs);
-        run_case<Q8W_Q4_K, 144, 16>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2, 0 }, reps, ceil_gbs);
-        run_case<Q8W_Q4_K, 144, 16>({ "air o-proj Q4_K 4096x12288, 16 lanes", 4, 4096, 12288, 4, 0 }, reps, ceil_gbs);
-        return 0;
+        int bad = 0;
+        for (g_dyn = 1; g_dyn <= 2; g_dyn++) {
+            if (g_dyn == 2)
+                printf("\n| GEMV (interleaved) | lanes a row, units (a warp's rows) | a unit a warp by index | units by ticket, 2 blocks a SM |"
+                       " units by ticket, 1 block a SM |\n|---|---|---|---|---|\n");
+            bad += run_case<Q8W_Q3_KR, 112, 1>({ "air gate|up Q3_K as q3r 22528x4096, 4 lanes", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
+            bad += run_case<Q8W_Q4_0, 144, 1>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1, 0 }, reps, ceil_gbs);
+            bad += run_case<Q8W_Q4_K, 144, 16>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2, 0 }, reps, ceil_gbs);
+            bad += run_case<Q8W_Q4_K, 144, 16>({ "air o-proj Q4_K 4096x12288, 16 lanes", 4, 4096, 12288, 4, 0 }, reps, ceil_gbs);
+        }
+        printf("\n%s\n", bad ? "FAIL: a ticket GEMV's outputs differ from the indexed one's" : "ticket GEMVs bitwise the indexed ones");
+        return bad != 0;
     }
     printf("bench_layout: device copy bandwidth %.0f GB/s; fractions of it count the GGUF bytes; copies over %s\n\n", ceil_gbs,
            g_l2 ? "one copy (in L2), 100 launches a graph" : g_spread ? "--spread GB, a launch each" : "~3 L2s, 100 launches a graph");
