@@ -109,6 +109,9 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
+    /* HOTMOE_KVW_QKV (experiment, the post epilogue): the first kvfrac % of blocks to finish read their share of the cache
+     * rows [0, *epos) of ed1 into L2 (the K or V rows the attention reads next), from position kvmin on */
+    int kvw, kvfrac, kvmin;
     unsigned *tk;   /* HOTMOE_Q8_TK (experiment, the TK instances): the launch's ticket counters, one a slot (q8_tk_counters) */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
@@ -244,6 +247,8 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * end in a partial chunk). */
 /* The body takes its block's index along x and the grid's width (bx, gdx): gemv_q8_kernel passes
  * blockIdx.x and gridDim.x, gemv_q8_pair_kernel each matrix's share of its grid. */
+__device__ unsigned long long g_kvw_ctr[2];   /* HOTMOE_KVW_QKV's tickets: the q|k launches' and v's */
+__device__ unsigned g_kvw_sink;
 template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR, bool TK = false>
 __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned bx, const unsigned gdx) {
     /* the block's index along x and the grid's width (PAIR: its matrix's share of the pair's grid) */
@@ -506,6 +511,31 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         }
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
+        /* HOTMOE_KVW_QKV: warp 0 of a block whose 32 first rows are whole; the finish order from a ticket
+         * counter (each launch takes exactly its grid's tickets: no reset), the share by that order */
+        if (p.kvw && t < 32 && *p.epos >= p.kvmin) {   /* uniform over the launch but for t */
+            const int pos = *p.epos;
+            unsigned long long tk = 0;
+            if (t == 0) tk = atomicAdd(&g_kvw_ctr[p.erows0 == 0], 1ull);   /* every block: thread 0 has a row */
+            if (ER >= 32 && Q8_BX * ER + 32 <= p.nrows) {   /* all 32 lanes here */
+                tk = __shfl_sync(0xFFFFFFFFu, tk, 0);
+                const long long ord = (long long)(tk % Q8_GDX), nw = ((long long)Q8_GDX * p.kvfrac + 99) / 100;
+                if (ord < nw) {
+                    const size_t n16 = (size_t)pos * p.ekvd / 4, per = (n16 + nw - 1) / nw, b0 = (size_t)ord * per;
+                    const size_t b1 = b0 + per < n16 ? b0 + per : n16;
+                    const uint4 *src = (const uint4 *)p.ed1;
+                    unsigned acc = 0;
+                    for (size_t i = b0 + t; i < b1; i += 32 * 8) {
+                        uint4 a[8];
+#pragma unroll
+                        for (int u = 0; u < 8; u++) a[u] = i + 32 * u < b1 ? __ldg(src + i + 32 * u) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+                        for (int u = 0; u < 8; u++) acc ^= a[u].x ^ a[u].y ^ a[u].z ^ a[u].w;
+                    }
+                    if (acc == 0x9E3779B9u) g_kvw_sink = acc;
+                }
+            }
+        }
     }
     HM_KT_END();   /* EPI: the threads past the block's rows returned above; thread 0 has a row */
 #undef Q8_BX
@@ -983,7 +1013,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0, NULL };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -998,7 +1028,11 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, NULL };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, 0, 0, NULL };
+    static std::atomic<int> c0(-1), c1(-1), c2(-1);
+    p.kvw = hm_env_digit("HOTMOE_KVW_QKV", 0, 1, 0, c0);
+    p.kvfrac = hm_env_int("HOTMOE_KVW_FRAC", 1, 100, 75, c1);
+    p.kvmin = hm_env_int("HOTMOE_KVW_MIN", 0, 1 << 30, 128, c2);
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -1019,7 +1053,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0, NULL };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -1032,7 +1066,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, NULL };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0, NULL };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
