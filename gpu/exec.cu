@@ -723,15 +723,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
                 if (!diag_skip(D_SHDOWN)) gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
             }
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
-            /* HOTMOE_KVWARM (experiment): the next layer's K and V rows read into L2 on the second
-             * stream after the shared expert (not joined here: the next layer's join takes it), beside
-             * the routed down, the residual norm and the next q|k|v; 1: a block a SM, 2: half as many */
-            static std::atomic<int> kvc(-1);
-            const int kvw = hm_env_digit("HOTMOE_KVWARM", 0, 2, 0, kvc);
-            if (kvw && l->is_moe && il + 1 < g->l1 && g->L[il + 1].is_moe && g->L[il + 1].has_single && !g->L[il + 1].cache) {
-                const size_t kvn = ((size_t)seq * nl + (il + 1 - g->l0)) * g->n_ctx * c->kv_dim;
-                op_kv_warm(g->kc + kvn, g->vc + kvn, g->d_pos, c->kv_dim, kvw == 1 ? gpu_sm_count() : gpu_sm_count() / 2, ss);
-            }
             shared = g->sh;
             if (!l->is_moe) {
                 op_residual_norm_q8(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);

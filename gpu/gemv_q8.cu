@@ -27,7 +27,6 @@
  * once, dotted with every vector's records, each vector's sums in the single-vector order
  * (bitwise its results). */
 #include <atomic>
-#include <mutex>
 #include <type_traits>
 #include <limits.h>
 #include <stdint.h>
@@ -109,10 +108,6 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
-    /* HOTMOE_KVW_QKV (experiment, the post epilogue): the first kvfrac % of blocks to finish read their share of the cache
-     * rows [0, *epos) of ed1 into L2 (the K or V rows the attention reads next), from position kvmin on */
-    int kvw, kvfrac, kvmin;
-    unsigned *tk;   /* HOTMOE_Q8_TK (experiment, the TK instances): the launch's ticket counters, one a slot (q8_tk_counters) */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -247,9 +242,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * end in a partial chunk). */
 /* The body takes its block's index along x and the grid's width (bx, gdx): gemv_q8_kernel passes
  * blockIdx.x and gridDim.x, gemv_q8_pair_kernel each matrix's share of its grid. */
-__device__ unsigned long long g_kvw_ctr[2];   /* HOTMOE_KVW_QKV's tickets: the q|k launches' and v's */
-__device__ unsigned g_kvw_sink;
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR, bool TK = false>
+template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR>
 __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned bx, const unsigned gdx) {
     /* the block's index along x and the grid's width (PAIR: its matrix's share of the pair's grid) */
 #define Q8_BX (PAIR ? bx : blockIdx.x)
@@ -361,70 +354,8 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
     float *ybase = q8_ybase(p, e);
-    if constexpr (TK) {
-        /* HOTMOE_Q8_TK (experiment): a warp's units (its gpw items, all their chunks: the same
-         * lanes, chunks and sums as below, so bitwise the same outputs) are shared out as SMs free
-         * up. Warp g of the slot's nwu takes unit g first, then units nwu + t for tickets t of the
-         * slot's counter; lane 0 takes the next ticket while the unit's loads are in flight, and
-         * the warp stops at its first unit past the last. A launch takes exactly nunits tickets a
-         * slot (nunits - nwu used, one past the end for each warp that had a unit), so the warp
-         * that takes ticket nunits - 1 took the last: it zeroes the counter for the next launch
-         * (which takes tickets only after its wait, once this grid is done). */
-        static_assert(NB == 1 && !EPI, "ticket units: one vector, no epilogue");
-        const int nwu = Q8_GDX * (Q8_THREADS / 32), nunits = (p.nitems + gpw - 1) / gpw;
-        unsigned *ctr = p.tk + (p.flat ? 0 : e);
-        if (p.trig && threadIdx.x == 0) hm_pdl_trigger();
-        for (int u = Q8_BX * (Q8_THREADS / 32) + warp; u < nunits;) {   /* warp-uniform */
-            unsigned nt = 0;
-            if ((threadIdx.x & 31) == 0) {
-                nt = atomicAdd(ctr, 1u);
-                if (nt == (unsigned)nunits - 1) atomicExch(ctr, 0u);
-            }
-            const int it = u * gpw + gi;
-            int tslot = 0, trow = it / NMAT;
-            if (p.flat) { tslot = trow / nrw; trow -= tslot * nrw; }
-            const bool ok = it < p.nitems && tslot < nslot && wp[0][tslot];
-            const uint8_t *rp = nullptr;
-            if (ok) {
-                if constexpr (INTER) {
-                    const int RW = gpw / NMAT;
-                    rp = wp[m][tslot] + (size_t)(trow & ~(RW - 1)) * rs + (size_t)(((trow & (RW - 1)) << p.lshift) + li) * 16;
-                } else {
-                    rp = wp[m][tslot] + (size_t)trow * rs;
-                }
-            }
-            const size_t tstep = (size_t)(gpw / NMAT) * L * CBP, jstep = (size_t)(gpw / NMAT) * L * 16;
-            float acc = 0.f;
-            if (ok)
-                for (int c = li; c < nchunks; c += L) {
-                    uint32_t w[NW];
-                    if constexpr (INTER) {
-                        const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
-#pragma unroll
-                        for (int j = 0; j < CBP / 16; j++) {
-                            const uint4 v4 = q8_ldw(b + j * jstep);
-                            w[4 * j] = v4.x; w[4 * j + 1] = v4.y; w[4 * j + 2] = v4.z; w[4 * j + 3] = v4.w;
-                        }
-#pragma unroll
-                        for (int k = CBP / 4; k < NW; k++) w[k] = 0;
-                    } else {
-                        if (c < p.nch) q8_load_chunk<T::CB, A>(rp + (size_t)c * T::CB, w);
-                        else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
-                    }
-                    acc += T::dot(w, xs + c * Q8_REC);
-                }
-            for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-            if (NMAT == 2) {
-                const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L);
-                if (li == 0 && ok && !(gi & 1)) ybase[tslot * p.y_stride + trow] = acc / (1.f + expf(-acc)) * up;
-            } else if (li == 0 && ok) {
-                ybase[tslot * p.y_stride + trow] = acc;
-            }
-            u = nwu + (int)__shfl_sync(0xFFFFFFFFu, nt, 0);
-        }
-    }
-    /* warp-uniform steps (the shuffles need every lane); TK: done above */
-    for (int base = TK ? p.nitems : base0; base < p.nitems; base += tg) {
+    /* warp-uniform steps (the shuffles need every lane) */
+    for (int base = base0; base < p.nitems; base += tg) {
         /* warp 0 has the block's most rounds: its last one starts the block's last */
         if (p.trig && threadIdx.x == 0 && base + tg >= p.nitems && (p.trig != 2 || base > base0)) hm_pdl_trigger();
         const int it = base + gi;
@@ -511,31 +442,6 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         }
         if (erow < p.erows0) p.ed0[erow] = x;
         else p.ed1[(size_t)*p.epos * p.ekvd + erow - p.erows0] = x;
-        /* HOTMOE_KVW_QKV: warp 0 of a block whose 32 first rows are whole; the finish order from a ticket
-         * counter (each launch takes exactly its grid's tickets: no reset), the share by that order */
-        if (p.kvw && t < 32 && *p.epos >= p.kvmin) {   /* uniform over the launch but for t */
-            const int pos = *p.epos;
-            unsigned long long tk = 0;
-            if (t == 0) tk = atomicAdd(&g_kvw_ctr[p.erows0 == 0], 1ull);   /* every block: thread 0 has a row */
-            if (ER >= 32 && Q8_BX * ER + 32 <= p.nrows) {   /* all 32 lanes here */
-                tk = __shfl_sync(0xFFFFFFFFu, tk, 0);
-                const long long ord = (long long)(tk % Q8_GDX), nw = ((long long)Q8_GDX * p.kvfrac + 99) / 100;
-                if (ord < nw) {
-                    const size_t n16 = (size_t)pos * p.ekvd / 4, per = (n16 + nw - 1) / nw, b0 = (size_t)ord * per;
-                    const size_t b1 = b0 + per < n16 ? b0 + per : n16;
-                    const uint4 *src = (const uint4 *)p.ed1;
-                    unsigned acc = 0;
-                    for (size_t i = b0 + t; i < b1; i += 32 * 8) {
-                        uint4 a[8];
-#pragma unroll
-                        for (int u = 0; u < 8; u++) a[u] = i + 32 * u < b1 ? __ldg(src + i + 32 * u) : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-                        for (int u = 0; u < 8; u++) acc ^= a[u].x ^ a[u].y ^ a[u].z ^ a[u].w;
-                    }
-                    if (acc == 0x9E3779B9u) g_kvw_sink = acc;
-                }
-            }
-        }
     }
     HM_KT_END();   /* EPI: the threads past the block's rows returned above; thread 0 has a row */
 #undef Q8_BX
@@ -543,9 +449,9 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
 }
 
 template <class T, int NMAT, int A, int NB, bool ROUTE = false, int BPS = 2, bool AFF = false, bool EPI = false,
-          bool NOPF = false, bool TK = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf); TK: HOTMOE_Q8_TK's units by ticket */
+          bool NOPF = false>   /* BPS: blocks a SM (launch bounds); AFF: q8_slot_tables; EPI: q8_params' ed1; NOPF: no L2 request of the first rows (q8_nopf) */
 __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_params p) {
-    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false, TK>(p, 0, 0);
+    gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false>(p, 0, 0);
 }
 
 /* Two plain interleaved matrices of one x with the post epilogue (q8_params' ed1) in one launch:
@@ -657,24 +563,6 @@ extern "C" int gpu_q8_pair_end(void *stream) {
 
 template <class T, int NMAT, int A, int BPS = 2>
 static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
-    if constexpr (A == 0) {   /* HOTMOE_Q8_TK (p.tk set by q8_launch): the TK instances of the cases below, no epilogue */
-        if (p.tk) {
-            auto tgo = [&](auto aff) {
-                constexpr bool AFF = decltype(aff)::value;
-                if constexpr (NMAT == 2)
-                    if (p.rlog) { hm_launch(gemv_q8_kernel<T, NMAT, 0, 1, true, BPS, AFF, false, false, true>, grid, Q8_THREADS, smem, s, p); return; }
-                if constexpr (NMAT == 1 && BPS == 2 && !AFF) {
-                    if (q8_nopf<T>(p)) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, true, true>, grid, Q8_THREADS, smem, s, p);
-                    else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, false, false, true>, grid, Q8_THREADS, smem, s, p);
-                    return;
-                }
-                hm_launch(gemv_q8_kernel<T, NMAT, 0, 1, false, BPS, AFF, false, false, true>, grid, Q8_THREADS, smem, s, p);
-            };
-            if (p.astride) tgo(std::true_type());
-            else tgo(std::false_type());
-            return;
-        }
-    }
     /* p.rlog: the routed gate/up's own top-k; AFF: HOTMOE_AFFINE's instances (interleaved only,
      * p.astride > 0) */
     auto go = [&](auto aff) {
@@ -821,10 +709,8 @@ template <> struct q8_bps3_type<Q8W_Q5_K> { static constexpr int v = HM_TYPE_Q5_
 
 /* the register kernel's lane shift for a launch of this shape (q8_launch's choice) on a grid of
  * bps blocks a SM */
-static int q8_tk_mode(void);
 static int q8_lshift_of(int nchunks, int nrows, int nmat, int tok, int bps = 2) {
-    long cap = q8_lane_cap();
-    if (tok > 1 && q8_tk_mode() == 2) cap *= 2;   /* HOTMOE_Q8_TK=2: the routed experts at twice the lanes (smaller units) */
+    const long cap = q8_lane_cap();
     int ls = q8_lanes_shift_for(nchunks, (long)nrows * nmat * tok, bps == 2 ? cap : cap / 2 * bps);
     if (nmat == 2 && ls > 4) ls = 4;
     return ls;
@@ -855,41 +741,6 @@ template <class T> struct q8_inter_ok {
 static int q8_xearly(void) {
     static std::atomic<int> c(-1);
     return hm_env_int("HOTMOE_XEARLY", 0, 3, 3, c);
-}
-
-/* HOTMOE_Q8_TK=1 (experiment, off by default): the interleaved one-vector launches without the
- * post epilogue (the o-projection, the experts, the shared expert, the head) take their units by
- * ticket (gemv_q8_body's TK: bitwise the same outputs) on a grid of one round (bps blocks a SM),
- * so that warps on SMs that finish early take the units left instead of the SMs being idle for
- * the launch's tail. Only launches with more units than warps gain: the head (151,552 rows), and
- * the routed experts under HOTMOE_Q8_TK=2 (twice the lanes a row, so units of half the rows: air's
- * gate/up 8 lanes instead of 4, its down 4 instead of 2; other sums, so another token hash).
- * HOTMOE_Q8_TK_BPS=n: the grid at n blocks a SM instead of bps (1: half the warps of the one-round
- * launches, so about two units a warp where the lanes leave one).
- * Counters: one row of Q8_MAXK (a slot each) per (device, stream) a launch is made on, so that
- * launches that may run at once (the second stream's) never share one; q8_tk_counters. */
-#define Q8_TK_ROWS 16
-__device__ unsigned g_q8_tk[Q8_TK_ROWS][Q8_MAXK];
-static unsigned *q8_tk_counters(cudaStream_t s) {
-    static std::mutex mu;
-    static int dev_of[Q8_TK_ROWS];
-    static cudaStream_t str_of[Q8_TK_ROWS];
-    static unsigned *ptr_of[Q8_TK_ROWS];
-    static int n = 0;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return nullptr;
-    std::lock_guard<std::mutex> lk(mu);
-    for (int i = 0; i < n; i++)
-        if (dev_of[i] == dev && str_of[i] == s) return ptr_of[i];
-    if (n == Q8_TK_ROWS) return nullptr;   /* no row left: that launch runs as before */
-    void *base = nullptr;
-    if (cudaGetSymbolAddress(&base, g_q8_tk) != cudaSuccess) { cudaGetLastError(); return nullptr; }
-    dev_of[n] = dev; str_of[n] = s; ptr_of[n] = (unsigned *)base + (size_t)n * Q8_MAXK;
-    return ptr_of[n++];
-}
-static int q8_tk_mode(void) {   /* 1; 2: and the routed experts' lanes for twice q8_lane_cap (q8_lshift_of: upload and launch alike) */
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_Q8_TK", 0, 2, 0, c);
 }
 
 template <class T>
@@ -946,15 +797,7 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
         return 0;
     }
-    int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
-    if (q8_tk_mode() && ils >= 0 && !p.ed1 && nslices <= Q8_MAXK) {   /* HOTMOE_Q8_TK: one round, units by ticket */
-        p.tk = q8_tk_counters(s);
-        if (p.tk) {
-            static std::atomic<int> cb(-1);   /* HOTMOE_Q8_TK_BPS=1..3: that many blocks a SM instead (fewer warps, more units each) */
-            const int tb = hm_env_digit("HOTMOE_Q8_TK_BPS", 0, 3, 0, cb), one = (tb ? tb : bps) * q8_sm_count() / nslices;
-            if (one >= 1 && gx > one) gx = one;
-        }
-    }
+    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {
@@ -1016,7 +859,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0, NULL };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -1031,11 +874,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, 0, 0, NULL };
-    static std::atomic<int> c0(-1), c1(-1), c2(-1);
-    p.kvw = hm_env_digit("HOTMOE_KVW_QKV", 0, 1, 0, c0);
-    p.kvfrac = hm_env_int("HOTMOE_KVW_FRAC", 1, 100, 75, c1);
-    p.kvmin = hm_env_int("HOTMOE_KVW_MIN", 0, 1 << 30, 128, c2);
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -1056,7 +895,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0, NULL };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -1069,7 +908,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, 0, 0, NULL };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 

@@ -857,37 +857,6 @@ void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStr
     k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
 }
 
-/* HOTMOE_KVWARM (experiment): the K and V rows [0, *pos) of one layer's cache read into L2 by small
- * blocks (64 threads, few registers: they fit beside two 256-thread GEMV blocks of ~120 registers),
- * eight 16-byte loads in flight a thread; rows of row16 16-byte words. Nothing is written. */
-__global__ void __launch_bounds__(64) k_kv_warm(const uint4 *__restrict__ k, const uint4 *__restrict__ v, const int *__restrict__ pos,
-                                                 int row16, unsigned delay_ns, unsigned *sink) {
-    if (delay_ns) {   /* HOTMOE_KVWARM_DELAY: the loads this long after the block starts (later loads, fresher lines) */
-        unsigned long long t0, t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-        do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < delay_ns);
-    }
-    const size_t n = (size_t)*pos * row16, stride = (size_t)gridDim.x * blockDim.x;
-    unsigned acc = 0;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < n; i += 4 * stride) {
-        uint4 a[8];
-#pragma unroll
-        for (int u = 0; u < 4; u++) { a[2 * u] = __ldg(k + i + u * stride); a[2 * u + 1] = __ldg(v + i + u * stride); }
-#pragma unroll
-        for (int u = 0; u < 8; u++) acc ^= a[u].x ^ a[u].y ^ a[u].z ^ a[u].w;
-    }
-    for (; i < n; i += stride) { const uint4 a = __ldg(k + i), b = __ldg(v + i); acc ^= a.x ^ b.y; }
-    if (acc == 0x9E3779B9u && sink) *sink = acc;
-}
-
-void op_kv_warm(const float *kc, const float *vc, const int *pos, int kv_dim, int blocks, cudaStream_t s) {
-    if (kv_dim % 4 || blocks < 1) return;
-    static std::atomic<int> dc(-1);
-    const unsigned delay = (unsigned)hm_env_int("HOTMOE_KVWARM_DELAY", 0, 100000, 0, dc);   /* ns */
-    k_kv_warm<<<blocks, 64, 0, s>>>((const uint4 *)kc, (const uint4 *)vc, pos, kv_dim / 4, delay, nullptr);
-}
-
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
