@@ -107,6 +107,10 @@ static void dumps(sbuf *b, const cJSON *x, int depth) {
 
 char *chat_json_dumps(const cJSON *x) { sbuf b = { 0 }; dumps(&b, x, 0); return sb_take(&b); }
 
+cJSON *chat_json_parse(const char *s) {
+    return s && hm_json_nesting_ok(s, strlen(s), HM_JSON_MAX_DEPTH, NULL) ? cJSON_Parse(s) : NULL;
+}
+
 /* ---------------------------------------------------------------- conversations */
 
 chat_msg *chat_conv_add(chat_conv *c, const char *role, const char *content) {
@@ -266,7 +270,7 @@ static void render_glm4(sbuf *b, const chat_conv *c) {
             if (cn) { sb_add(b, "\n"); sb_addn(b, ct, cn); }
             for (int k = 0; k < m->n_calls; k++) {
                 sb_add(b, "\n<tool_call>"); sb_add(b, m->calls[k].name); sb_add(b, "\n");
-                cJSON *args = cJSON_Parse(m->calls[k].arguments);
+                cJSON *args = chat_json_parse(m->calls[k].arguments);
                 for (const cJSON *a = cJSON_IsObject(args) ? args->child : NULL; a; a = a->next) {
                     sb_add(b, "<arg_key>"); sb_add(b, a->string); sb_add(b, "</arg_key>\n<arg_value>");
                     if (cJSON_IsString(a)) sb_add(b, a->valuestring);

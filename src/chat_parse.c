@@ -67,7 +67,7 @@ static char *trim_dup(const char *s, size_t n) {
 /* {"name": ..., "arguments": {...}} (Hermes / Qwen). Returns 1 when it was a call. */
 static int parse_json_call(chat_parser *p, const char *body, size_t n) {
     char *t = trim_dup(body, n);
-    cJSON *j = cJSON_Parse(t);
+    cJSON *j = chat_json_parse(t);
     free(t);
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(j, "arguments");
@@ -99,7 +99,7 @@ static int parse_glm_call(chat_parser *p, const char *body, size_t n) {
         if (!ve) { ok = 0; break; }
         char *key = hm_strndup(q, (size_t)(ke - q));
         char *val = hm_strndup(vs + 11, (size_t)(ve - vs - 11));
-        cJSON *v = cJSON_Parse(val);
+        cJSON *v = chat_json_parse(val);
         if (!v) v = cJSON_CreateString(val);
         cJSON_AddItemToObject(args, key, v);
         free(key); free(val);
@@ -122,7 +122,7 @@ static int parse_deepseek_calls(chat_parser *p, const char *body, size_t n) {
         if (!close) { ok = 0; break; }
         char *name = trim_dup(sep + strlen(DS_SEP), (size_t)(fence - sep - strlen(DS_SEP)));
         char *args = trim_dup(fence + 7, (size_t)(close - fence - 7));
-        cJSON *j = cJSON_Parse(args);
+        cJSON *j = chat_json_parse(args);
         if (j && cJSON_IsObject(j)) { char *a = cJSON_PrintUnformatted(j); emit_call(p, name, a); free(a); found++; }
         else ok = 0;
         cJSON_Delete(j); free(name); free(args);

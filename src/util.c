@@ -29,6 +29,24 @@ void *hm_calloc(size_t n, size_t sz) { void *p = calloc(n ? n : 1, sz ? sz : 1);
 char *hm_strdup(const char *s) { return hm_strndup(s, strlen(s)); }
 char *hm_strndup(const char *s, size_t n) { char *p = hm_malloc(n + 1); memcpy(p, s, n); p[n] = 0; return p; }
 
+int hm_json_nesting_ok(const char *s, size_t n, int max, size_t *at) {
+    int d = 0, str = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        if (str) {
+            if (c == '\\') i++;
+            else if (c == '"') str = 0;
+        } else if (c == '"') {
+            str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++d > max) { if (at) *at = i; return 0; }
+        } else if ((c == ']' || c == '}') && d > 0) {
+            d--;
+        }
+    }
+    return 1;
+}
+
 char *hm_read_file(const char *path, size_t *len, hm_error *e) {
     FILE *f = fopen(path, "rb");
     if (!f) { hm_fail(e, "%s: cannot open: %s", path, strerror(errno)); return NULL; }

@@ -1,9 +1,11 @@
 /* test_chat.c - chat templates and reply parsing: the Qwen3 and DeepSeek-V3 renderers against
  * Jinja2's rendering of the real templates (tests/fixtures/chat_cases.json, written by
- * tests/chat_reference.py), family detection, and the streaming reasoning/tool-call parser fed
- * in every split of its input. */
+ * tests/chat_reference.py), family detection, the streaming reasoning/tool-call parser fed
+ * in every split of its input, and JSON nested deeper than HM_JSON_MAX_DEPTH (from a request or a
+ * reply) on a thread with a stack as small as the HTTP server's. */
 #define _GNU_SOURCE
 #include "chat.h"
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +109,12 @@ static void collect(void *ud, int ev, const char *text, size_t n, const chat_too
     strncat(ev == CHAT_EV_CONTENT ? c->content : c->reasoning, text, n);
 }
 
+/* the deep replies' events: only counted (their text is larger than collected's buffers) */
+static void collect_deep(void *ud, int ev, const char *text, size_t n, const chat_tool_call *call) {
+    (void)text; (void)n; (void)call;
+    ((collected *)ud)->calls[0] += ev == CHAT_EV_TOOL_CALL;
+}
+
 /* Feeds text split at every position (and byte by byte); all runs must agree with want. */
 static void parse_case(int family, int opens, const char *text, const char *content, const char *reasoning, const char *calls) {
     size_t n = strlen(text);
@@ -149,7 +157,89 @@ static void test_json_dumps(void) {
     free(s); cJSON_Delete(j);
 }
 
+/* ---------------------------------------------------------------- deep JSON */
+
+static void test_nesting(void) {
+    size_t at = 0;
+    CHECK(hm_json_nesting_ok("[[]]", 4, 2, NULL), "[[]] at 2 deep");
+    CHECK(!hm_json_nesting_ok("[[]]", 4, 1, &at) && at == 1, "[[]] over 1 deep: expected byte 1, got %zu", at);
+    const char *obj = "{\"a\": [{\"b\": [1]}], \"c\": {}}";
+    CHECK(hm_json_nesting_ok(obj, strlen(obj), 4, NULL), "4 deep at 4");
+    CHECK(!hm_json_nesting_ok(obj, strlen(obj), 3, &at) && at == 13, "4 deep over 3: expected byte 13, got %zu", at);
+    const char *str = "[\"[[[{{\\\"[[\", \"\\\\\", []]";   /* brackets in strings, an escaped quote, an escaped backslash */
+    CHECK(hm_json_nesting_ok(str, strlen(str), 2, NULL), "brackets inside strings counted: %s", str);
+    CHECK(!hm_json_nesting_ok(str, strlen(str), 1, &at) && at == strlen(str) - 3, "the array after the strings: byte %zu of %s", at, str);
+}
+
+/* n opening brackets then n closing ones, between pre and post */
+static char *deep(const char *pre, int n, const char *post) {
+    const size_t a = strlen(pre), b = strlen(post);
+    char *s = malloc(a + 2 * (size_t)n + b + 1);
+    memcpy(s, pre, a);
+    memset(s + a, '[', (size_t)n);
+    memset(s + a + n, ']', (size_t)n);
+    memcpy(s + a + 2 * (size_t)n, post, b + 1);
+    return s;
+}
+
+/* On a small stack (the HTTP server's threads are civetweb's, ~100 KB; cJSON recurses at every
+ * level up to its own limit of 1000): a GLM conversation whose tool call's arguments are nested
+ * 20,000 deep (a client's), and replies of each family with such a call (a model's). Before
+ * chat_json_parse these overflowed the stack; now the arguments are not JSON (no keys rendered, no
+ * call parsed, the text kept). */
+static void *deep_worker(void *arg) {
+    int *bad = arg;
+    char *args = deep("", 20000, "");
+    chat_conv c = { 0 };
+    c.enable_thinking = -1;
+    chat_conv_add(&c, "user", "hi");
+    chat_msg *m = chat_conv_add(&c, "assistant", "");
+    chat_msg_add_call(m, "c1", "f", args);
+    char *r = chat_render(CHAT_GLM4, &c);
+    if (!r || !strstr(r, "<tool_call>f") || strstr(r, "<arg_key>")) (*bad)++;
+    free(r);
+    chat_conv_free(&c);
+    struct { int fam; const char *pre, *post; } rep[] = {
+        { CHAT_QWEN3, "<tool_call>\n", "\n</tool_call>" },
+        { CHAT_GLM4, "<tool_call>f\n<arg_key>a</arg_key>\n<arg_value>", "</arg_value>\n</tool_call>" },
+        { CHAT_DEEPSEEK3, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n", "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>" },
+    };
+    for (size_t i = 0; i < sizeof rep / sizeof *rep; i++) {
+        char *t = deep(rep[i].pre, 20000, rep[i].post);
+        chat_parser p;
+        collected *got = calloc(1, sizeof *got);
+        chat_parser_init(&p, rep[i].fam, 0, collect_deep, got);
+        chat_parser_feed(&p, t, strlen(t));
+        chat_parser_finish(&p);
+        chat_parser_free(&p);
+        free(got); free(t);
+    }
+    free(args);
+    return NULL;
+}
+
+static void test_deep_json(void) {
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    /* civetweb's workers (Debian's build): cJSON's frames, ~96 bytes, two a level, overflowed one at
+     * ~410 levels, ~100 KB; cJSON's own limit of 1000 levels needs ~190 KB. ASan's frames are larger:
+     * the unguarded parse overflows 256 KB there too. */
+#if defined(__SANITIZE_ADDRESS__)
+    pthread_attr_setstacksize(&at, 256 << 10);
+#else
+    pthread_attr_setstacksize(&at, 96 << 10);
+#endif
+    pthread_t th;
+    int bad = 0;
+    CHECK(!pthread_create(&th, &at, deep_worker, &bad), "no thread");
+    pthread_join(th, NULL);
+    pthread_attr_destroy(&at);
+    CHECK(!bad, "deep tool-call arguments: the GLM render kept keys or lost the call");
+}
+
 int main(void) {
+    test_nesting();
+    test_deep_json();
     test_json_dumps();
     test_detect();
     test_reference_renders();

@@ -32,6 +32,10 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer nope" "$
 check "wrong key: 401" '[ "$code" = 401 ]'
 out=$("${C[@]}" -w ' HTTP%{http_code}' "$U/v1/chat/completions" -d '{"model":"qwen3moe","messages":[')
 check "malformed JSON: 400 in OpenAI error format" '[[ "$out" == *"\"error\""* && "$out" == *"HTTP400"* ]]'
+# 100,000 '[' overflowed a civetweb worker's ~100 KB stack inside cJSON (SIGSEGV, the server gone): now a 400 before the parse
+out=$(head -c 100000 /dev/zero | tr '\0' '[' | "${C[@]}" -w ' HTTP%{http_code}' "$U/v1/chat/completions" --data-binary @-)
+code=$(curl -s -o /dev/null -w '%{http_code}' "$U/health")
+check "JSON nested 100,000 deep: 400 naming the limit, the server still up" '[[ "$out" == *"HTTP400"* && "$out" == *"more than 64 deep"* && "$code" = 200 ]]'
 out=$("${C[@]}" -w ' HTTP%{http_code}' "$U/v1/chat/completions" -d '{"model":"qwen3moe","messages":[{"role":"user","content":"hi"}],"max_tokens":100000}')
 check "prompt + max_tokens over the context: 400 naming both numbers" '[[ "$out" == *"HTTP400"* && "$out" == *"100000"* && "$out" == *"256"* ]]'
 out=$("$BIN" serve -m "$MODEL" --replay-routing x.hmrt 2>&1); rc=$?

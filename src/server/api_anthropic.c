@@ -168,7 +168,7 @@ static cJSON *tool_use_block(const chat_tool_call *c, int with_input) {
     snprintf(id, sizeof id, "toolu_%s", c->id + (strncmp(c->id, "call_", 5) ? 0 : 5));
     cJSON_AddStringToObject(b, "id", id);
     cJSON_AddStringToObject(b, "name", c->name);
-    cJSON *in = with_input ? cJSON_Parse(c->arguments) : NULL;
+    cJSON *in = with_input ? chat_json_parse(c->arguments) : NULL;
     cJSON_AddItemToObject(b, "input", in ? in : cJSON_CreateObject());
     return b;
 }

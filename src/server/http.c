@@ -219,6 +219,13 @@ static int dispatch(struct mg_connection *c, void *cbdata) {
         char *body = read_body(&h, &n);
         if (!body) return 1;
         const char *err = NULL;
+        size_t deep = 0;
+        if (!hm_json_nesting_ok(body, n, HM_JSON_MAX_DEPTH, &deep)) {   /* cJSON would recurse past the thread's stack */
+            http_error(&h, 400, "invalid_request_error", "request body nests arrays and objects more than %d deep (at byte %zu of %zu)",
+                       HM_JSON_MAX_DEPTH, deep, n);
+            free(body);
+            return 1;
+        }
         h.body = cJSON_ParseWithLengthOpts(body, n, &err, 0);
         if (!h.body) {
             size_t at = err && err >= body && err <= body + n ? (size_t)(err - body) : 0;
