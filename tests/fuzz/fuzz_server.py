@@ -34,6 +34,8 @@ base = {
  "/v1/responses": {"model": MODEL_NAME, "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}], "max_output_tokens": 4, "instructions": "x", "stream": False, "reasoning": {"effort": "low"}},
  "/v1/messages": {"model": MODEL_NAME, "max_tokens": 4, "system": [{"type": "text", "text": "s"}], "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}], "stream": False, "thinking": {"type": "enabled", "budget_tokens": 16}, "tools": [{"name": "f", "input_schema": {"type": "object"}}], "stop_sequences": ["z"], "top_k": 5},
  "/v1/messages/count_tokens": {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hello"}], "system": "s"},
+ "/tokenize": {"content": "hello <|im_start|>", "add_special": True, "with_pieces": True},
+ "/detokenize": {"tokens": [1, 2, 3]},
 }
 weird = [None, True, False, 0, -1, 1e308, -1e308, 2**63, -2**63 - 1, 3.5, "", "x" * 5000, "\ud800", "\u0000", [], {}, [[[[[]]]]], {"a": {"b": {}}}, "NaN", -0.0, 1e-320, 4294967297, 1.5e10]
 def mutate(o, depth=0):
