@@ -91,21 +91,43 @@ __device__ __forceinline__ void ld_chunk(const uint8_t *m, size_t rowbytes, int 
     }
 }
 
+/* x's records (nch chunks) into shared memory, then the block's barrier */
+__device__ __forceinline__ void stage_xq(const uint8_t *xq, int nch, uint8_t *xs) {
+    for (int i = threadIdx.x; i < nch * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)xq + i);
+    __syncthreads();
+}
+
+/* warp w's rows in layout LAY (not inter2), one chunk a step a lane, then the butterfly over the
+ * row's L lanes: the row's sum in every lane of its group */
+template <class T, int CBP, int LAY, int RA>
+__device__ __forceinline__ float layout_dot(const uint8_t *m, size_t rowbytes, const uint8_t *xs, int row, int w, int lane, int lshift,
+                                            int nch, int nbl) {
+    constexpr int NW = LAY == L_ROWS ? q8_nw(T::CB, RA) : q8_nw(CBP, 16);
+    const int L = 1 << lshift, rpw = 32 >> lshift, li = lane & (L - 1), steps = nch >> lshift;   /* nch a multiple of L */
+    float acc = 0.f;
+    for (int t = 0; t < steps; t++) {
+        uint32_t a[NW];
+        ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li + t * L, w, lane, t, rpw, nch, nbl, a);
+        acc += T::dot(a, xs + (li + t * L) * Q8_REC);
+    }
+    for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+    return acc;
+}
+
 template <class T, int CBP, int LAY, int RA>
 __global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowbytes, const uint8_t *xq, int nrows, int nch, int nbl,
                                                    int lshift, float *y, unsigned long long *tt = nullptr) {
     const unsigned long long t0 = tt ? gtimer() : 0;   /* --dyn: the block's SM, start and end (read_stamp) */
     extern __shared__ __align__(16) uint8_t xs[];
-    for (int i = threadIdx.x; i < nch * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)xq + i);
-    __syncthreads();
+    stage_xq(xq, nch, xs);
     const int L = 1 << lshift, rpw = 32 >> lshift, lane = threadIdx.x & 31, li = lane & (L - 1);
     const int w = blockIdx.x * 8 + (threadIdx.x >> 5), row = w * rpw + (lane >> lshift);
     if (tt && threadIdx.x == 0) { tt[3 * blockIdx.x] = smid(); tt[3 * blockIdx.x + 1] = t0; }
     if (w * rpw >= nrows) return;   /* warp-uniform */
-    constexpr int NW = LAY == L_ROWS ? q8_nw(T::CB, RA) : q8_nw(CBP, 16);
-    const int steps = nch >> lshift;   /* nch a multiple of L */
     float acc = 0.f;
-    if (LAY == L_INTER2) {
+    if constexpr (LAY == L_INTER2) {
+        constexpr int NW = q8_nw(CBP, 16);
+        const int steps = nch >> lshift;   /* nch a multiple of L */
         uint32_t a[NW], b[NW];
         ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li, w, lane, 0, rpw, nch, nbl, a);
         for (int t = 0; t < steps; t += 2) {
@@ -114,14 +136,10 @@ __global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowb
             if (t + 2 < steps) ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li + (t + 2) * L, w, lane, t + 2, rpw, nch, nbl, a);
             if (t + 1 < steps) acc += T::dot(b, xs + (li + (t + 1) * L) * Q8_REC);
         }
+        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
     } else {
-        for (int t = 0; t < steps; t++) {
-            uint32_t a[NW];
-            ld_chunk<T, CBP, LAY, RA>(m, rowbytes, row, li + t * L, w, lane, t, rpw, nch, nbl, a);
-            acc += T::dot(a, xs + (li + t * L) * Q8_REC);
-        }
+        acc = layout_dot<T, CBP, LAY, RA>(m, rowbytes, xs, row, w, lane, lshift, nch, nbl);
     }
-    for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
     if (li == 0 && row < nrows) y[row] = acc;
     /* the block's end: its last warp's (the timer only grows, so the records of earlier runs are smaller) */
     if (tt && lane == 0) atomicMax(tt + 3 * blockIdx.x + 2, gtimer());
@@ -138,24 +156,15 @@ template <class T, int CBP, int RA>
 __global__ void __launch_bounds__(256, 2) k_layout_dyn(const uint8_t *m, const uint8_t *xq, int nrows, int nch, int lshift, float *y,
                                                        unsigned long long *ctr) {
     extern __shared__ __align__(16) uint8_t xs[];
-    for (int i = threadIdx.x; i < nch * Q8_REC / 16; i += blockDim.x) ((uint4 *)xs)[i] = __ldg((const uint4 *)xq + i);
-    __syncthreads();
-    const int L = 1 << lshift, rpw = 32 >> lshift, lane = threadIdx.x & 31, li = lane & (L - 1);
+    stage_xq(xq, nch, xs);
+    const int rpw = 32 >> lshift, lane = threadIdx.x & 31, li = lane & ((1 << lshift) - 1);
     const unsigned long long units = (unsigned long long)(nrows + rpw - 1) / rpw, nw = (unsigned long long)gridDim.x * 8;
-    constexpr int NW = q8_nw(CBP, 16);
-    const int steps = nch >> lshift;
     unsigned long long u = (unsigned long long)blockIdx.x * 8 + (threadIdx.x >> 5);
     while (u < units) {   /* warp-uniform */
         const int w = (int)u, row = w * rpw + (lane >> lshift);
         unsigned long long nt = 0;
         if (lane == 0) nt = atomicAdd(ctr, 1ull) % units;   /* the next unit, while this one's loads fly */
-        float acc = 0.f;
-        for (int t = 0; t < steps; t++) {
-            uint32_t a[NW];
-            ld_chunk<T, CBP, L_INTER, RA>(m, 0, row, li + t * L, w, lane, t, rpw, nch, 0, a);
-            acc += T::dot(a, xs + (li + t * L) * Q8_REC);
-        }
-        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+        const float acc = layout_dot<T, CBP, L_INTER, RA>(m, 0, xs, row, w, lane, lshift, nch, 0);
         if (li == 0 && row < nrows) y[row] = acc;
         u = nw + __shfl_sync(0xFFFFFFFFu, nt, 0);
     }
@@ -301,6 +310,14 @@ static void fill_blocks(uint8_t *p, size_t nblk, int cb, int d_off, int two) {
  * multiple of 256: 32-element types only; the padded layouts fill it with zero blocks) */
 struct Case { const char *name; int type; int nrows, ncols, lshift; int q3r; };
 
+/* a case's GGUF row bytes, and in *nbl the bytes of its partial last chunk (0: none) */
+template <class T>
+static size_t gguf_row_bytes(const Case &cs, int *nbl) {
+    const size_t whole = (size_t)(cs.ncols / 256) * T::CB, rb = whole + (cs.ncols % 256) / 32 * (T::CB / 8);
+    if (nbl) *nbl = (int)(rb - whole);
+    return rb;
+}
+
 /* us a launch of `per` launches (launch(i, s) makes launch i) captured in one graph on s, the graph
  * run once, then reps times under events */
 template <class F>
@@ -369,8 +386,8 @@ template <class T, int CBP, int LAY, int RA>
 static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy,
                       std::vector<float> &out, double *bytes) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
-    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);   /* GGUF row bytes */
-    const int nbl = (int)(rb_in - (size_t)(cs.ncols / 256) * T::CB);                          /* partial chunk bytes */
+    int nbl;   /* partial chunk bytes */
+    const size_t rb_in = gguf_row_bytes<T>(cs, &nbl);
     const size_t rb = LAY == L_ROWS ? rb_in : (size_t)N * CBP;
     const std::vector<uint8_t> h = pack_rows<T, CBP, LAY>(cs, rows, rb_in, nbl, rb);
     const int ncopy = copies_for(h.size());
@@ -509,8 +526,8 @@ static void read_skew(const char *name, int kind, int U, size_t bytes, int block
 template <class T, int CBP, int RA>
 static void gemv_skew(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, float *dy) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256, rpw = 32 >> cs.lshift;
-    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);   /* as run_one */
-    const int nbl = (int)(rb_in - (size_t)(cs.ncols / 256) * T::CB);
+    int nbl;
+    const size_t rb_in = gguf_row_bytes<T>(cs, &nbl);
     const size_t rb = (size_t)N * CBP;
     const std::vector<uint8_t> h = pack_rows<T, CBP, L_INTER>(cs, rows, rb_in, nbl, rb);
     const int ncopy = copies_for(h.size());
@@ -533,8 +550,8 @@ template <class T, int CBP, int RA>
 static int gemv_dyn(const Case &cs0, const std::vector<uint8_t> &rows, const uint8_t *dxq, float *dy, unsigned long long *dctr, int reps,
                     double ceil_gbs) {
     const int R = cs0.nrows, N = (cs0.ncols + 255) / 256, sms = q8_bench_sms();
-    const size_t rb_in = (size_t)cs0.ncols / 256 * T::CB + (cs0.ncols % 256) / 32 * (T::CB / 8);
-    const int nbl = (int)(rb_in - (size_t)(cs0.ncols / 256) * T::CB);
+    int nbl;
+    const size_t rb_in = gguf_row_bytes<T>(cs0, &nbl);
     const size_t rb = (size_t)N * CBP, smem = (size_t)N * Q8_REC;
     const double by = (double)R * rb_in;
     int bad = 0;
@@ -681,7 +698,7 @@ static void run_pf(const Case &cs, const std::vector<uint8_t> &rows, const uint8
 template <class T, int CBP, int RA>
 static int run_case(const Case &cs, int reps, double ceil_gbs) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256;
-    const size_t rb_in = (size_t)cs.ncols / 256 * T::CB + (cs.ncols % 256) / 32 * (T::CB / 8);
+    const size_t rb_in = gguf_row_bytes<T>(cs, nullptr);
     const int bsz = cs.type == 0 ? 18 : T::CB, d_off = cs.type == 3 ? 108 : 0;   /* GGUF blocks: Q4_0 18 bytes, d first */
     std::vector<uint8_t> rows((size_t)R * rb_in + T::CB);
     fill_blocks(rows.data(), (size_t)R * rb_in / bsz, bsz, d_off, cs.type == 4);
