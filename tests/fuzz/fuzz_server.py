@@ -38,23 +38,23 @@ base = {
  "/detokenize": {"tokens": [1, 2, 3]},
 }
 weird = [None, True, False, 0, -1, 1e308, -1e308, 2**63, -2**63 - 1, 3.5, "", "x" * 5000, "\ud800", "\u0000", [], {}, [[[[[]]]]], {"a": {"b": {}}}, "NaN", -0.0, 1e-320, 4294967297, 1.5e10]
-def mutate(o, depth=0):
+def mutate(o):
     if isinstance(o, dict):
         o = dict(o)
         if o and random.random() < 0.5:
             k = random.choice(list(o)); r = random.random()
             if r < 0.3: del o[k]
-            elif r < 0.8: o[k] = random.choice(weird) if random.random() < 0.6 else mutate(o[k], depth + 1)
+            elif r < 0.8: o[k] = random.choice(weird) if random.random() < 0.6 else mutate(o[k])
             else: o[k] = [o[k]] * random.randint(0, 40)
         else:
             for k in list(o):
-                if random.random() < 0.3: o[k] = mutate(o[k], depth + 1)
+                if random.random() < 0.3: o[k] = mutate(o[k])
         if random.random() < 0.1: o[random.choice(["stream", "n", "max_tokens", "top_k", "min_p", "frequency_penalty", "logit_bias", "stream_options", "parallel_tool_calls", "user", "metadata"])] = random.choice(weird + [True, 1, 8, {"1": 100}, {"include_usage": True}])
         return o
     if isinstance(o, list):
         o = list(o)
         r = random.random()
-        if o and r < 0.3: o[random.randrange(len(o))] = mutate(o[random.randrange(len(o))], depth + 1)
+        if o and r < 0.3: o[random.randrange(len(o))] = mutate(o[random.randrange(len(o))])
         elif r < 0.45: o = o * random.randint(0, 30)
         elif r < 0.6 and o: o.pop(random.randrange(len(o)))
         else: o.append(random.choice(weird))
