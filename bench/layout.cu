@@ -468,7 +468,7 @@ static void skew_run(const char *name, double bytes, int blocks, int nl, F go) {
     CK(cudaMemcpy(tt.data(), dtt, sizeof(unsigned long long) * tt.size(), cudaMemcpyDeviceToHost));
     cudaStreamDestroy(s);
     cudaFree(dtt);
-    std::vector<double> se[2], sn[2];
+    std::vector<double> se[2], sn[2], ss(sms, 0.0), sr(sms, 0.0);   /* ss, sr: each SM's summed start fractions and run times (ns) */
     for (int h = 0; h < 2; h++) { se[h].assign(sms, 0.0); sn[h].assign(sms, 0.0); }
     double dsum = 0, busy = 0, first = 0, med = 0;
     for (int l = 0; l < nl; l++) {
@@ -482,7 +482,10 @@ static void skew_run(const char *name, double bytes, int blocks, int nl, F go) {
             ends[b] = (double)(t[3 * b + 2] - a) / D;
             run += (double)(t[3 * b + 2] - t[3 * b + 1]);
             const int sm = (int)t[3 * b];
-            if (sm >= 0 && sm < sms) { se[l & 1][sm] += ends[b]; sn[l & 1][sm] += 1; }
+            if (sm >= 0 && sm < sms) {
+                se[l & 1][sm] += ends[b]; sn[l & 1][sm] += 1;
+                ss[sm] += (double)(t[3 * b + 1] - a) / D; sr[sm] += (double)(t[3 * b + 2] - t[3 * b + 1]);
+            }
         }
         std::sort(ends.begin(), ends.end());
         dsum += D; busy += run / (blocks * D); first += ends[0]; med += ends[blocks / 2];
@@ -497,6 +500,18 @@ static void skew_run(const char *name, double bytes, int blocks, int nl, F go) {
     for (size_t i = 0; i < m0.size(); i++) { a0 += m0[i]; a1 += m1[i]; }
     if (!m0.empty()) { a0 /= m0.size(); a1 /= m1.size(); }
     for (size_t i = 0; i < m0.size(); i++) { c01 += (m0[i] - a0) * (m1[i] - a1); v0 += (m0[i] - a0) * (m0[i] - a0); v1 += (m1[i] - a1) * (m1[i] - a1); }
+    /* HOTMOE_SKEW_DUMP=file: each SM's row appended (name, SM, blocks a launch, mean end and start as fractions of the
+     * launch, mean block run time in us), to ask offline whether an SM's lateness is its own (the same SMs late in every
+     * kernel) or its blocks' (how many it was given) */
+    if (const char *dump = getenv("HOTMOE_SKEW_DUMP")) {
+        if (FILE *f = fopen(dump, "a")) {
+            for (int i = 0; i < sms; i++) {
+                const double n = sn[0][i] + sn[1][i];
+                if (n > 0) fprintf(f, "%s\t%d\t%.3f\t%.4f\t%.4f\t%.3f\n", name, i, n / nl, (se[0][i] + se[1][i]) / n, ss[i] / n, sr[i] / n / 1e3);
+            }
+            fclose(f);
+        }
+    }
     std::sort(mm.begin(), mm.end());
     printf("| %s | %.1f MB | %.2f us | %.2f | %.2f | %.1f%% | %.2f / %.2f | %.2f |\n", name, bytes / 1e6, dsum / nl / 1e3, first / nl,
            med / nl, 100 * busy / nl, mm.empty() ? 0 : mm.front(), mm.empty() ? 0 : mm.back(),
