@@ -25,8 +25,11 @@
  *   --l2: one copy, read by every launch (it stays in L2: the kernel's rate with L2's latency)
  *   --pf: each launch's matrix asked into L2 ahead of it, in each of run_pf's ways, instead of the layouts
  *   --dyn: plain reads of air's launch sizes shared out over the blocks three ways (grid-stride, a
- *          span a block, chunks taken from a ticket counter), and where each way's blocks end (run_dyn) */
+ *          span a block, chunks taken from a ticket counter), where each way's blocks end and the GEMV's
+ *          (skew_run), and the GEMV with its units taken by ticket (gemv_dyn); HOTMOE_SKEW_DUMP=file
+ *          also appends each SM's row of the block-end tables (blocks a launch, mean end and start, run time) */
 #include <cuda_runtime.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -490,28 +493,23 @@ static void skew_run(const char *name, double bytes, int blocks, int nl, F go) {
         std::sort(ends.begin(), ends.end());
         dsum += D; busy += run / (blocks * D); first += ends[0]; med += ends[blocks / 2];
     }
+    /* HOTMOE_SKEW_DUMP=file: each SM's row appended (name, SM, blocks a launch, mean end and start as fractions of the
+     * launch, mean block run time in us), to ask offline whether an SM's lateness is its own (the same SMs late in every
+     * kernel) or its blocks' (how many it was given) */
+    const char *dump = getenv("HOTMOE_SKEW_DUMP");
+    FILE *df = dump ? fopen(dump, "a") : NULL;
+    if (dump && !df) fprintf(stderr, "bench_layout: HOTMOE_SKEW_DUMP=%s: cannot open for appending: %s\n", dump, strerror(errno));
     std::vector<double> m0, m1, mm;
-    for (int i = 0; i < sms; i++)
-        if (sn[0][i] > 0 && sn[1][i] > 0) {
-            m0.push_back(se[0][i] / sn[0][i]); m1.push_back(se[1][i] / sn[1][i]);
-            mm.push_back((se[0][i] + se[1][i]) / (sn[0][i] + sn[1][i]));
-        }
+    for (int i = 0; i < sms; i++) {
+        const double n = sn[0][i] + sn[1][i], end = n > 0 ? (se[0][i] + se[1][i]) / n : 0;
+        if (df && n > 0) fprintf(df, "%s\t%d\t%.3f\t%.4f\t%.4f\t%.3f\n", name, i, n / nl, end, ss[i] / n, sr[i] / n / 1e3);
+        if (sn[0][i] > 0 && sn[1][i] > 0) { m0.push_back(se[0][i] / sn[0][i]); m1.push_back(se[1][i] / sn[1][i]); mm.push_back(end); }
+    }
+    if (df) fclose(df);
     double a0 = 0, a1 = 0, c01 = 0, v0 = 0, v1 = 0;
     for (size_t i = 0; i < m0.size(); i++) { a0 += m0[i]; a1 += m1[i]; }
     if (!m0.empty()) { a0 /= m0.size(); a1 /= m1.size(); }
     for (size_t i = 0; i < m0.size(); i++) { c01 += (m0[i] - a0) * (m1[i] - a1); v0 += (m0[i] - a0) * (m0[i] - a0); v1 += (m1[i] - a1) * (m1[i] - a1); }
-    /* HOTMOE_SKEW_DUMP=file: each SM's row appended (name, SM, blocks a launch, mean end and start as fractions of the
-     * launch, mean block run time in us), to ask offline whether an SM's lateness is its own (the same SMs late in every
-     * kernel) or its blocks' (how many it was given) */
-    if (const char *dump = getenv("HOTMOE_SKEW_DUMP")) {
-        if (FILE *f = fopen(dump, "a")) {
-            for (int i = 0; i < sms; i++) {
-                const double n = sn[0][i] + sn[1][i];
-                if (n > 0) fprintf(f, "%s\t%d\t%.3f\t%.4f\t%.4f\t%.3f\n", name, i, n / nl, (se[0][i] + se[1][i]) / n, ss[i] / n, sr[i] / n / 1e3);
-            }
-            fclose(f);
-        }
-    }
     std::sort(mm.begin(), mm.end());
     printf("| %s | %.1f MB | %.2f us | %.2f | %.2f | %.1f%% | %.2f / %.2f | %.2f |\n", name, bytes / 1e6, dsum / nl / 1e3, first / nl,
            med / nl, 100 * busy / nl, mm.empty() ? 0 : mm.front(), mm.empty() ? 0 : mm.back(),
