@@ -93,11 +93,23 @@ print('plan %s: decode %.1f tok/s (%s), VRAM %.3f GiB, pinned %.2f GiB, per laye
 PY
     done; done
   }
+  # the SM clock while a config runs (SMI=0: not sampled): nvidia-smi every 250 ms beside bench_decode, summed up after
+  # it as the clock's min / median / max over the samples with the GPU busy (utilization >= 90%) and the most power drawn
+  # (the H200's decode has more time outside its bandwidth than the H100's: bench/README.md, fifty-first pass)
+  smi_on() { SMI_PID=; [ "${SMI:-1}" = 0 ] && return; command -v nvidia-smi >/dev/null || return
+             nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 >"$1" 2>/dev/null & SMI_PID=$!; }
+  smi_off() { [ -n "${SMI_PID:-}" ] || return 0; kill $SMI_PID 2>/dev/null; wait $SMI_PID 2>/dev/null; SMI_PID=
+              local n; n=$(awk -F', *' '$1 >= 90' "$1" | wc -l); [ "$n" -gt 0 ] || return 0
+              awk -F', *' '$1 >= 90 {print $2}' "$1" | sort -n | awk -v n="$n" 'NR == 1 {a = $1} NR == int((n + 1) / 2) {m = $1} {b = $1}
+                END {printf "clocks: SM %d / %d / %d MHz (min / median / max over %d busy samples of 250 ms)", a, m, b, n}'
+              awk -F', *' '$1 >= 90 && $3 + 0 > p {p = $3 + 0} END {printf ", up to %.0f W\n", p}' "$1"; }
   run() { local tag=${1//\//-}${TAGSFX:-}; tag=${tag//\//-}; shift;   # (a / in a setting, e.g. HOTMOE_DIAG_SKIP=attn/post, not in file names)
           local k=2 tg=$tag; while [ -e "$OUT/decode-$shape-$tag.log" ]; do tag=$tg-$k; k=$((k + 1)); done   # a config run again keeps its own logs
           local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
+          smi_on "$OUT/smi-$shape-$tag.csv"
           timeout $lim $B -m "$f" --device cuda --runs $RUNS --gen $GEN --json "$OUT/decode-$shape-$tag.json" $QUICK "$@" >"$OUT/decode-$shape-$tag.log" 2>&1;
-          echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without|^greedy steps|^tokens of" "$OUT/decode-$shape-$tag.log"; }
+          echo "-- $tag: $*"; grep -E "^gpu|^hotmoe|^CPU workers|^\| /|^\| [0-9]|streams|^--prefetch|^sampler|^steps without|^greedy steps|^tokens of" "$OUT/decode-$shape-$tag.log"
+          smi_off "$OUT/smi-$shape-$tag.csv"; }
   one() { local c=$1   # one config (envc-K=V+K2=V2@config: that config under those settings, its logs tagged with them)
     case $c in
       resident) run resident; plans ;;
