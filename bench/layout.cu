@@ -21,13 +21,14 @@
  * Each launch reads a different copy of the matrix (enough copies to overflow L2), 100 launches
  * per CUDA graph; us a launch and the fraction of the device's copy bandwidth.
  *
- *   bench_layout [--reps N] [--spread GB] [--l2 | --pf | --dyn]   (exit 77 without a GPU)
+ *   bench_layout [--reps N] [--spread GB] [--l2 | --pf | --dyn | --sweep]   (exit 77 without a GPU)
  *   --l2: one copy, read by every launch (it stays in L2: the kernel's rate with L2's latency)
  *   --pf: each launch's matrix asked into L2 ahead of it, in each of run_pf's ways, instead of the layouts
  *   --dyn: plain reads of air's launch sizes shared out over the blocks three ways (grid-stride, a
  *          span a block, chunks taken from a ticket counter), where each way's blocks end and the GEMV's
  *          (skew_run), and the GEMV with its units taken by ticket (gemv_dyn); HOTMOE_SKEW_DUMP=file
- *          also appends each SM's row of the block-end tables (blocks a launch, mean end and start, run time) */
+ *          also appends each SM's row of the block-end tables (blocks a launch, mean end and start, run time)
+ *   --sweep: the plain read at 1-128 MiB and the line through it: a launch's fixed cost and its streaming rate (run_sweep) */
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdio.h>
@@ -293,6 +294,7 @@ static size_t g_spread = 0;   /* --spread: bytes the copies of a matrix span (0:
 static int g_l2 = 0;   /* --l2 */
 static int g_pf = 0;   /* --pf */
 static int g_dyn = 0;   /* --dyn */
+static int g_sweep = 0;   /* --sweep */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -780,6 +782,29 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
     return bad;
 }
 
+/* --sweep: the plain read (k_read, grid-stride, 2 blocks a SM) at 1-128 MiB, 100 launches a graph without PDL, each on its
+ * own copy, and a least-squares line t = t0 + bytes / R through the sizes from 2 MiB: t0 is what a launch costs whatever
+ * its bytes (the launch, its ramp and its tail), R the rate it streams at. Run on both cards, it says how much of the H200's
+ * larger time outside its bandwidth (bench/README.md, fifty-first pass) is each launch's fixed cost. */
+static void run_sweep(int reps, double ceil_gbs) {
+    const int blocks = 2 * q8_bench_sms();
+    float *dy;
+    CK(cudaMalloc(&dy, sizeof(float) * 16));
+    printf("| read (%d blocks, grid-stride) | us a launch | of copy BW |\n|---|---|---|\n", blocks);
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    int n = 0;
+    for (int mib = 1; mib <= 128; mib *= 2) {
+        const size_t bytes = (size_t)mib << 20;
+        const double us = run_read(bytes, blocks, reps, dy), mb = bytes / 1e6;
+        printf("| %d MiB | %.2f | %.1f%% |\n", mib, us, 100 * mb / us / ceil_gbs * 1e3);
+        if (mib >= 2) { sx += mb; sy += us; sxx += mb * mb; sxy += mb * us; n++; }
+    }
+    const double us_mb = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - us_mb * sx) / n;
+    printf("\nfit over 2-128 MiB: t = %.2f us + bytes / %.0f GB/s (%.1f%% of the copy bandwidth): a launch's fixed cost and its rate\n",
+           t0, 1e3 / us_mb, 100 * 1e3 / us_mb / ceil_gbs);
+    cudaFree(dy);
+}
+
 int main(int argc, char **argv) {
     int reps = 5;
     for (int i = 1; i < argc; i++)
@@ -788,9 +813,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--l2")) g_l2 = 1;
         else if (!strcmp(argv[i], "--pf")) g_pf = 1;
         else if (!strcmp(argv[i], "--dyn")) g_dyn = 1;
+        else if (!strcmp(argv[i], "--sweep")) g_sweep = 1;
     int nd = 0;
     if (cudaGetDeviceCount(&nd) != cudaSuccess || !nd) { printf("SKIP: no CUDA device (bench_layout needs a GPU)\n"); return 77; }
     const double ceil_gbs = gpu_measure_d2d(0);
+    if (g_sweep) {
+        printf("bench_layout --sweep: device copy bandwidth %.0f GB/s\n\n", ceil_gbs);
+        run_sweep(reps, ceil_gbs);
+        return 0;
+    }
     if (g_dyn) {
         printf("bench_layout --dyn: device copy bandwidth %.0f GB/s\n\n", ceil_gbs);
         run_dyn(reps, ceil_gbs);
