@@ -28,7 +28,8 @@
  *          span a block, chunks taken from a ticket counter), where each way's blocks end and the GEMV's
  *          (skew_run), and the GEMV with its units taken by ticket (gemv_dyn); HOTMOE_SKEW_DUMP=file
  *          also appends each SM's row of the block-end tables (blocks a launch, mean end and start, run time)
- *   --sweep: the plain read at 1-128 MiB and the line through it: a launch's fixed cost and its streaming rate (run_sweep) */
+ *   --sweep: the plain read at 1-128 MiB and air's q|k GEMV at five sizes, and a line through each: a launch's fixed
+ *          cost and its streaming rate (run_sweep) */
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdio.h>
@@ -295,6 +296,8 @@ static int g_l2 = 0;   /* --l2 */
 static int g_pf = 0;   /* --pf */
 static int g_dyn = 0;   /* --dyn */
 static int g_sweep = 0;   /* --sweep */
+static double g_pts[16][2];   /* --sweep: (MB, us a launch) of the GEMV sizes run so far */
+static int g_npts = 0;
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -748,6 +751,13 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
         cudaFree(dx); cudaFree(dxq); cudaFree(dy);
         return b;
     }
+    if (g_sweep) {   /* --sweep: the interleaved GEMV alone, its point kept for the line */
+        const double t = run_one<T, CBP, L_INTER, RA>(cs, krows, (const uint8_t *)dxq, reps, dy, got, &by);
+        printf("| %s | %.2f | %.1f%% |\n", cs.name, t, 100 * by / t / 1e3 / ceil_gbs);
+        if (g_npts < 16) { g_pts[g_npts][0] = by / 1e6; g_pts[g_npts++][1] = t; }
+        cudaFree(dx); cudaFree(dxq); cudaFree(dy);
+        return 0;
+    }
     if (g_pf) {
         if (cs.ncols % 256 == 0)
             for (double sp : { 4.0, 12.0 }) run_pf<T, CBP, RA>(cs, krows, (const uint8_t *)dxq, reps, dy, sp);
@@ -782,27 +792,43 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
     return bad;
 }
 
-/* --sweep: the plain read (k_read, grid-stride, 2 blocks a SM) at 1-128 MiB, 100 launches a graph without PDL, each on its
- * own copy, and a least-squares line t = t0 + bytes / R through the sizes from 2 MiB: t0 is what a launch costs whatever
- * its bytes (the launch, its ramp and its tail), R the rate it streams at. Run on both cards, it says how much of the H200's
- * larger time outside its bandwidth (bench/README.md, fifty-first pass) is each launch's fixed cost. */
+/* --sweep: the least-squares line t = t0 + MB / R through n points (MB, us a launch), printed */
+static void sweep_fit(const double (*pt)[2], int n, double ceil_gbs, const char *what) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < n; i++) { sx += pt[i][0]; sy += pt[i][1]; sxx += pt[i][0] * pt[i][0]; sxy += pt[i][0] * pt[i][1]; }
+    const double us_mb = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - us_mb * sx) / n;
+    printf("\n%s: t = %.2f us + bytes / %.0f GB/s (%.1f%% of the copy bandwidth)\n\n", what, t0, 1e3 / us_mb,
+           100 * 1e3 / us_mb / ceil_gbs);
+}
+
+/* --sweep: what a launch costs whatever its bytes (the launch, its ramp and its tail: t0) and the rate it streams at (R),
+ * from a least-squares line t = t0 + bytes / R through launches of several sizes, 100 launches a graph without PDL, each
+ * on its own copy: the plain read (k_read, grid-stride, 2 blocks a SM) at 1-128 MiB (the line from 2 MiB), and air's q|k
+ * GEMV (Q4_K, interleaved, 4 lanes a row) at 1,664-26,624 rows. Run on both cards, it says how much of the H200's larger
+ * time outside its bandwidth (bench/README.md, fifty-first pass) is each launch's fixed cost. */
 static void run_sweep(int reps, double ceil_gbs) {
     const int blocks = 2 * q8_bench_sms();
     float *dy;
     CK(cudaMalloc(&dy, sizeof(float) * 16));
     printf("| read (%d blocks, grid-stride) | us a launch | of copy BW |\n|---|---|---|\n", blocks);
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    double pt[8][2];
     int n = 0;
     for (int mib = 1; mib <= 128; mib *= 2) {
         const size_t bytes = (size_t)mib << 20;
         const double us = run_read(bytes, blocks, reps, dy), mb = bytes / 1e6;
         printf("| %d MiB | %.2f | %.1f%% |\n", mib, us, 100 * mb / us / ceil_gbs * 1e3);
-        if (mib >= 2) { sx += mb; sy += us; sxx += mb * mb; sxy += mb * us; n++; }
+        if (mib >= 2) { pt[n][0] = mb; pt[n++][1] = us; }
     }
-    const double us_mb = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - us_mb * sx) / n;
-    printf("\nfit over 2-128 MiB: t = %.2f us + bytes / %.0f GB/s (%.1f%% of the copy bandwidth): a launch's fixed cost and its rate\n",
-           t0, 1e3 / us_mb, 100 * 1e3 / us_mb / ceil_gbs);
     cudaFree(dy);
+    sweep_fit(pt, n, ceil_gbs, "the read, 2-128 MiB");
+    printf("| GEMV (interleaved) | us a launch | of copy BW |\n|---|---|---|\n");
+    static char names[5][64];
+    for (int k = 0; k < 5; k++) {
+        const int rows = 1664 << k;
+        snprintf(names[k], sizeof names[k], "q|k Q4_K %dx4096, 4 lanes", rows);
+        run_case<Q8W_Q4_K, 144, 16>({ names[k], 4, rows, 4096, 2, 0 }, reps, ceil_gbs);
+    }
+    sweep_fit(g_pts, g_npts, ceil_gbs, "the q|k GEMV, 3.8-61 MB");
 }
 
 int main(int argc, char **argv) {
