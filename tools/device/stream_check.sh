@@ -15,7 +15,7 @@ set -uo pipefail
 RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
 OUT=${OUT:-/tmp/hotmoe-out}; mkdir -p "$OUT"
 # everything written under $OUT goes back as one archive (the device returns a limited number of files)
-pack() { (cd "$OUT" && ls | grep -v '^logs.tgz$' | tar czf logs.tgz -T - 2>/dev/null && ls | grep -v '^logs.tgz$' | xargs rm -rf); }
+pack() { [ -n "${SMI_PID:-}" ] && kill "$SMI_PID" 2>/dev/null; (cd "$OUT" && ls | grep -v '^logs.tgz$' | tar czf logs.tgz -T - 2>/dev/null && ls | grep -v '^logs.tgz$' | xargs rm -rf); }
 trap pack EXIT
 source tools/device/env.sh
 t0=$(date +%s)
