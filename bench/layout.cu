@@ -37,6 +37,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <vector>
+#include <utility>
 #include <algorithm>
 #include "gemv_q8.cuh"
 #include "gpu_gemv.h"
@@ -296,8 +297,7 @@ static int g_l2 = 0;   /* --l2 */
 static int g_pf = 0;   /* --pf */
 static int g_dyn = 0;   /* --dyn */
 static int g_sweep = 0;   /* --sweep */
-static double g_pts[16][2];   /* --sweep: (MB, us a launch) of the GEMV sizes run so far */
-static int g_npts = 0;
+static std::vector<std::pair<double, double>> g_pts;   /* --sweep: (MB, us a launch) of the launches since the last line */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -754,7 +754,7 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
     if (g_sweep) {   /* --sweep: the interleaved GEMV alone, its point kept for the line */
         const double t = run_one<T, CBP, L_INTER, RA>(cs, krows, (const uint8_t *)dxq, reps, dy, got, &by);
         printf("| %s | %.2f | %.1f%% |\n", cs.name, t, 100 * by / t / 1e3 / ceil_gbs);
-        if (g_npts < 16) { g_pts[g_npts][0] = by / 1e6; g_pts[g_npts++][1] = t; }
+        g_pts.push_back({ by / 1e6, t });
         cudaFree(dx); cudaFree(dxq); cudaFree(dy);
         return 0;
     }
@@ -792,10 +792,12 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
     return bad;
 }
 
-/* --sweep: the least-squares line t = t0 + MB / R through n points (MB, us a launch), printed */
-static void sweep_fit(const double (*pt)[2], int n, double ceil_gbs, const char *what) {
+/* --sweep: the least-squares line t = t0 + MB / R through g_pts, printed; g_pts emptied for the next line */
+static void sweep_fit(double ceil_gbs, const char *what) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    for (int i = 0; i < n; i++) { sx += pt[i][0]; sy += pt[i][1]; sxx += pt[i][0] * pt[i][0]; sxy += pt[i][0] * pt[i][1]; }
+    const double n = (double)g_pts.size();
+    for (const auto &p : g_pts) { sx += p.first; sy += p.second; sxx += p.first * p.first; sxy += p.first * p.second; }
+    g_pts.clear();
     const double us_mb = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - us_mb * sx) / n;
     printf("\n%s: t = %.2f us + bytes / %.0f GB/s (%.1f%% of the copy bandwidth)\n\n", what, t0, 1e3 / us_mb,
            100 * 1e3 / us_mb / ceil_gbs);
@@ -811,16 +813,14 @@ static void run_sweep(int reps, double ceil_gbs) {
     float *dy;
     CK(cudaMalloc(&dy, sizeof(float) * 16));
     printf("| read (%d blocks, grid-stride) | us a launch | of copy BW |\n|---|---|---|\n", blocks);
-    double pt[8][2];
-    int n = 0;
     for (int mib = 1; mib <= 128; mib *= 2) {
         const size_t bytes = (size_t)mib << 20;
         const double us = run_read(bytes, blocks, reps, dy), mb = bytes / 1e6;
         printf("| %d MiB | %.2f | %.1f%% |\n", mib, us, 100 * mb / us / ceil_gbs * 1e3);
-        if (mib >= 2) { pt[n][0] = mb; pt[n++][1] = us; }
+        if (mib >= 2) g_pts.push_back({ mb, us });
     }
     cudaFree(dy);
-    sweep_fit(pt, n, ceil_gbs, "the read, 2-128 MiB");
+    sweep_fit(ceil_gbs, "the read, 2-128 MiB");
     printf("| GEMV (interleaved) | us a launch | of copy BW |\n|---|---|---|\n");
     static char names[5][64];
     for (int k = 0; k < 5; k++) {
@@ -828,7 +828,7 @@ static void run_sweep(int reps, double ceil_gbs) {
         snprintf(names[k], sizeof names[k], "q|k Q4_K %dx4096, 4 lanes", rows);
         run_case<Q8W_Q4_K, 144, 16>({ names[k], 4, rows, 4096, 2, 0 }, reps, ceil_gbs);
     }
-    sweep_fit(g_pts, g_npts, ceil_gbs, "the q|k GEMV, 3.8-61 MB");
+    sweep_fit(ceil_gbs, "the q|k GEMV, 3.8-61 MB");
 }
 
 int main(int argc, char **argv) {

@@ -99,10 +99,9 @@ PY
   smi_on() { SMI_PID=; [ "${SMI:-1}" = 0 ] && return; command -v nvidia-smi >/dev/null || return
              nvidia-smi --query-gpu=utilization.gpu,clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 >"$1" 2>/dev/null & SMI_PID=$!; }
   smi_off() { [ -n "${SMI_PID:-}" ] || return 0; kill $SMI_PID 2>/dev/null; wait $SMI_PID 2>/dev/null; SMI_PID=
-              local n; n=$(awk -F', *' '$1 >= 90' "$1" | wc -l); [ "$n" -gt 0 ] || return 0
-              awk -F', *' '$1 >= 90 {print $2}' "$1" | sort -n | awk -v n="$n" 'NR == 1 {a = $1} NR == int((n + 1) / 2) {m = $1} {b = $1}
-                END {printf "clocks: SM %d / %d / %d MHz (min / median / max over %d busy samples of 250 ms)", a, m, b, n}'
-              awk -F', *' '$1 >= 90 && $3 + 0 > p {p = $3 + 0} END {printf ", up to %.0f W\n", p}' "$1"; }
+              awk -F', *' '$1 >= 90 {print $2 + 0, $3 + 0}' "$1" | sort -n | awk '{c[NR] = $1; if ($2 > p) p = $2} END {if (NR)
+                printf "clocks: SM %d / %d / %d MHz (min / median / max over %d busy samples of 250 ms), up to %.0f W\n",
+                       c[1], c[int((NR + 1) / 2)], c[NR], NR, p}'; }
   run() { local tag=${1//\//-}${TAGSFX:-}; tag=${tag//\//-}; shift;   # (a / in a setting, e.g. HOTMOE_DIAG_SKIP=attn/post, not in file names)
           local k=2 tg=$tag; while [ -e "$OUT/decode-$shape-$tag.log" ]; do tag=$tg-$k; k=$((k + 1)); done   # a config run again keeps its own logs
           local lim=$(( $(left) - 3 )); [ $lim -lt 15 ] && { echo "-- $tag: no time left"; return; }
