@@ -28,8 +28,8 @@
  *          span a block, chunks taken from a ticket counter), where each way's blocks end and the GEMV's
  *          (skew_run), and the GEMV with its units taken by ticket (gemv_dyn); HOTMOE_SKEW_DUMP=file
  *          also appends each SM's row of the block-end tables (blocks a launch, mean end and start, run time)
- *   --sweep: the plain read at 1-128 MiB and air's q|k GEMV at five sizes, and a line through each: a launch's fixed
- *          cost and its streaming rate (run_sweep) */
+ *   --sweep: the plain read at 1-128 MiB and a Q4_K GEMV of one wave at five widths, and a line through each: a launch's
+ *          fixed cost and its streaming rate (run_sweep) */
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdio.h>
@@ -804,10 +804,13 @@ static void sweep_fit(double ceil_gbs, const char *what) {
 }
 
 /* --sweep: what a launch costs whatever its bytes (the launch, its ramp and its tail: t0) and the rate it streams at (R),
- * from a least-squares line t = t0 + bytes / R through launches of several sizes, 100 launches a graph without PDL, each
- * on its own copy: the plain read (k_read, grid-stride, 2 blocks a SM) at 1-128 MiB (the line from 2 MiB), and air's q|k
- * GEMV (Q4_K, interleaved, 4 lanes a row) at 1,664-26,624 rows. Run on both cards, it says how much of the H200's larger
- * time outside its bandwidth (bench/README.md, fifty-first pass) is each launch's fixed cost. */
+ * from a least-squares line t = t0 + bytes / R through launches of several sizes on one grid, 100 launches a graph without
+ * PDL, each on its own copy: the plain read (k_read, grid-stride, 2 blocks a SM) at 1-128 MiB (the line from 2 MiB), and a
+ * Q4_K GEMV (interleaved, 4 lanes a row, air's q|k kernel) of 64 rows per block slot (two blocks a SM: one full wave, 16,896
+ * rows on 132 SMs) at 1,024-16,384 columns. The GEMV's grid stays the same at every size (k_layout takes 64 rows a block),
+ * so its line's t0 is a launch's fixed cost, not a grid's growth (the first run of --sweep varied the rows, and with them
+ * the grid: bench/README.md, fifty-second pass). Run on both cards, it says how much of the H200's larger time outside its
+ * bandwidth (fifty-first pass) is each launch's fixed cost. */
 static void run_sweep(int reps, double ceil_gbs) {
     const int blocks = 2 * q8_bench_sms();
     float *dy;
@@ -821,14 +824,15 @@ static void run_sweep(int reps, double ceil_gbs) {
     }
     cudaFree(dy);
     sweep_fit(ceil_gbs, "the read, 2-128 MiB");
-    printf("| GEMV (interleaved) | us a launch | of copy BW |\n|---|---|---|\n");
+    const int rows = 64 * blocks;   /* one wave: 8 warps a block, 8 rows a warp at 4 lanes a row */
+    printf("| GEMV (interleaved, %d blocks) | us a launch | of copy BW |\n|---|---|---|\n", blocks);
     static char names[5][64];
     for (int k = 0; k < 5; k++) {
-        const int rows = 1664 << k;
-        snprintf(names[k], sizeof names[k], "q|k Q4_K %dx4096, 4 lanes", rows);
-        run_case<Q8W_Q4_K, 144, 16>({ names[k], 4, rows, 4096, 2, 0 }, reps, ceil_gbs);
+        const int cols = 1024 << k;
+        snprintf(names[k], sizeof names[k], "Q4_K %dx%d, 4 lanes", rows, cols);
+        run_case<Q8W_Q4_K, 144, 16>({ names[k], 4, rows, cols, 2, 0 }, reps, ceil_gbs);
     }
-    sweep_fit(ceil_gbs, "the q|k GEMV, 3.8-61 MB");
+    sweep_fit(ceil_gbs, "the GEMV, one wave, 1,024-16,384 columns");
 }
 
 int main(int argc, char **argv) {
