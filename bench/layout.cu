@@ -29,7 +29,8 @@
  *          (skew_run), and the GEMV with its units taken by ticket (gemv_dyn); HOTMOE_SKEW_DUMP=file
  *          also appends each SM's row of the block-end tables (blocks a launch, mean end and start, run time)
  *   --sweep: the plain read at 1-128 MiB and a Q4_K GEMV of one wave at five widths, and a line through each: a launch's
- *          fixed cost and its streaming rate (run_sweep) */
+ *          fixed cost and its streaming rate (run_sweep); then air's three GEMVs against the GEMV's line, the gate|up at
+ *          two blocks a SM and at three (one wave, as the step runs it) */
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdio.h>
@@ -120,8 +121,8 @@ __device__ __forceinline__ float layout_dot(const uint8_t *m, size_t rowbytes, c
     return acc;
 }
 
-template <class T, int CBP, int LAY, int RA>
-__global__ void __launch_bounds__(256, 2) k_layout(const uint8_t *m, size_t rowbytes, const uint8_t *xq, int nrows, int nch, int nbl,
+template <class T, int CBP, int LAY, int RA, int BPS = 2>   /* BPS: blocks a SM (launch bounds) */
+__global__ void __launch_bounds__(256, BPS) k_layout(const uint8_t *m, size_t rowbytes, const uint8_t *xq, int nrows, int nch, int nbl,
                                                    int lshift, float *y, unsigned long long *tt = nullptr) {
     const unsigned long long t0 = tt ? gtimer() : 0;   /* --dyn: the block's SM, start and end (read_stamp) */
     extern __shared__ __align__(16) uint8_t xs[];
@@ -298,6 +299,7 @@ static int g_pf = 0;   /* --pf */
 static int g_dyn = 0;   /* --dyn */
 static int g_sweep = 0;   /* --sweep */
 static std::vector<std::pair<double, double>> g_pts;   /* --sweep: (MB, us a launch) of the launches since the last line */
+static double g_line_t0 = 0, g_line_r = 0;   /* --sweep: the GEMV's line, once fitted (us, GB/s): the later cases against it */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -390,7 +392,7 @@ static uint8_t *upload_copies(const std::vector<uint8_t> &h, int ncopy) {
     return dm;
 }
 
-template <class T, int CBP, int LAY, int RA>
+template <class T, int CBP, int LAY, int RA, int BPS = 2>
 static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const uint8_t *dxq, int reps, float *dy,
                       std::vector<float> &out, double *bytes) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256, L = 1 << cs.lshift, rpw = 32 / L;
@@ -403,14 +405,14 @@ static double run_one(const Case &cs, const std::vector<uint8_t> &rows, const ui
     const int warps = (R + rpw - 1) / rpw, blocks = (warps + 7) / 8;
     const size_t smem = (size_t)N * Q8_REC;
     CK(cudaMemset(dy, 0xFF, sizeof(float) * R));
-    k_layout<T, CBP, LAY, RA><<<blocks, 256, smem>>>(dm, rb, dxq, R, N, nbl, cs.lshift, dy);
+    k_layout<T, CBP, LAY, RA, BPS><<<blocks, 256, smem>>>(dm, rb, dxq, R, N, nbl, cs.lshift, dy);
     CK(cudaDeviceSynchronize());
     out.resize(R);
     CK(cudaMemcpy(out.data(), dy, sizeof(float) * R, cudaMemcpyDeviceToHost));
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
     const double us = graph_us(s, g_spread ? ncopy : 100, reps, [&](int i, cudaStream_t st) {
-        k_layout<T, CBP, LAY, RA><<<blocks, 256, smem, st>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, cs.lshift, dy);
+        k_layout<T, CBP, LAY, RA, BPS><<<blocks, 256, smem, st>>>(dm + h.size() * (i % ncopy), rb, dxq, R, N, nbl, cs.lshift, dy);
     });
     cudaStreamDestroy(s);
     cudaFree(dm);
@@ -713,7 +715,7 @@ static void run_pf(const Case &cs, const std::vector<uint8_t> &rows, const uint8
     cudaFree(dm);
 }
 
-template <class T, int CBP, int RA>
+template <class T, int CBP, int RA, int BPS = 2>   /* BPS: --sweep's GEMV at that many blocks a SM */
 static int run_case(const Case &cs, int reps, double ceil_gbs) {
     const int R = cs.nrows, N = (cs.ncols + 255) / 256;
     const size_t rb_in = gguf_row_bytes<T>(cs, nullptr);
@@ -752,8 +754,10 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
         return b;
     }
     if (g_sweep) {   /* --sweep: the interleaved GEMV alone, its point kept for the line */
-        const double t = run_one<T, CBP, L_INTER, RA>(cs, krows, (const uint8_t *)dxq, reps, dy, got, &by);
-        printf("| %s | %.2f | %.1f%% |\n", cs.name, t, 100 * by / t / 1e3 / ceil_gbs);
+        const double t = run_one<T, CBP, L_INTER, RA, BPS>(cs, krows, (const uint8_t *)dxq, reps, dy, got, &by);
+        printf("| %s | %.2f | %.1f%% |", cs.name, t, 100 * by / t / 1e3 / ceil_gbs);
+        if (g_line_r > 0) printf(" %.2f | %+.2f |", g_line_t0 + by / 1e3 / g_line_r, t - g_line_t0 - by / 1e3 / g_line_r);
+        printf("\n");
         g_pts.push_back({ by / 1e6, t });
         cudaFree(dx); cudaFree(dxq); cudaFree(dy);
         return 0;
@@ -792,7 +796,8 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
     return bad;
 }
 
-/* --sweep: the least-squares line t = t0 + MB / R through g_pts, printed; g_pts emptied for the next line */
+/* --sweep: the least-squares line t = t0 + MB / R through g_pts, printed and kept in g_line_t0 (us) and g_line_r
+ * (GB/s); g_pts emptied for the next line */
 static void sweep_fit(double ceil_gbs, const char *what) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     const double n = (double)g_pts.size();
@@ -801,6 +806,8 @@ static void sweep_fit(double ceil_gbs, const char *what) {
     const double us_mb = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - us_mb * sx) / n;
     printf("\n%s: t = %.2f us + bytes / %.0f GB/s (%.1f%% of the copy bandwidth)\n\n", what, t0, 1e3 / us_mb,
            100 * 1e3 / us_mb / ceil_gbs);
+    g_line_t0 = t0;
+    g_line_r = 1e3 / us_mb;
 }
 
 /* --sweep: what a launch costs whatever its bytes (the launch, its ramp and its tail: t0) and the rate it streams at (R),
@@ -824,6 +831,7 @@ static void run_sweep(int reps, double ceil_gbs) {
     }
     cudaFree(dy);
     sweep_fit(ceil_gbs, "the read, 2-128 MiB");
+    g_line_r = 0;   /* the GEMV's rows below are not set against the read's line */
     const int rows = 64 * blocks;   /* one wave: 8 warps a block, 8 rows a warp at 4 lanes a row */
     printf("| GEMV (interleaved, %d blocks) | us a launch | of copy BW |\n|---|---|---|\n", blocks);
     static char names[5][64];
@@ -833,6 +841,14 @@ static void run_sweep(int reps, double ceil_gbs) {
         run_case<Q8W_Q4_K, 144, 16>({ names[k], 4, rows, cols, 2, 0 }, reps, ceil_gbs);
     }
     sweep_fit(ceil_gbs, "the GEMV, one wave, 1,024-16,384 columns");
+    /* air's routed gate|up (q3r, 4 lanes: 352 blocks of 64 rows) against that line: at two blocks a SM (1.33 waves, the
+     * default table's case) and at three, one wave, as the step runs it (HOTMOE_Q8_BPS3=1) */
+    printf("| GEMV against the line | us a launch | of copy BW | the line's us | past the line |\n|---|---|---|---|---|\n");
+    run_case<Q8W_Q3_KR, 112, 1, 2>({ "air gate|up q3r 22528x4096, 4 lanes, 2 blocks a SM", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
+    run_case<Q8W_Q3_KR, 112, 1, 3>({ "air gate|up q3r 22528x4096, 4 lanes, 3 blocks a SM", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
+    run_case<Q8W_Q4_K, 144, 16, 2>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2, 0 }, reps, ceil_gbs);
+    run_case<Q8W_Q4_0, 144, 1, 2>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1, 0 }, reps, ceil_gbs);
+    g_pts.clear();
 }
 
 int main(int argc, char **argv) {
