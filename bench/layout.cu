@@ -846,6 +846,9 @@ static void run_sweep(int reps, double ceil_gbs) {
     printf("| GEMV against the line | us a launch | of copy BW | the line's us | past the line |\n|---|---|---|---|---|\n");
     run_case<Q8W_Q3_KR, 112, 1, 2>({ "air gate|up q3r 22528x4096, 4 lanes, 2 blocks a SM", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
     run_case<Q8W_Q3_KR, 112, 1, 3>({ "air gate|up q3r 22528x4096, 4 lanes, 3 blocks a SM", 3, 22528, 4096, 2, 1 }, reps, ceil_gbs);
+    /* the q3r gate|up's ~1.1 us past the line (fifty-second pass): whether its lanes a row move it */
+    run_case<Q8W_Q3_KR, 112, 1, 3>({ "air gate|up q3r 22528x4096, 2 lanes, 3 blocks a SM", 3, 22528, 4096, 1, 1 }, reps, ceil_gbs);
+    run_case<Q8W_Q3_KR, 112, 1, 3>({ "air gate|up q3r 22528x4096, 8 lanes, 3 blocks a SM", 3, 22528, 4096, 3, 1 }, reps, ceil_gbs);
     run_case<Q8W_Q4_K, 144, 16, 2>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2, 0 }, reps, ceil_gbs);
     run_case<Q8W_Q4_0, 144, 1, 2>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1, 0 }, reps, ceil_gbs);
     g_pts.clear();
