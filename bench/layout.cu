@@ -299,7 +299,7 @@ static int g_pf = 0;   /* --pf */
 static int g_dyn = 0;   /* --dyn */
 static int g_sweep = 0;   /* --sweep */
 static std::vector<std::pair<double, double>> g_pts;   /* --sweep: (MB, us a launch) of the launches since the last line */
-static double g_line_t0 = 0, g_line_r = 0;   /* --sweep: the GEMV's line, once fitted (us, GB/s): the later cases against it */
+static double g_line_t0 = 0, g_line_r = 0;   /* --sweep: the GEMV's line (us, GB/s) that later cases are set against; 0: none yet */
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
 
@@ -757,8 +757,8 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
         const double t = run_one<T, CBP, L_INTER, RA, BPS>(cs, krows, (const uint8_t *)dxq, reps, dy, got, &by);
         printf("| %s | %.2f | %.1f%% |", cs.name, t, 100 * by / t / 1e3 / ceil_gbs);
         if (g_line_r > 0) printf(" %.2f | %+.2f |", g_line_t0 + by / 1e3 / g_line_r, t - g_line_t0 - by / 1e3 / g_line_r);
+        else g_pts.push_back({ by / 1e6, t });   /* a point of the line being measured */
         printf("\n");
-        g_pts.push_back({ by / 1e6, t });
         cudaFree(dx); cudaFree(dxq); cudaFree(dy);
         return 0;
     }
@@ -796,9 +796,9 @@ static int run_case(const Case &cs, int reps, double ceil_gbs) {
     return bad;
 }
 
-/* --sweep: the least-squares line t = t0 + MB / R through g_pts, printed and kept in g_line_t0 (us) and g_line_r
- * (GB/s); g_pts emptied for the next line */
-static void sweep_fit(double ceil_gbs, const char *what) {
+/* --sweep: the least-squares line t = t0 + MB / R through g_pts, printed; *t0_us and *r_gbs get it; g_pts emptied for
+ * the next line */
+static void sweep_fit(double ceil_gbs, const char *what, double *t0_us, double *r_gbs) {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
     const double n = (double)g_pts.size();
     for (const auto &p : g_pts) { sx += p.first; sy += p.second; sxx += p.first * p.first; sxy += p.first * p.second; }
@@ -806,8 +806,8 @@ static void sweep_fit(double ceil_gbs, const char *what) {
     const double us_mb = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - us_mb * sx) / n;
     printf("\n%s: t = %.2f us + bytes / %.0f GB/s (%.1f%% of the copy bandwidth)\n\n", what, t0, 1e3 / us_mb,
            100 * 1e3 / us_mb / ceil_gbs);
-    g_line_t0 = t0;
-    g_line_r = 1e3 / us_mb;
+    *t0_us = t0;
+    *r_gbs = 1e3 / us_mb;
 }
 
 /* --sweep: what a launch costs whatever its bytes (the launch, its ramp and its tail: t0) and the rate it streams at (R),
@@ -830,17 +830,17 @@ static void run_sweep(int reps, double ceil_gbs) {
         if (mib >= 2) g_pts.push_back({ mb, us });
     }
     cudaFree(dy);
-    sweep_fit(ceil_gbs, "the read, 2-128 MiB");
-    g_line_r = 0;   /* the GEMV's rows below are not set against the read's line */
+    double t0, r;
+    sweep_fit(ceil_gbs, "the read, 2-128 MiB", &t0, &r);
     const int rows = 64 * blocks;   /* one wave: 8 warps a block, 8 rows a warp at 4 lanes a row */
     printf("| GEMV (interleaved, %d blocks) | us a launch | of copy BW |\n|---|---|---|\n", blocks);
-    static char names[5][64];
     for (int k = 0; k < 5; k++) {
         const int cols = 1024 << k;
-        snprintf(names[k], sizeof names[k], "Q4_K %dx%d, 4 lanes", rows, cols);
-        run_case<Q8W_Q4_K, 144, 16>({ names[k], 4, rows, cols, 2, 0 }, reps, ceil_gbs);
+        char name[64];
+        snprintf(name, sizeof name, "Q4_K %dx%d, 4 lanes", rows, cols);
+        run_case<Q8W_Q4_K, 144, 16>({ name, 4, rows, cols, 2, 0 }, reps, ceil_gbs);
     }
-    sweep_fit(ceil_gbs, "the GEMV, one wave, 1,024-16,384 columns");
+    sweep_fit(ceil_gbs, "the GEMV, one wave, 1,024-16,384 columns", &g_line_t0, &g_line_r);
     /* air's routed gate|up (q3r, 4 lanes: 352 blocks of 64 rows) against that line: at two blocks a SM (1.33 waves, the
      * default table's case) and at three, one wave, as the step runs it (HOTMOE_Q8_BPS3=1) */
     printf("| GEMV against the line | us a launch | of copy BW | the line's us | past the line |\n|---|---|---|---|---|\n");
@@ -851,7 +851,6 @@ static void run_sweep(int reps, double ceil_gbs) {
     run_case<Q8W_Q3_KR, 112, 1, 3>({ "air gate|up q3r 22528x4096, 8 lanes, 3 blocks a SM", 3, 22528, 4096, 3, 1 }, reps, ceil_gbs);
     run_case<Q8W_Q4_K, 144, 16, 2>({ "air q|k Q4_K 13312x4096, 4 lanes", 4, 13312, 4096, 2, 0 }, reps, ceil_gbs);
     run_case<Q8W_Q4_0, 144, 1, 2>({ "air down Q4_0 32768x1408, 2 lanes", 0, 32768, 1408, 1, 0 }, reps, ceil_gbs);
-    g_pts.clear();
 }
 
 int main(int argc, char **argv) {
