@@ -600,9 +600,15 @@ static void mark(gpu_exec *g, int grp) {
     prof.grp[prof.n++] = grp;
 }
 
-/* sequence seq's decode graph of a mode (record_step's with_logits: STEP_MODES of them) */
-enum { STEP_MODES = 4 };
-static cudaGraphExec_t *step_graph(gpu_exec *g, int seq, int mode) { return &g->graphs[STEP_MODES * seq + mode]; }
+/* sequence seq's decode graph of a mode (record_step's with_logits: STEP_MODES of them) and an
+ * attention form (STEP_FORMS: op_attn_decode_q8's, step_form) */
+enum { STEP_MODES = 4, STEP_FORMS = 2 };
+static cudaGraphExec_t *step_graph(gpu_exec *g, int seq, int mode, int form = 0) {
+    return &g->graphs[(STEP_FORMS * seq + form) * STEP_MODES + mode];
+}
+/* the attention's form for a step at position pos: the long-context one from op_attn_long_from's
+ * context on (its graphs captured at their first use) */
+static int step_form(const gpu_exec *g, int pos) { return g->att_long > 0 && pos + 1 >= g->att_long; }
 
 /* Records one decode step into the stream (captured into a graph by the caller). */
 /* with_logits: 0 no head, 1 the logits copied out, 2 only the greedy token (h_next), 3 the greedy
@@ -689,7 +695,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         mark(g, P_ROPE);
         if (!diag_skip(D_ATTN))
             op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
-                              g->n_ctx, g->d_pos, s, !diag_skip(D_MERGE));
+                              g->n_ctx, g->d_pos, s, !diag_skip(D_MERGE), g->att_form);
         mark(g, P_ATTN);
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         /* the norm and the router in one launch (router_norm_on); x + tmp is then left to the last norm */
@@ -936,11 +942,13 @@ static void kt_print(long step, int pos) {
 #endif
 
 /* The decode step as a graph: one sequence's (nb 0: record_step), or a batched step of nb tokens. */
-static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen) {
+static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen, int form = 0) {
     cudaGraph_t graph;
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
+    g->att_form = form;   /* record_step's attention */
     if (nb) record_step_batch(g, nb, with_logits == 2);
     else record_step(g, with_logits, seq);
+    g->att_form = 0;
     CK(cudaStreamEndCapture(g->s, &graph));
     CK(cudaGraphInstantiate(out, graph, 0));
     cudaGraphDestroy(graph);
@@ -1429,7 +1437,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         g->prefetch = 1;
     }
     if (g->n_streamed) hm_carveout_def.store(-1);   /* cold experts: each kernel's carveout the driver's (launch.cuh) */
-    g->graphs = (cudaGraphExec_t *)calloc(STEP_MODES * (size_t)g->n_seq, sizeof(cudaGraphExec_t));
+    g->graphs = (cudaGraphExec_t *)calloc((size_t)STEP_MODES * STEP_FORMS * g->n_seq, sizeof(cudaGraphExec_t));
+    g->att_long = op_attn_long_from(c->n_head, c->n_head_kv, c->head_dim);
     for (int q = 0; q < g->n_seq; q++)
         if (capture(g, 0, 1, q, step_graph(g, q, 1), err, errlen) || capture(g, 0, 0, q, step_graph(g, q, 0), err, errlen)) goto bad;
     if ((o->cold == GPU_COLD_STREAM || o->cold == GPU_COLD_CPU) && !o->quiet) {
@@ -1591,9 +1600,11 @@ static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, i
         record_step(g, mode, seq);
     } else {
         if (profiled) prof.n = prof.graph_n;
-        if (!profiled && !*step_graph(g, seq, mode) && capture(g, 0, mode, seq, step_graph(g, seq, mode), err, errlen)) return -1;
+        const int form = step_form(g, pos);
+        if (!profiled && !*step_graph(g, seq, mode, form) && capture(g, 0, mode, seq, step_graph(g, seq, mode, form), err, errlen, form))
+            return -1;
         gapm_before(g->s);
-        CK(cudaGraphLaunch(profiled ? prof.graph : *step_graph(g, seq, mode), g->s));
+        CK(cudaGraphLaunch(profiled ? prof.graph : *step_graph(g, seq, mode, form), g->s));
         gapm_after(g->s);
     }
     CK(cudaStreamSynchronize(g->s));
@@ -1693,7 +1704,8 @@ extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int po
         return -2;
     }
     if (!n) return 0;   /* the table and the ring made: a timed run does not pay for them */
-    if (!*step_graph(g, seq, 3) && capture(g, 0, 3, seq, step_graph(g, seq, 3), err, errlen)) return -1;
+    for (int form = step_form(g, pos); form <= step_form(g, pos + n - 1); form++)   /* the forms the steps take */
+        if (!*step_graph(g, seq, 3, form) && capture(g, 0, 3, seq, step_graph(g, seq, 3, form), err, errlen, form)) return -1;
     {
         cudaStream_t s = g->s;
         *g->h_next = token;
@@ -1704,7 +1716,7 @@ extern "C" int gpu_exec_greedy_chain(gpu_exec *g, int seq, int32_t token, int po
         int queued = 0, done = 0, given = -1;   /* given: the tokens given when stop said so (-1: not stopped) */
         while (done < n) {
             while (given < 0 && queued < n && queued - done <= GPU_CHAIN_AHEAD) {
-                CK(cudaGraphLaunch(*step_graph(g, seq, 3), s));
+                CK(cudaGraphLaunch(*step_graph(g, seq, 3, step_form(g, pos + queued)), s));
                 CK(cudaEventRecord(g->ev_chain[queued % GPU_CHAIN_RING], s));
                 queued++;
                 g->tokens++;
@@ -1820,7 +1832,7 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     }
     hybrid_stop(g);   /* before the pinned memory the workers read goes */
     up_pool_free(g);
-    for (int i = 0; g->graphs && i < STEP_MODES * g->n_seq; i++)
+    for (int i = 0; g->graphs && i < STEP_MODES * STEP_FORMS * g->n_seq; i++)
         if (g->graphs[i]) cudaGraphExecDestroy(g->graphs[i]);
     free(g->graphs);
     for (int i = 0; i <= GPU_BATCH_MAX; i++) {

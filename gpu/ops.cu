@@ -609,6 +609,24 @@ static __device__ __forceinline__ void attn_load_tile(const float *__restrict__ 
     }
 }
 
+/* attn_load_tile's rows by cp.async, straight into shared memory (no registers held); the caller
+ * waits on them (attn_cp_wait<0>) before a barrier (k_attn_gqa_w's CPA form) */
+template <int NT>
+static __device__ __forceinline__ void attn_cp_tile(const float *__restrict__ kc, const float *__restrict__ vc, float *sk, float *sv,
+                                                    int tb, int nt, int kvd, int kvh, int hd, int ks) {
+    const int hd4 = hd / 4;
+    for (int i = threadIdx.x; i < nt * hd4; i += NT) {
+        const int t = i / hd4, c = i - t * hd4;
+        const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
+        const unsigned a = (unsigned)__cvta_generic_to_shared(sk + t * ks + 4 * c), b = (unsigned)__cvta_generic_to_shared(sv + t * hd + 4 * c);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(kc + g) : "memory");
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(b), "l"(vc + g) : "memory");
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+static __device__ __forceinline__ void attn_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
 /* a slab's q heads (n4 float4 from qg, consecutive) into shared memory: the score loops read them
  * from there (through L1 they missed and waited on L2 at every step) */
 template <int NT = ATT_THREADS>
@@ -730,13 +748,19 @@ static __device__ __forceinline__ void attn_stage_q_row(const float *qg, float *
  * two partial sums), the warp's online softmax needs no shared scores, and lane i accumulates
  * dims [DPL i, DPL i + DPL) of the output from float4 rows of V. Same blocks, splits and partials
  * as k_attn_gqa (k_attn_combine merges either); a warp runs about a fifth of the instructions. */
-template <int DPL, int NW>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
-__global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
+/* CPA (the long-context form, op_attn_long_from): a head a warp (the slab's heads fit the warps)
+ * and the tiles by cp.async straight into shared memory, no registers held for them: air's
+ * 384-thread blocks fit two a SM (the one-stage form's 99 registers, one), so the 264 blocks of
+ * contexts past 16 x 32 positions run in one round instead of two. The same splits and sums, so
+ * the same results bit for bit. (Two blocks a SM lose at shorter contexts: placed early on the SMs
+ * the q|k|v launch frees first, they pack two to a SM; bench/README.md, forty-sixth pass.) */
+template <int DPL, int NW, bool CPA = false>   /* DPL 2, 4 or 8; NW warps (a head each up to NW heads, ATT_MAXG a slab as k_attn_gqa) */
+__global__ void __launch_bounds__(32 * NW, CPA ? 2 : 1) k_attn_gqa_w(const float *__restrict__ q, const float *__restrict__ kc,
                                                             const float *__restrict__ vc, float *__restrict__ out, float *part,
                                                             int n_head, int n_head_kv, const int *pos_p, const int *seq_p,
                                                             long long seq_stride, int nslab, long long qs, long long os, long long ps,
                                                             int f) {
-    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = (ATT_MAXG + NW - 1) / NW;
+    constexpr int HD = 32 * DPL, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * NW, HPW = CPA ? 1 : (ATT_MAXG + NW - 1) / NW;
     hm_pdl_pre(f);
     const int row = blockIdx.z / nslab, slab = blockIdx.z - row * nslab;
     q += row * qs; out += row * os; part += row * ps; pos_p += row;
@@ -754,7 +778,8 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
     if (sp >= ns) return;
     const int t0 = sp * len, t1 = min(t0 + len, n);
     const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
-    attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    if constexpr (CPA) attn_cp_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    else attn_load_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
     hm_pdl_wait_f(f);
     static_assert(HD4 <= NT, "the row is one float4 of K and one of V a thread");
     attn_stage_q_row<NT>(q + (size_t)(kvh * grp + h0) * HD, sq, ng * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre,
@@ -771,8 +796,10 @@ __global__ void __launch_bounds__(32 * NW) k_attn_gqa_w(const float *__restrict_
         const int nt = min(TP, t1 - tb);
         if (tb != t0) {   /* the first tile is in */
             __syncthreads(); /* the previous tile is consumed */
-            attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+            if constexpr (CPA) attn_cp_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+            else attn_load_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
         }
+        if constexpr (CPA) attn_cp_wait<0>();
         __syncthreads(); /* the tile (and q) are in */
 #pragma unroll
         for (int j = 0; j < HPW; j++) {
@@ -904,50 +931,103 @@ __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict
     HM_KT_END();
 }
 
-template <int DPL, int NW>
+template <int DPL, int NW, bool CPA>
 static void attn_w_go(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                       float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                       long long qs, long long os, long long ps) {
     static std::atomic<unsigned long long> raised(0);
-    hm_allow_smem(k_attn_gqa_w<DPL, NW>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
-    hm_launch(k_attn_gqa_w<DPL, NW>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
+    hm_allow_smem(k_attn_gqa_w<DPL, NW, CPA>, smem, 0, raised);   /* past the opt-in, the launch fails and the step reports it */
+    hm_launch(k_attn_gqa_w<DPL, NW, CPA>, grid, 32 * NW, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab,
               qs, os, ps, hm_small_pdl());
 }
 
 /* warps a block: 12 for groups of 9 to 12 q heads (air's 12: no warp takes two heads one after
  * the other), 16 for hd 64 past 8 heads (12 would spill), else 8; HOTMOE_ATT_WARPS=0: always 8.
  * Each head's work is the same code whichever warp runs it (bitwise the same results). 16 warps
- * for hd 128/256 past 12 heads is left for a measurement (the device ran the tests above only). */
+ * for hd 128/256 past 12 heads is left for a measurement (the device ran the tests above only).
+ * f (the callee's argument) is std::integral_constant of the warps. */
+template <int DPL, class F>
+static void attn_w_warps(int grp, F f) {
+    static std::atomic<int> c(-1);
+    const int on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
+    if constexpr (DPL == 2) {
+        if (on && grp > 8) f(std::integral_constant<int, 16>());
+        else f(std::integral_constant<int, 8>());
+    } else {
+        if (on && grp > 8 && grp <= 12) f(std::integral_constant<int, 12>());
+        else f(std::integral_constant<int, 8>());
+    }
+}
+
+/* the register kernel, one-stage or (cpa, when the slab's heads fit the warps) its CPA form */
 template <int DPL>
-static void attn_w_launch(dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
+static void attn_w_launch(bool cpa, dim3 grid, size_t smem, cudaStream_t s, const float *q, const float *kc, const float *vc, float *out,
                           float *part, int n_head, int n_head_kv, const int *pos, const int *seq, long long seq_stride, int nslab,
                           long long qs, long long os, long long ps) {
+    const int grp = n_head / n_head_kv;
+    attn_w_warps<DPL>(grp, [&](auto nw) {
+        constexpr int NW = decltype(nw)::value;
+        if (cpa && grp <= NW)
+            attn_w_go<DPL, NW, true>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else
+            attn_w_go<DPL, NW, false>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    });
+}
+
+static size_t attn_w_smem(int hd, int grp) {   /* a K and a V tile of 32 positions (K rows padded by 4 floats), the slab's q */
+    return sizeof(float) * ((size_t)32 * (2 * hd + 4) + (size_t)min(grp, ATT_MAXG) * hd);
+}
+
+/* ops.cuh. The one-stage form runs one block a SM for air (12 heads a kv head on 12 warps, 99
+ * registers), so past 16 splits of 32 positions (8 kv heads x 16 = 128 blocks on 132 SMs) its
+ * blocks take two rounds, and past 33 x 32 positions every block runs its tiles one after the
+ * other; the CPA form runs the same 264 blocks two a SM. H100, air, 64-token runs (bench/README.md,
+ * fifty-third pass): prompt 1,024 266.4 tok/s against 254.1, 2,048 246.5 against 234.8, 4,096 216.2
+ * against 195.6, the same tokens; 128 + 512 the same 287.0. HOTMOE_ATT_LONG=0: never. */
+int op_attn_long_from(int n_head, int n_head_kv, int hd) {
     static std::atomic<int> c(-1);
-    const int grp = n_head / n_head_kv, on = hm_env_digit("HOTMOE_ATT_WARPS", 0, 1, 1, c);
-    auto go = [&](auto nw) {
-        attn_w_go<DPL, decltype(nw)::value>(grid, smem, s, q, kc, vc, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+    if (!hm_env_digit("HOTMOE_ATT_LONG", 0, 1, 1, c) || (hd != 64 && hd != 128 && hd != 256) || n_head_kv < 1 || n_head % n_head_kv)
+        return 0;
+    const int grp = n_head / n_head_kv, nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
+    const size_t smem = attn_w_smem(hd, grp);
+    int from = 0;
+    auto f = [&](auto dpl) {
+        constexpr int DPL = decltype(dpl)::value;
+        attn_w_warps<DPL>(grp, [&](auto nw) {
+            constexpr int NW = decltype(nw)::value;
+            if (grp > NW) return;   /* a warp takes several heads: no CPA form */
+            int one = 0, two = 0;
+            static std::atomic<unsigned long long> r1(0), r2(0);
+            hm_allow_smem(k_attn_gqa_w<DPL, NW, false>, smem, 0, r1);
+            hm_allow_smem(k_attn_gqa_w<DPL, NW, true>, smem, 0, r2);
+            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&one, k_attn_gqa_w<DPL, NW, false>, 32 * NW, smem) != cudaSuccess ||
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&two, k_attn_gqa_w<DPL, NW, true>, 32 * NW, smem) != cudaSuccess) {
+                cudaGetLastError();
+                return;
+            }
+            const int wave = one * gpu_sm_count() / (n_head_kv * nslab);   /* splits of the one-stage form in one round */
+            if (two > one && wave < attn_nsplit(n_head_kv)) from = wave * 32 + 1;
+        });
     };
-    if constexpr (DPL == 2) {
-        if (on && grp > 8) go(std::integral_constant<int, 16>());
-        else go(std::integral_constant<int, 8>());
-    } else {
-        if (on && grp > 8 && grp <= 12) go(std::integral_constant<int, 12>());
-        else go(std::integral_constant<int, 8>());
-    }
+    if (hd == 64) f(std::integral_constant<int, 2>());
+    else if (hd == 128) f(std::integral_constant<int, 4>());
+    else f(std::integral_constant<int, 8>());
+    return from;
 }
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true) {
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true, int form = 0) {
     (void)n_ctx;
     const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
-        const size_t smem = sizeof(float) * ((size_t)32 * (hd + 4) + (size_t)32 * hd + (size_t)min(grp, ATT_MAXG) * hd);
-        if (hd == 64) attn_w_launch<2>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else if (hd == 128) attn_w_launch<4>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
-        else attn_w_launch<8>(grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        const size_t smem = attn_w_smem(hd, grp);
+        const bool cpa = form == 1;
+        if (hd == 64) attn_w_launch<2>(cpa, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else if (hd == 128) attn_w_launch<4>(cpa, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
+        else attn_w_launch<8>(cpa, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
     } else {
         const size_t smem = sizeof(float) * ((size_t)tp * (hd + 4) + (size_t)tp * hd + (size_t)ATT_MAXG * tp + (size_t)min(grp, ATT_MAXG) * hd);
         static std::atomic<unsigned long long> raised(0);
@@ -965,13 +1045,13 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
 }
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, s);
+                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int form) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, NULL, s, true, form);
 }
 
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s, merge != 0);
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge, int form) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, NULL, 0, 1, 0, 0, 0, (uint8_t *)xq, s, merge != 0, form);
 }
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,

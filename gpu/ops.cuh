@@ -22,7 +22,12 @@ void op_qkv_post_seq(float *q, float *k, const float *v, const float *bq, const 
  * n_head_kv, hd) floats. */
 size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
-                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s);
+                    int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int form = 0);
+/* form (op_attn_decode and op_attn_decode_q8): 0 the attention for contexts that fit one round of
+ * blocks, 1 its long-context form (head sizes 64, 128, 256 with a warp a head; else form 0's): the
+ * same splits and sums, two blocks a SM. op_attn_long_from: the context length (positions) from which
+ * form 1 runs in fewer rounds than form 0 on this device, 0 when never (or HOTMOE_ATT_LONG=0). */
+int op_attn_long_from(int n_head, int n_head_kv, int hd);
 /* The same for rows tokens (row r: q + r * qs, out + r * os, part + r * ps (op_attn_part_floats
  * each), position pos[r], the caches of sequence seq[r] as op_qkv_post_seq). */
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
@@ -71,7 +76,7 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s);
 /* merge 0 (a diagnostic, HOTMOE_DIAG_SKIP=merge): the attention without its merge, out and xq left as they were */
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
-                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge = 1);
+                       int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge = 1, int form = 0);
 /* Router: logits[n] -> ids[k], w[k], exactly as cpu/router.c (fn 1 softmax, 2 sigmoid). */
 void op_router(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                int topk_group, int *ids, float *w, cudaStream_t s);

@@ -207,13 +207,16 @@ static void test_attention_q8(int n_head, int n_kv, int hd, int n_ctx, int pos) 
     float *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
     void *xq = poisoned_rec(qd);
-    op_attn_decode(dq, dk, dv, d1, part, n_head, n_kv, hd, n_ctx, dpos, 0);
-    op_attn_decode_q8(dq, dk, dv, d2, xq, part, n_head, n_kv, hd, n_ctx, dpos, 0);
-    back(a, d1, qd); back(b, d2, qd);
-    char what[96];
-    snprintf(what, sizeof what, "attention_q8 heads %d/%d hd %d pos %d", n_head, n_kv, hd, pos);
-    check_same(what, a, b, qd);
-    check_records(what, xq, b, qd);
+    for (int form = 0; form < 2; form++) {   /* the one-stage kernel and its two-stage form */
+        cudaMemset(d1, 0xFF, qd * sizeof(float)); cudaMemset(d2, 0xFF, qd * sizeof(float));
+        op_attn_decode(dq, dk, dv, d1, part, n_head, n_kv, hd, n_ctx, dpos, 0, form);
+        op_attn_decode_q8(dq, dk, dv, d2, xq, part, n_head, n_kv, hd, n_ctx, dpos, 0, 1, form);
+        back(a, d1, qd); back(b, d2, qd);
+        char what[96];
+        snprintf(what, sizeof what, "attention_q8%s heads %d/%d hd %d pos %d", form ? " (two stages)" : "", n_head, n_kv, hd, pos);
+        check_same(what, a, b, qd);
+        check_records(what, xq, b, qd);
+    }
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(d1); cudaFree(d2); cudaFree(part); cudaFree(dpos); cudaFree(xq);
     free(q); free(kc); free(vc); free(a); free(b);
 }
@@ -280,11 +283,16 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
     float *got = (float *)malloc(qd * 4);
     char what[128];
-    for (int call = 0; call < 2; call++) {   /* the second call finds the partials of the first */
+    /* the one-stage kernel, then the two-stage form (form 1: head sizes 64, 128 and 256), each twice:
+     * the second call finds the partials of the first */
+    for (int call = 0; call < 4; call++) {
+        const int form = call / 2;
+        if (form && hd != 64 && hd != 128 && hd != 256) break;
         cudaMemset(dout, 0xFF, qd * sizeof(float));
-        op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0);
+        op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0, form);
         back(got, dout, qd);
-        snprintf(what, sizeof what, "attention heads %d/%d hd %d ctx %d pos %d (call %d)", n_head, n_kv, hd, n_ctx, pos, call + 1);
+        snprintf(what, sizeof what, "attention%s heads %d/%d hd %d ctx %d pos %d (call %d)", form ? " (two stages)" : "", n_head, n_kv, hd,
+                 n_ctx, pos, call % 2 + 1);
         check(what, got, ref, qd, 1e-5);
     }
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos);
@@ -496,6 +504,10 @@ int main(int argc, char **argv) {
     for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
     /* air at 256-1,025 positions (33 splits: one tile each, 8-33 splits with positions), the step's row last or first in its tile */
     for (int pos : { 255, 256, 511, 512, 767, 768, 1023, 1024 }) test_attention(96, 8, 128, 1100, pos);
+    /* the two-stage form's splits of several tiles (air: 16 splits on 132 SMs), the step's row in
+     * tile 0, 1 or a later one of the last split, and a3b's shape past 33 x 32 positions */
+    for (int pos : { 543, 575, 1100, 1567, 2047, 2999 }) test_attention(96, 8, 128, 3000, pos);
+    test_attention(32, 4, 128, 2200, 2111);
     test_attention_q8(32, 4, 128, 1100, 1024);
     {   /* fn, n, k, norm, scale, groups, groups kept, bias, ties (2: negative choices, still tied) */
         static const struct { int fn, n, k, norm; float scale; int ng, tg, bias, ties; } rc[] = {

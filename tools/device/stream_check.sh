@@ -29,7 +29,7 @@ env_restore() { local kv; for kv in "${ENV_OLD[@]}"; do [ "${kv#*=}" = __unset__
 case " ${CONFIGS:-} $MODELS " in *gemv*) BG=" bench_gemv" ;; *) BG="" ;; esac
 # EXTRAS=1: bench_decode's replays after the runs (steps without logits, greedy both ways: ~3 x RUNS x GEN steps, ~9 s of an
 # air config); by default --quick leaves them out
-QUICK="--quick"; [ -n "${EXTRAS:-}" ] && QUICK=""
+QUICK="--quick ${BD_ARGS:-}"; [ -n "${EXTRAS:-}" ] && QUICK="${BD_ARGS:-}"   # BD_ARGS: more bench_decode flags for every config, e.g. "--prompt 2048"
 TARGETS=${TARGETS:-"hotmoe hotmoe-gen bench_decode test_gpu_stream$BG"}   # TARGETS=all: everything (and ctest of the GPU tests)
 [ -n "${GPU_TESTS:-}" ] && TARGETS="$TARGETS $GPU_TESTS"   # e.g. GPU_TESTS="test_gpu_gemv test_gpu_model": built and run below
 if [ "$TARGETS" != all ] && hm_prebuilt $TARGETS; then :   # PREBUILT=1: tools/device/prebuild.sh's binaries (env.sh)
