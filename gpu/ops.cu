@@ -859,6 +859,137 @@ __global__ void __launch_bounds__(32 * NW, CPA ? 2 : 1) k_attn_gqa_w(const float
     HM_KT_END();
 }
 
+/* The long-context attention for hd 128 and G = 8 or 12 q heads a kv head (op_attn_long_from,
+ * HOTMOE_ATT_LONG=2): one block a SM (attn_long_splits splits a kv head, several 32-position tiles
+ * each), its tiles in two stages by cp.async (tile i + 1 in flight while tile i is summed; tiles 0
+ * and 1 asked for before the wait, less the row of this step's position), and each K and V element
+ * read from shared memory once per head quad instead of once per head: k_attn_gqa_w's G warps each
+ * re-read the whole tile (~3,500 wavefronts a tile for 12 heads, the SM's shared memory busy ~1.8 us,
+ * which bounds a split of many tiles). Warp (dq, quad) scores its quad's four heads on dims
+ * [32 dq, 32 dq + 32) of K row (tile base + lane); warp h sums head h's four partial scores and runs
+ * its online softmax; warp (dq, quad) then adds the quad's heads over V rows 8 dq .. 8 dq + 7
+ * (dims 4 lane .. + 3); the four quarters' outputs are summed at the end. Partials as k_attn_gqa
+ * (k_attn_combine merges them); other sums than k_attn_gqa_w's, so other bits (and other tokens
+ * where greedy picks between near-equal logits). H100, air, 64-token runs (bench/README.md,
+ * fifty-third pass): prompt 1,024 268.9 tok/s against the CPA form's 263.6 and the one-round
+ * kernel's 251.8, 4,096 222.2 against 214.6 and 194.9; 128 + 512 284.8 against 284.0. Not the
+ * default: a one-row step would then sum otherwise than the same row in a batched step (form 0). */
+template <int G>
+__global__ void __launch_bounds__(32 * G, 1) k_attn_long(const float *__restrict__ q, const float *__restrict__ kc,
+                                                        const float *__restrict__ vc, float *__restrict__ out, float *part,
+                                                        int n_head_kv, const int *pos_p, int f) {
+    static_assert(G % 4 == 0, "head quads");
+    constexpr int HD = 128, KS = HD + 4, TP = 32, NT = 32 * G;
+    extern __shared__ __align__(16) float att_sm[];
+    float *sk = att_sm, *sv = sk + 2 * TP * KS, *sq = sv + 2 * TP * HD;   /* [2][TP][KS], [2][TP][HD], [G][HD] */
+    float *ssc = sq + G * HD, *spr = ssc + 4 * G * TP, *scl = spr + G * TP;   /* [4][G][TP], [G][TP], [G] */
+    float *so = att_sm;   /* [4][G][HD] after the last tile, over the stages */
+    hm_pdl_pre(f);
+    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, dq = w & 3, g4 = (w >> 2) * 4, kvd = n_head_kv * HD;
+    const int n = *pos_p + 1;
+    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
+    if (sp >= ns) return;
+    const int t0 = sp * len, t1 = min(t0 + len, n);
+    for (int i = 0; i < 2 && t0 + i * TP < t1; i++) {   /* tiles 0 and 1 before the wait; row n - 1 is this step's */
+        const int tb = t0 + i * TP, nt = min(TP, t1 - tb);
+        attn_cp_tile<NT>(kc, vc, sk + i * TP * KS, sv + i * TP * HD, tb, tb + nt == n ? nt - 1 : nt, kvd, kvh, HD, KS);
+    }
+    hm_pdl_wait_f(f);
+    {   /* q, and row n - 1 where it falls in tile 0 or 1 (a later tile loads it with the rest) */
+        const int ow = n - 1 - t0, oi = ow / TP, at = (oi & 1) * TP + ow - oi * TP;
+        attn_stage_q_row<NT>(q + (size_t)kvh * G * HD, sq, G * HD / 4, t1 == n && oi < 2, kc, vc, sk + at * KS, sv + at * HD, n - 1, kvd,
+                             kvh, HD);
+    }
+    const float scale = 1.0f / sqrtf((float)HD);
+    float m = -INFINITY, l = 0.f;   /* head w's */
+    float4 acc[4];
+#pragma unroll
+    for (int h = 0; h < 4; h++) acc[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int tb = t0, it = 0; tb < t1; tb += TP, it++) {
+        const int nt = min(TP, t1 - tb);
+        if (tb + TP < t1) attn_cp_wait<1>();   /* the next tile stays in flight */
+        else attn_cp_wait<0>();
+        __syncthreads();   /* tile it (and q) in; the last tile's probabilities consumed */
+        const float *K = sk + (it & 1) * TP * KS, *V = sv + (it & 1) * TP * HD;
+        {
+            float4 kr[8];
+#pragma unroll
+            for (int c = 0; c < 8; c++) kr[c] = lane < nt ? *(const float4 *)(K + lane * KS + 32 * dq + 4 * c) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                const float *qh = sq + (g4 + h) * HD + 32 * dq;
+                float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+                for (int c = 0; c < 8; c += 2) {
+                    const float4 a = *(const float4 *)(qh + 4 * c), a2 = *(const float4 *)(qh + 4 * c + 4);
+                    d0 = fmaf(a.x, kr[c].x, d0); d0 = fmaf(a.y, kr[c].y, d0); d0 = fmaf(a.z, kr[c].z, d0); d0 = fmaf(a.w, kr[c].w, d0);
+                    d1 = fmaf(a2.x, kr[c + 1].x, d1); d1 = fmaf(a2.y, kr[c + 1].y, d1); d1 = fmaf(a2.z, kr[c + 1].z, d1);
+                    d1 = fmaf(a2.w, kr[c + 1].w, d1);
+                }
+                ssc[(dq * G + g4 + h) * TP + lane] = d0 + d1;
+            }
+        }
+        __syncthreads();
+        {   /* warp w: head w */
+            const float s = lane < nt ? (((ssc[w * TP + lane] + ssc[(G + w) * TP + lane]) + ssc[(2 * G + w) * TP + lane]) +
+                                         ssc[(3 * G + w) * TP + lane]) * scale
+                                      : -INFINITY;
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float mn = fmaxf(m, mt), c = expf(m - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l = l * c + warp_sum(pe);
+            m = mn;
+            spr[w * TP + lane] = pe;
+            if (lane == 0) scl[w] = c;
+        }
+        __syncthreads();
+        {
+            float4 vr[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) vr[j] = 8 * dq + j < nt ? *(const float4 *)(V + (8 * dq + j) * HD + 4 * lane) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
+                const float c = scl[g4 + h];
+                const float4 p0 = *(const float4 *)(spr + (g4 + h) * TP + 8 * dq), p1 = *(const float4 *)(spr + (g4 + h) * TP + 8 * dq + 4);
+                const float p[8] = { p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w };
+                float4 a = acc[h];
+                a.x *= c; a.y *= c; a.z *= c; a.w *= c;
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    a.x = fmaf(p[j], vr[j].x, a.x); a.y = fmaf(p[j], vr[j].y, a.y);
+                    a.z = fmaf(p[j], vr[j].z, a.z); a.w = fmaf(p[j], vr[j].w, a.w);
+                }
+                acc[h] = a;
+            }
+        }
+        if (tb + 2 * TP < t1) {   /* tile it + 2 into this stage, once every warp is done with it */
+            __syncthreads();
+            const int tb2 = tb + 2 * TP;
+            attn_cp_tile<NT>(kc, vc, sk + (it & 1) * TP * KS, sv + (it & 1) * TP * HD, tb2, min(TP, t1 - tb2), kvd, kvh, HD, KS);
+        }
+    }
+    __syncthreads();   /* every warp done with the stages: so lies over them */
+#pragma unroll
+    for (int h = 0; h < 4; h++) *(float4 *)(so + (dq * G + g4 + h) * HD + 4 * lane) = acc[h];
+    __syncthreads();
+    const float4 o0 = *(const float4 *)(so + w * HD + 4 * lane), o1 = *(const float4 *)(so + (G + w) * HD + 4 * lane);
+    const float4 o2 = *(const float4 *)(so + (2 * G + w) * HD + 4 * lane), o3 = *(const float4 *)(so + (3 * G + w) * HD + 4 * lane);
+    float4 o = make_float4(((o0.x + o1.x) + o2.x) + o3.x, ((o0.y + o1.y) + o2.y) + o3.y, ((o0.z + o1.z) + o2.z) + o3.z,
+                           ((o0.w + o1.w) + o2.w) + o3.w);
+    if (ns == 1) {
+        const float il = 1.0f / l;
+        o.x *= il; o.y *= il; o.z *= il; o.w *= il;
+        *(float4 *)(out + (size_t)(kvh * G + w) * HD + 4 * lane) = o;
+    } else {
+        float *pp = part + ((size_t)(kvh * G + w) * nsplit + sp) * (HD + 2);
+        if (lane == 0) { pp[0] = m; pp[1] = l; }
+        float *d = pp + 2 + 4 * lane;   /* 8-byte aligned: (HD + 2) floats a partial */
+        d[0] = o.x; d[1] = o.y; d[2] = o.z; d[3] = o.w;
+    }
+    HM_KT_END();
+}
+
 /* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight 16-byte
  * loads in flight a thread; an xor of every word is kept so that no load is dropped (the store
  * never happens: only that value would make it) */
@@ -983,19 +1114,32 @@ static size_t attn_w_smem(int hd, int grp) {   /* a K and a V tile of 32 positio
  * blocks take two rounds, and past 33 x 32 positions every block runs its tiles one after the
  * other; the CPA form runs the same 264 blocks two a SM. H100, air, 64-token runs (bench/README.md,
  * fifty-third pass): prompt 1,024 266.4 tok/s against 254.1, 2,048 246.5 against 234.8, 4,096 216.2
- * against 195.6, the same tokens; 128 + 512 the same 287.0. HOTMOE_ATT_LONG=0: never. */
-int op_attn_long_from(int n_head, int n_head_kv, int hd) {
+ * against 195.6, the same tokens; 128 + 512 the same 287.0. HOTMOE_ATT_LONG: 1 (the default) the CPA
+ * form, 2 k_attn_long where it applies (else the CPA form), 0 neither (the one-round kernel always). */
+static int attn_long_mode(void) {
     static std::atomic<int> c(-1);
-    if (!hm_env_digit("HOTMOE_ATT_LONG", 0, 1, 1, c) || (hd != 64 && hd != 128 && hd != 256) || n_head_kv < 1 || n_head % n_head_kv)
-        return 0;
+    return hm_env_digit("HOTMOE_ATT_LONG", 0, 2, 1, c);
+}
+static bool attn_long_fits(int n_head, int n_head_kv, int hd) {   /* k_attn_long's shapes */
+    return hd == 128 && n_head_kv > 0 && (n_head == 8 * n_head_kv || n_head == 12 * n_head_kv);
+}
+static int attn_long_splits(int n_head_kv) {   /* k_attn_long's: one block a SM, at most attn_nsplit's (the partials' room) */
+    const int n = gpu_sm_count() / n_head_kv, cap = attn_nsplit(n_head_kv);
+    return n < 1 ? 1 : n > cap ? cap : n;
+}
+
+int op_attn_long_from(int n_head, int n_head_kv, int hd) {
+    const int mode = attn_long_mode();
+    if (!mode || (hd != 64 && hd != 128 && hd != 256) || n_head_kv < 1 || n_head % n_head_kv) return 0;
     const int grp = n_head / n_head_kv, nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
+    const bool lk = mode == 2 && attn_long_fits(n_head, n_head_kv, hd);
     const size_t smem = attn_w_smem(hd, grp);
     int from = 0;
     auto f = [&](auto dpl) {
         constexpr int DPL = decltype(dpl)::value;
         attn_w_warps<DPL>(grp, [&](auto nw) {
             constexpr int NW = decltype(nw)::value;
-            if (grp > NW) return;   /* a warp takes several heads: no CPA form */
+            if (grp > NW && !lk) return;   /* a warp takes several heads: no CPA form */
             int one = 0, two = 0;
             static std::atomic<unsigned long long> r1(0), r2(0);
             hm_allow_smem(k_attn_gqa_w<DPL, NW, false>, smem, 0, r1);
@@ -1006,7 +1150,8 @@ int op_attn_long_from(int n_head, int n_head_kv, int hd) {
                 return;
             }
             const int wave = one * gpu_sm_count() / (n_head_kv * nslab);   /* splits of the one-stage form in one round */
-            if (two > one && wave < attn_nsplit(n_head_kv)) from = wave * 32 + 1;
+            if (lk) from = min(wave, attn_nsplit(n_head_kv)) * 32 + 1;   /* past one round, or past a tile a split */
+            else if (two > one && wave < attn_nsplit(n_head_kv)) from = wave * 32 + 1;
         });
     };
     if (hd == 64) f(std::integral_constant<int, 2>());
@@ -1019,12 +1164,25 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true, int form = 0) {
     (void)n_ctx;
-    const int nsplit = attn_nsplit(n_head_kv), tp = attn_tp(hd), grp = n_head / n_head_kv;
+    int nsplit = attn_nsplit(n_head_kv);
+    const int tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
+    if (form && rows == 1 && attn_long_fits(n_head, n_head_kv, hd) && (form == 2 || attn_long_mode() == 2)) {   /* k_attn_long */
+        const int ls = attn_long_splits(n_head_kv);
+        const size_t smem = sizeof(float) * ((size_t)2 * 32 * (2 * hd + 4) + (size_t)grp * hd + (size_t)5 * grp * 32 + grp);
+        static std::atomic<unsigned long long> r8(0), r12(0);
+        if (grp == 8) {
+            hm_allow_smem(k_attn_long<8>, smem, 0, r8);
+            hm_launch(k_attn_long<8>, dim3(n_head_kv, ls), 256, smem, s, q, kcache, vcache, out, part, n_head_kv, pos, hm_small_pdl());
+        } else {
+            hm_allow_smem(k_attn_long<12>, smem, 0, r12);
+            hm_launch(k_attn_long<12>, dim3(n_head_kv, ls), 384, smem, s, q, kcache, vcache, out, part, n_head_kv, pos, hm_small_pdl());
+        }
+        nsplit = ls;
+    } else if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = attn_w_smem(hd, grp);
-        const bool cpa = form == 1;
+        const bool cpa = form != 0;
         if (hd == 64) attn_w_launch<2>(cpa, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
         else if (hd == 128) attn_w_launch<4>(cpa, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);
         else attn_w_launch<8>(cpa, grid, smem, s, q, kcache, vcache, out, part, n_head, n_head_kv, pos, seq, seq_stride, nslab, qs, os, ps);

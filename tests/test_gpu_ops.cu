@@ -207,13 +207,13 @@ static void test_attention_q8(int n_head, int n_kv, int hd, int n_ctx, int pos) 
     float *part = poisoned(op_attn_part_floats(n_head, n_kv, hd));
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
     void *xq = poisoned_rec(qd);
-    for (int form = 0; form < 2; form++) {   /* the one-stage kernel and its two-stage form */
+    for (int form = 0; form < 3; form++) {   /* each form (ops.cuh) */
         cudaMemset(d1, 0xFF, qd * sizeof(float)); cudaMemset(d2, 0xFF, qd * sizeof(float));
         op_attn_decode(dq, dk, dv, d1, part, n_head, n_kv, hd, n_ctx, dpos, 0, form);
         op_attn_decode_q8(dq, dk, dv, d2, xq, part, n_head, n_kv, hd, n_ctx, dpos, 0, 1, form);
         back(a, d1, qd); back(b, d2, qd);
         char what[96];
-        snprintf(what, sizeof what, "attention_q8%s heads %d/%d hd %d pos %d", form ? " (two stages)" : "", n_head, n_kv, hd, pos);
+        snprintf(what, sizeof what, "attention_q8 (form %d) heads %d/%d hd %d pos %d", form, n_head, n_kv, hd, pos);
         check_same(what, a, b, qd);
         check_records(what, xq, b, qd);
     }
@@ -283,16 +283,17 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
     float *got = (float *)malloc(qd * 4);
     char what[128];
-    /* the one-stage kernel, then the two-stage form (form 1: head sizes 64, 128 and 256), each twice:
+    /* each form (ops.cuh: the one-round kernel, the long-context CPA form, k_attn_long), each twice:
      * the second call finds the partials of the first */
-    for (int call = 0; call < 4; call++) {
+    static const char *fname[] = { "", " (long: two a SM)", " (long: k_attn_long)" };
+    for (int call = 0; call < 6; call++) {
         const int form = call / 2;
         if (form && hd != 64 && hd != 128 && hd != 256) break;
         cudaMemset(dout, 0xFF, qd * sizeof(float));
         op_attn_decode(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, 0, form);
         back(got, dout, qd);
-        snprintf(what, sizeof what, "attention%s heads %d/%d hd %d ctx %d pos %d (call %d)", form ? " (two stages)" : "", n_head, n_kv, hd,
-                 n_ctx, pos, call % 2 + 1);
+        snprintf(what, sizeof what, "attention%s heads %d/%d hd %d ctx %d pos %d (call %d)", fname[form], n_head, n_kv, hd, n_ctx, pos,
+                 call % 2 + 1);
         check(what, got, ref, qd, 1e-5);
     }
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos);
@@ -504,10 +505,11 @@ int main(int argc, char **argv) {
     for (int pos : { 14, 15, 31, 32, 63 }) test_attention(12, 4, 32, 64, pos);   /* around the 32-position split edge; hd 32 */
     /* air at 256-1,025 positions (33 splits: one tile each, 8-33 splits with positions), the step's row last or first in its tile */
     for (int pos : { 255, 256, 511, 512, 767, 768, 1023, 1024 }) test_attention(96, 8, 128, 1100, pos);
-    /* the two-stage form's splits of several tiles (air: 16 splits on 132 SMs), the step's row in
-     * tile 0, 1 or a later one of the last split, and a3b's shape past 33 x 32 positions */
-    for (int pos : { 543, 575, 1100, 1567, 2047, 2999 }) test_attention(96, 8, 128, 3000, pos);
-    test_attention(32, 4, 128, 2200, 2111);
+    /* k_attn_long's splits of several tiles (air: 16 splits on 132 SMs), the step's row in tile 0,
+     * 1 or a later one of the last split (its stage 0 or 1), a3b's shape (33 splits) */
+    for (int pos : { 15, 543, 575, 1100, 1567, 2047, 2999 }) test_attention(96, 8, 128, 3000, pos);
+    for (int pos : { 0, 100, 1055, 2111 }) test_attention(32, 4, 128, 2200, pos);
+    test_attention_q8(96, 8, 128, 3000, 2500);
     test_attention_q8(32, 4, 128, 1100, 1024);
     {   /* fn, n, k, norm, scale, groups, groups kept, bias, ties (2: negative choices, still tied) */
         static const struct { int fn, n, k, norm; float scale; int ng, tg, bias, ties; } rc[] = {
