@@ -1,9 +1,17 @@
-/* blockops.cuh - device pieces the decode step (ops.cu) and the batched prefill (prefill_ops.cu)
- * share: warp and block sums, and one head's q/k/v post-processing (bias, per-head RMSNorm, NeoX
- * RoPE on the first n_rot dims, K and V into the cache), as cpu/forward.c does them. */
+/* blockops.cuh - device pieces the decode step (ops.cu) and the batched prefill (prefill_ops.cu,
+ * prefill_mma.cu) share: warp and block sums, 16-byte cp.async copies, and one head's q/k/v
+ * post-processing (bias, per-head RMSNorm, NeoX RoPE on the first n_rot dims, K and V into the
+ * cache), as cpu/forward.c does them. */
 #ifndef HM_BLOCKOPS_CUH
 #define HM_BLOCKOPS_CUH
 #include <math.h>
+
+/* 16 bytes global -> shared, asynchronously; zeros when !valid (nothing is read) */
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    int sz = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(sz));
+}
 
 static __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

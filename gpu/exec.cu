@@ -613,8 +613,8 @@ static int step_form(const gpu_exec *g, int pos) { return g->att_long > 0 && pos
 /* Records one decode step into the stream (captured into a graph by the caller). */
 /* with_logits: 0 no head, 1 the logits copied out, 2 only the greedy token (h_next), 3 the greedy
  * chain's step (gpu_exec_greedy_chain): the token and position from the step before, on the GPU, the
- * token into the ring */
-static void record_step(gpu_exec *g, int with_logits, int seq) {
+ * token into the ring. form: the attention's (op_attn_decode_q8, step_form). */
+static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
     int D = c->n_embd;
@@ -695,7 +695,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq) {
         mark(g, P_ROPE);
         if (!diag_skip(D_ATTN))
             op_attn_decode_q8(g->q, g->kc + kvoff, g->vc + kvoff, g->att, g->xq_att, g->part, c->n_head, c->n_head_kv, c->head_dim,
-                              g->n_ctx, g->d_pos, s, !diag_skip(D_MERGE), g->att_form);
+                              g->n_ctx, g->d_pos, s, !diag_skip(D_MERGE), form);
         mark(g, P_ATTN);
         if (!diag_skip(D_OPROJ)) gpu_gemv_q8x(l->wo.type, l->wo.d, g->att, g->xq_att, g->tmp, c->q_dim, D, s);
         /* the norm and the router in one launch (router_norm_on); x + tmp is then left to the last norm */
@@ -945,10 +945,8 @@ static void kt_print(long step, int pos) {
 static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_t *out, char *err, size_t errlen, int form = 0) {
     cudaGraph_t graph;
     CK(cudaStreamBeginCapture(g->s, cudaStreamCaptureModeThreadLocal));
-    g->att_form = form;   /* record_step's attention */
     if (nb) record_step_batch(g, nb, with_logits == 2);
-    else record_step(g, with_logits, seq);
-    g->att_form = 0;
+    else record_step(g, with_logits, seq, form);
     CK(cudaStreamEndCapture(g->s, &graph));
     CK(cudaGraphInstantiate(out, graph, 0));
     cudaGraphDestroy(graph);
@@ -1597,7 +1595,7 @@ static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, i
 #endif
     if (profiled && prof.on == 1) {
         prof.n = 0;
-        record_step(g, mode, seq);
+        record_step(g, mode, seq, 0);   /* the profile times the one-round attention, as its graph (prof.graph) does */
     } else {
         if (profiled) prof.n = prof.graph_n;
         const int form = step_form(g, pos);

@@ -119,7 +119,6 @@ struct gpu_exec {
     cudaEvent_t ev_chain[GPU_CHAIN_RING];
     int n_seq;                            /* sequences with their own KV cache (serve's slots) */
     int att_long;                         /* op_attn_long_from's context (0: none): steps from there take the long-context graphs */
-    int att_form;                         /* the attention form record_step captures (capture) */
     cudaGraphExec_t *graphs;              /* [(STEP_FORMS * seq + form) * STEP_MODES + mode] (step_graph): a sequence's decode graphs (mode 0 without the head, 1
                                              with the logits, 2 with the greedy token only, 3 the greedy chain's step:
                                              captured at its first use) */

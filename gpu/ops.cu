@@ -618,9 +618,8 @@ static __device__ __forceinline__ void attn_cp_tile(const float *__restrict__ kc
     for (int i = threadIdx.x; i < nt * hd4; i += NT) {
         const int t = i / hd4, c = i - t * hd4;
         const size_t g = (size_t)(tb + t) * kvd + (size_t)kvh * hd + 4 * c;
-        const unsigned a = (unsigned)__cvta_generic_to_shared(sk + t * ks + 4 * c), b = (unsigned)__cvta_generic_to_shared(sv + t * hd + 4 * c);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(kc + g) : "memory");
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(b), "l"(vc + g) : "memory");
+        cp_async16(sk + t * ks + 4 * c, kc + g, true);
+        cp_async16(sv + t * hd + 4 * c, vc + g, true);
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
@@ -880,7 +879,7 @@ __global__ void __launch_bounds__(32 * G, 1) k_attn_long(const float *__restrict
                                                         int n_head_kv, const int *pos_p, int f) {
     static_assert(G % 4 == 0, "head quads");
     constexpr int HD = 128, KS = HD + 4, TP = 32, NT = 32 * G;
-    extern __shared__ __align__(16) float att_sm[];
+    extern __shared__ __align__(16) float att_sm[];   /* attn_long_smem(G) bytes */
     float *sk = att_sm, *sv = sk + 2 * TP * KS, *sq = sv + 2 * TP * HD;   /* [2][TP][KS], [2][TP][HD], [G][HD] */
     float *ssc = sq + G * HD, *spr = ssc + 4 * G * TP, *scl = spr + G * TP;   /* [4][G][TP], [G][TP], [G] */
     float *so = att_sm;   /* [4][G][HD] after the last tile, over the stages */
@@ -989,6 +988,9 @@ __global__ void __launch_bounds__(32 * G, 1) k_attn_long(const float *__restrict
     }
     HM_KT_END();
 }
+/* k_attn_long<G>'s shared memory: the two stages of K and V, q, the partial scores, probabilities
+ * and rescales (its layout above) */
+static size_t attn_long_smem(int G) { return sizeof(float) * ((size_t)2 * 32 * (132 + 128) + (size_t)G * 128 + (size_t)5 * G * 32 + G); }
 
 /* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight 16-byte
  * loads in flight a thread; an xor of every word is kept so that no load is dropped (the store
@@ -1169,17 +1171,16 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
     if (form && rows == 1 && attn_long_fits(n_head, n_head_kv, hd) && (form == 2 || attn_long_mode() == 2)) {   /* k_attn_long */
-        const int ls = attn_long_splits(n_head_kv);
-        const size_t smem = sizeof(float) * ((size_t)2 * 32 * (2 * hd + 4) + (size_t)grp * hd + (size_t)5 * grp * 32 + grp);
-        static std::atomic<unsigned long long> r8(0), r12(0);
-        if (grp == 8) {
-            hm_allow_smem(k_attn_long<8>, smem, 0, r8);
-            hm_launch(k_attn_long<8>, dim3(n_head_kv, ls), 256, smem, s, q, kcache, vcache, out, part, n_head_kv, pos, hm_small_pdl());
-        } else {
-            hm_allow_smem(k_attn_long<12>, smem, 0, r12);
-            hm_launch(k_attn_long<12>, dim3(n_head_kv, ls), 384, smem, s, q, kcache, vcache, out, part, n_head_kv, pos, hm_small_pdl());
-        }
-        nsplit = ls;
+        nsplit = attn_long_splits(n_head_kv);
+        auto go = [&](auto g) {
+            constexpr int G = decltype(g)::value;
+            static std::atomic<unsigned long long> raised(0);
+            hm_allow_smem(k_attn_long<G>, attn_long_smem(G), 0, raised);
+            hm_launch(k_attn_long<G>, dim3(n_head_kv, nsplit), 32 * G, attn_long_smem(G), s, q, kcache, vcache, out, part, n_head_kv, pos,
+                      hm_small_pdl());
+        };
+        if (grp == 8) go(std::integral_constant<int, 8>());
+        else go(std::integral_constant<int, 12>());
     } else if (hd == 64 || hd == 128 || hd == 256) {   /* the register kernel: tiles of 32 positions, q in shared memory */
         const size_t smem = attn_w_smem(hd, grp);
         const bool cpa = form != 0;

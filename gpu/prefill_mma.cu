@@ -4,6 +4,7 @@
  * (pf_flash_mma), and a grouped GEMM that runs every expert of a group in one launch. */
 #include "prefill.cuh"
 #include "launch.cuh"
+#include "blockops.cuh"
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
@@ -24,13 +25,6 @@ __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
 }
 
 __device__ __forceinline__ uint32_t lds32(const __half *p) { return *(const uint32_t *)p; }
-
-/* 16 bytes global -> shared, asynchronously; zeros when !valid (nothing is read) */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
-    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    int sz = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(sz));
-}
 
 /* ------------------------------------------------------------------ flash attention */
 
