@@ -15,8 +15,8 @@
  *   pdl      one launch a step, each waiting (griddepcontrol.wait) and triggering its dependents
  *            right after (hm_launch: the decode step's way);
  *   plain    the same without the programmatic attribute (full serialization); and pdl with the
- *            trigger left to the blocks' exit, and pdl with 80 KB of shared memory a block (two a SM:
- *            no room for a dependent's block before this launch's leave);
+ *            trigger left to the blocks' exit, and pdl with 50 KB of shared memory a block (two a SM
+ *            at the 50% carveout: no room for a dependent's block before this launch's leave);
  *   grid S   one cooperative launch for all L steps: a block ends step i, arrives on counter i
  *            (release), copies the first S rows of each of its warps' rows of W_{i+1} into shared
  *            memory (cp.async), then waits for counter i to reach G (acquire) and reads x_{i+1}
@@ -245,8 +245,9 @@ int main(int argc, char **argv) {
                    check ? (same ? "= pdl" : "DIFFERS") : strcmp(form, "pdl") ? "not checked" : "reference");
         };
         /* {pdl, trigger after the wait, shared memory a block}: k_step's 74 registers let a third block on a SM, so
-         * a dependent placed early takes it; 80 KB a block leaves room for two only */
-        static const int sforms[][3] = { { 1, 1, 0 }, { 0, 0, 0 }, { 1, 0, 0 }, { 1, 1, 80 << 10 } };
+         * a dependent placed early takes it; 50 KB a block leaves room for two only (at the 50% carveout every
+         * launch here asks for, hm_carveout_set: ~114 KB a SM) */
+        static const int sforms[][3] = { { 1, 1, 0 }, { 0, 0, 0 }, { 1, 0, 0 }, { 1, 1, 50 << 10 } };
         static const char *sname[] = { "pdl", "plain", "pdl, trigger at exit", "pdl, two blocks a SM at most" };
         for (int fi = 0; fi < 4; fi++) {
             const int pdl = sforms[fi][0], trig = sforms[fi][1];
