@@ -992,6 +992,112 @@ __global__ void __launch_bounds__(32 * G, 1) k_attn_long(const float *__restrict
  * and rescales (its layout above) */
 static size_t attn_long_smem(int G) { return sizeof(float) * ((size_t)2 * 32 * (132 + 128) + (size_t)G * 128 + (size_t)5 * G * 32 + G); }
 
+/* The CPA form's arithmetic with each K and V element read from shared memory once per head quad
+ * (HOTMOE_ATT_LONG=3; hd 128, G = 8 or 12 q heads a kv head; the same blocks, splits, tiles by
+ * cp.async and two blocks a SM as k_attn_gqa_w<4, G, true>). k_attn_gqa_w's G warps each re-read
+ * the whole tile for their head: past a few tiles a split the SM's shared memory bounds it
+ * (k_attn_long). Here, a tile at a time:
+ *   scores: thread (quad, t) of the first G * 8 threads makes position t's dots for the quad's four
+ *           heads, each in k_attn_gqa_w's order (two chains over alternate float4s), one K row read;
+ *   softmax: warp h, head h, lane t, as k_attn_gqa_w (the same max, exps and warp sum);
+ *   P.V: warp (quad, dq), lane i: dim 32 dq + i of the quad's four heads, rescaled by c and summed
+ *        over t with fmaf in t's order, as k_attn_gqa_w's lane for that dim.
+ * So every value is k_attn_gqa_w's bit for bit (test_gpu_ops checks), with ~a third of the shared
+ * memory wavefronts a tile (each K row read by one thread a quad; a V row by one warp a quad). */
+template <int G>
+__global__ void __launch_bounds__(32 * G, 2) k_attn_quad(const float *__restrict__ q, const float *__restrict__ kc,
+                                                        const float *__restrict__ vc, float *__restrict__ out, float *part,
+                                                        int n_head_kv, const int *pos_p, int f) {
+    static_assert(G % 4 == 0, "head quads");
+    constexpr int HD = 128, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * G;
+    extern __shared__ __align__(16) float att_sm[];   /* attn_quad_smem(G) bytes */
+    float *sk = att_sm, *sv = sk + TP * KS, *sq = sv + TP * HD;   /* [TP][KS], [TP][HD], [G][HD] */
+    float *ssc = sq + G * HD, *spr = ssc + G * TP, *scl = spr + TP * G, *sml = scl + G;   /* [G][TP], [TP][G], [G], [2][G] */
+    hm_pdl_pre(f);
+    const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, kvd = n_head_kv * HD;
+    const int n = *pos_p + 1;
+    const int len = attn_len(n, nsplit), ns = (n + len - 1) / len;
+    if (sp >= ns) return;
+    const int t0 = sp * len, t1 = min(t0 + len, n);
+    const int nt0 = min(TP, t1 - t0), npre = t0 + nt0 == n ? nt0 - 1 : nt0;
+    attn_cp_tile<NT>(kc, vc, sk, sv, t0, npre, kvd, kvh, HD, KS);
+    hm_pdl_wait_f(f);
+    attn_stage_q_row<NT>(q + (size_t)kvh * G * HD, sq, G * HD4, npre < nt0, kc, vc, sk + npre * KS, sv + npre * HD, t0 + npre, kvd, kvh,
+                         HD);
+    const float scale = 1.0f / sqrtf((float)HD);
+    float m = -INFINITY, l = 0.f;   /* head w's (warp w < G) */
+    const int pq = w >> 2, dq = w & 3;   /* P.V: warp w takes quad pq's heads at dims [32 dq, 32 dq + 32) */
+    float o[4] = { 0.f, 0.f, 0.f, 0.f };
+    for (int tb = t0; tb < t1; tb += TP) {
+        const int nt = min(TP, t1 - tb);
+        if (tb != t0) {
+            __syncthreads();   /* the previous tile is consumed */
+            attn_cp_tile<NT>(kc, vc, sk, sv, tb, nt, kvd, kvh, HD, KS);
+        }
+        attn_cp_wait<0>();
+        __syncthreads();   /* the tile (and q) are in */
+        if (threadIdx.x < G * 8) {   /* scores: quad threadIdx.x / 32, position lane */
+            const int g4 = 4 * (threadIdx.x >> 5);
+            if (lane < nt) {
+                const float4 *kr = (const float4 *)(sk + lane * KS);
+                float d0[4] = { 0.f, 0.f, 0.f, 0.f }, d1[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll 1
+                for (int c = 0; c < HD4; c += 2) {
+                    const float4 b = kr[c], b2 = kr[c + 1];
+#pragma unroll
+                    for (int h = 0; h < 4; h++) {
+                        const float4 *qh = (const float4 *)(sq + (g4 + h) * HD);
+                        const float4 a = qh[c], a2 = qh[c + 1];
+                        d0[h] = fmaf(a.x, b.x, d0[h]); d0[h] = fmaf(a.y, b.y, d0[h]); d0[h] = fmaf(a.z, b.z, d0[h]); d0[h] = fmaf(a.w, b.w, d0[h]);
+                        d1[h] = fmaf(a2.x, b2.x, d1[h]); d1[h] = fmaf(a2.y, b2.y, d1[h]); d1[h] = fmaf(a2.z, b2.z, d1[h]);
+                        d1[h] = fmaf(a2.w, b2.w, d1[h]);
+                    }
+                }
+#pragma unroll
+                for (int h = 0; h < 4; h++) ssc[(g4 + h) * TP + lane] = (d0[h] + d1[h]) * scale;
+            }
+        }
+        __syncthreads();
+        {   /* warp w: head w's online softmax, as k_attn_gqa_w's */
+            const float s = lane < nt ? ssc[w * TP + lane] : -INFINITY;
+            float mt = s;
+            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float mn = fmaxf(m, mt), c = expf(m - mn), pe = lane < nt ? expf(s - mn) : 0.f;
+            l = l * c + warp_sum(pe);
+            m = mn;
+            spr[lane * G + w] = pe;
+            if (lane == 0) scl[w] = c;
+        }
+        __syncthreads();
+        {
+            const float4 c4 = *(const float4 *)(scl + 4 * pq);
+            o[0] *= c4.x; o[1] *= c4.y; o[2] *= c4.z; o[3] *= c4.w;
+            const float *vd = sv + 32 * dq + lane;
+            for (int t = 0; t < nt; t++) {
+                const float v = vd[t * HD];
+                const float4 p4 = *(const float4 *)(spr + t * G + 4 * pq);
+                o[0] = fmaf(p4.x, v, o[0]); o[1] = fmaf(p4.y, v, o[1]); o[2] = fmaf(p4.z, v, o[2]); o[3] = fmaf(p4.w, v, o[3]);
+            }
+        }
+    }
+    if (lane == 0) { sml[w] = m; sml[G + w] = l; }
+    __syncthreads();
+#pragma unroll
+    for (int h = 0; h < 4; h++) {
+        const int hh = 4 * pq + h, d = 32 * dq + lane;
+        if (ns == 1) out[(size_t)(kvh * G + hh) * HD + d] = o[h] * (1.0f / sml[G + hh]);
+        else {
+            float *pp = part + ((size_t)(kvh * G + hh) * nsplit + sp) * (HD + 2);
+            if (dq == 0 && lane == 0) { pp[0] = sml[hh]; pp[1] = sml[G + hh]; }
+            pp[2 + d] = o[h] * 1.f;
+        }
+    }
+    HM_KT_END();
+}
+/* k_attn_quad<G>'s shared memory: a K and a V tile, q, the scores, probabilities, rescales, m and l */
+static size_t attn_quad_smem(int G) { return sizeof(float) * ((size_t)32 * (132 + 128) + (size_t)G * 128 + (size_t)2 * G * 32 + 3 * G); }
+
 /* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight 16-byte
  * loads in flight a thread; an xor of every word is kept so that no load is dropped (the store
  * never happens: only that value would make it) */
@@ -1116,11 +1222,14 @@ static size_t attn_w_smem(int hd, int grp) {   /* a K and a V tile of 32 positio
  * blocks take two rounds, and past 33 x 32 positions every block runs its tiles one after the
  * other; the CPA form runs the same 264 blocks two a SM. H100, air, 64-token runs (bench/README.md,
  * fifty-third pass): prompt 1,024 266.4 tok/s against 254.1, 2,048 246.5 against 234.8, 4,096 216.2
- * against 195.6, the same tokens; 128 + 512 the same 287.0. HOTMOE_ATT_LONG: 1 (the default) the CPA
- * form, 2 k_attn_long where it applies (else the CPA form), 0 neither (the one-round kernel always). */
+ * against 195.6, the same tokens; 128 + 512 the same 287.0. k_attn_quad (the same values, a third of
+ * the shared memory reads; fifty-fourth pass, H100, against the CPA form in one call): 1,024 264.8
+ * against 262.5-263.5, 4,096 220.5-220.8 against 214.2, the same tokens. HOTMOE_ATT_LONG: 3 (the
+ * default) k_attn_quad where it applies, else the CPA form; 1 the CPA form; 2 k_attn_long where it
+ * applies (other sums), else the CPA form; 0 neither (the one-round kernel always). */
 static int attn_long_mode(void) {
     static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_ATT_LONG", 0, 2, 1, c);
+    return hm_env_digit("HOTMOE_ATT_LONG", 0, 3, 3, c);
 }
 static bool attn_long_fits(int n_head, int n_head_kv, int hd) {   /* k_attn_long's shapes */
     return hd == 128 && n_head_kv > 0 && (n_head == 8 * n_head_kv || n_head == 12 * n_head_kv);
@@ -1170,13 +1279,27 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     const int tp = attn_tp(hd), grp = n_head / n_head_kv;
     const int nslab = (grp + ATT_MAXG - 1) / ATT_MAXG;
     const dim3 grid(n_head_kv, nsplit, nslab * rows);
-    if (form && rows == 1 && attn_long_fits(n_head, n_head_kv, hd) && (form == 2 || attn_long_mode() == 2)) {   /* k_attn_long */
+    /* the long form asked for: form 1 HOTMOE_ATT_LONG's (2 k_attn_long, 3 k_attn_quad, else the CPA form), else form itself
+     * (ops.cuh); k_attn_long and k_attn_quad where they apply, else the CPA form */
+    const int lf = form == 1 ? (attn_long_mode() >= 2 ? attn_long_mode() : 4) : form;
+    const bool lfit = rows == 1 && attn_long_fits(n_head, n_head_kv, hd);
+    if (lf == 2 && lfit) {   /* k_attn_long */
         nsplit = attn_long_splits(n_head_kv);
         auto go = [&](auto g) {
             constexpr int G = decltype(g)::value;
             static std::atomic<unsigned long long> raised(0);
             hm_allow_smem(k_attn_long<G>, attn_long_smem(G), 0, raised);
             hm_launch(k_attn_long<G>, dim3(n_head_kv, nsplit), 32 * G, attn_long_smem(G), s, q, kcache, vcache, out, part, n_head_kv, pos,
+                      hm_small_pdl());
+        };
+        if (grp == 8) go(std::integral_constant<int, 8>());
+        else go(std::integral_constant<int, 12>());
+    } else if (lf == 3 && lfit) {   /* k_attn_quad */
+        auto go = [&](auto g) {
+            constexpr int G = decltype(g)::value;
+            static std::atomic<unsigned long long> raised(0);
+            hm_allow_smem(k_attn_quad<G>, attn_quad_smem(G), 0, raised);
+            hm_launch(k_attn_quad<G>, dim3(n_head_kv, nsplit), 32 * G, attn_quad_smem(G), s, q, kcache, vcache, out, part, n_head_kv, pos,
                       hm_small_pdl());
         };
         if (grp == 8) go(std::integral_constant<int, 8>());

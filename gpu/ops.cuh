@@ -24,9 +24,11 @@ size_t op_attn_part_floats(int n_head, int n_head_kv, int hd);
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                     int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int form = 0);
 /* form (op_attn_decode and op_attn_decode_q8): 0 the attention for contexts that fit one round of
- * blocks; 1 the long-context one: k_attn_long where HOTMOE_ATT_LONG=2 and it applies (hd 128, 8 or
- * 12 q heads a kv head), else the CPA form (head sizes 64, 128, 256 with a warp a head; else form
- * 0's: the same splits and sums, two blocks a SM); 2 k_attn_long where it applies (tests), else as 1.
+ * blocks; 1 the long-context one, as HOTMOE_ATT_LONG says: k_attn_quad (3, the default) or
+ * k_attn_long (2) where it applies (hd 128, 8 or 12 q heads a kv head), else the CPA form (head sizes
+ * 64, 128, 256 with a warp a head; else form 0's kernel). The CPA form and k_attn_quad give form 0's
+ * values bit for bit (the same splits and sums); k_attn_long sums otherwise. Forms 2, 3 and 4 ask
+ * for k_attn_long, k_attn_quad and the CPA form whatever the setting (tests).
  * op_attn_long_from: the context length (positions) from which form 1 runs in fewer rounds than form
  * 0 on this device, 0 when never (or HOTMOE_ATT_LONG=0). */
 int op_attn_long_from(int n_head, int n_head_kv, int hd);

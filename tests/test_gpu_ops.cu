@@ -283,10 +283,13 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     int *dpos; cudaMalloc(&dpos, 4); cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice);
     float *got = (float *)malloc(qd * 4);
     char what[128];
-    /* each form (ops.cuh: the one-round kernel, the long-context CPA form, k_attn_long), each twice:
-     * the second call finds the partials of the first */
-    static const char *fname[] = { "", " (long: two a SM)", " (long: k_attn_long)" };
-    for (int call = 0; call < 6; call++) {
+    /* each form (ops.cuh: the one-round kernel, the long-context default, k_attn_long, k_attn_quad, the CPA
+     * form), each twice: the second call finds the partials of the first. All but k_attn_long sum as the
+     * one-round kernel: their outputs must be its bit for bit (what keeps a one-row step equal to the same
+     * row of a batched one) */
+    static const char *fname[] = { "", " (long: default)", " (long: k_attn_long)", " (long: k_attn_quad)", " (long: CPA)" };
+    float *form0 = (float *)malloc(qd * 4);
+    for (int call = 0; call < 10; call++) {
         const int form = call / 2;
         if (form && hd != 64 && hd != 128 && hd != 256) break;
         cudaMemset(dout, 0xFF, qd * sizeof(float));
@@ -295,7 +298,16 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
         snprintf(what, sizeof what, "attention%s heads %d/%d hd %d ctx %d pos %d (call %d)", fname[form], n_head, n_kv, hd, n_ctx, pos,
                  call % 2 + 1);
         check(what, got, ref, qd, 1e-5);
+        if (call == 0) memcpy(form0, got, qd * 4);
+        if (form != 0 && form != 2) {
+            int diff = 0;
+            for (int i = 0; i < qd; i++) diff += memcmp(&got[i], &form0[i], 4) != 0;
+            printf("%s attention%s heads %d/%d hd %d pos %d (call %d): %d of %d elements differ from the one-round kernel's bits\n",
+                   diff ? "FAIL" : "PASS", fname[form], n_head, n_kv, hd, pos, call % 2 + 1, diff, qd);
+            diff ? n_fail++ : n_pass++;
+        }
     }
+    free(form0);
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(part); cudaFree(dpos);
     free(q); free(kc); free(vc); free(ref); free(att); free(got);
 }
