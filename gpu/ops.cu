@@ -626,6 +626,20 @@ static __device__ __forceinline__ void attn_cp_tile(const float *__restrict__ kc
 template <int N>
 static __device__ __forceinline__ void attn_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
+/* one tile's online-softmax step for the head of a warp whose lane t holds position t's score s (in: t is in the tile;
+ * s is then -INFINITY outside it): the running max m and sum l move on; returns lane t's probability (0 outside) and
+ * sets *c, the factor for the output summed so far. Every decode attention kernel's, so their heads' values agree. */
+static __device__ __forceinline__ float attn_online(float s, bool in, float &m, float &l, float *c) {
+    float mt = s;
+    for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+    const float mn = fmaxf(m, mt);
+    *c = expf(m - mn);
+    const float pe = in ? expf(s - mn) : 0.f;
+    l = l * *c + warp_sum(pe);
+    m = mn;
+    return pe;
+}
+
 /* a slab's q heads (n4 float4 from qg, consecutive) into shared memory: the score loops read them
  * from there (through L1 they missed and waited on L2 at every step) */
 template <int NT = ATT_THREADS>
@@ -683,10 +697,8 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
             const int h = wid + ATT_WARPS * j;
             if (h >= ng) break; /* warp-uniform */
             const float s = lane < nt ? sc[h * tp + lane] : -INFINITY;
-            float mt = s;
-            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-            l[j] = l[j] * c + warp_sum(pe);
+            float c;
+            const float pe = attn_online(s, lane < nt, m[j], l[j], &c);
 #pragma unroll
             for (int r = 0; r < 8; r++) o[j][r] *= c;
             for (int t = 0; t < nt; t++) {
@@ -696,7 +708,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attn_gqa(const float *__restric
                 for (int r = 0; r < 8; r++)
                     if (r < per && lane + 32 * r < hd) o[j][r] += pt * vr[lane + 32 * r];
             }
-            m[j] = mn;
         }
     }
 #pragma unroll
@@ -816,10 +827,8 @@ __global__ void __launch_bounds__(32 * NW, CPA ? 2 : 1) k_attn_gqa_w(const float
                 }
                 s = (d0 + d1) * scale;
             }
-            float mt = s;
-            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-            const float mn = fmaxf(m[j], mt), c = expf(m[j] - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-            l[j] = l[j] * c + warp_sum(pe);
+            float c;
+            const float pe = attn_online(s, lane < nt, m[j], l[j], &c);
 #pragma unroll
             for (int d = 0; d < DPL; d++) o[j][d] *= c;
             for (int t = 0; t < nt; t++) {
@@ -837,7 +846,6 @@ __global__ void __launch_bounds__(32 * NW, CPA ? 2 : 1) k_attn_gqa_w(const float
                     o[j][0] = fmaf(pt, v.x, o[j][0]); o[j][1] = fmaf(pt, v.y, o[j][1]);
                 }
             }
-            m[j] = mn;
         }
     }
 #pragma unroll
@@ -934,11 +942,8 @@ __global__ void __launch_bounds__(32 * G, 1) k_attn_long(const float *__restrict
             const float s = lane < nt ? (((ssc[w * TP + lane] + ssc[(G + w) * TP + lane]) + ssc[(2 * G + w) * TP + lane]) +
                                          ssc[(3 * G + w) * TP + lane]) * scale
                                       : -INFINITY;
-            float mt = s;
-            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-            const float mn = fmaxf(m, mt), c = expf(m - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-            l = l * c + warp_sum(pe);
-            m = mn;
+            float c;
+            const float pe = attn_online(s, lane < nt, m, l, &c);
             spr[w * TP + lane] = pe;
             if (lane == 0) scl[w] = c;
         }
@@ -1061,11 +1066,8 @@ __global__ void __launch_bounds__(32 * G, 2) k_attn_quad(const float *__restrict
         __syncthreads();
         {   /* warp w: head w's online softmax, as k_attn_gqa_w's */
             const float s = lane < nt ? ssc[w * TP + lane] : -INFINITY;
-            float mt = s;
-            for (int off = 16; off > 0; off >>= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
-            const float mn = fmaxf(m, mt), c = expf(m - mn), pe = lane < nt ? expf(s - mn) : 0.f;
-            l = l * c + warp_sum(pe);
-            m = mn;
+            float c;
+            const float pe = attn_online(s, lane < nt, m, l, &c);
             spr[lane * G + w] = pe;
             if (lane == 0) scl[w] = c;
         }
