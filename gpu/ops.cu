@@ -1285,24 +1285,15 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
      * (ops.cuh); k_attn_long and k_attn_quad where they apply, else the CPA form */
     const int lf = form == 1 ? (attn_long_mode() >= 2 ? attn_long_mode() : 4) : form;
     const bool lfit = rows == 1 && attn_long_fits(n_head, n_head_kv, hd);
-    if (lf == 2 && lfit) {   /* k_attn_long */
-        nsplit = attn_long_splits(n_head_kv);
+    if ((lf == 2 || lf == 3) && lfit) {   /* k_attn_long or k_attn_quad (the same arguments; 8 or 12 q heads a kv head) */
+        if (lf == 2) nsplit = attn_long_splits(n_head_kv);
         auto go = [&](auto g) {
             constexpr int G = decltype(g)::value;
-            static std::atomic<unsigned long long> raised(0);
-            hm_allow_smem(k_attn_long<G>, attn_long_smem(G), 0, raised);
-            hm_launch(k_attn_long<G>, dim3(n_head_kv, nsplit), 32 * G, attn_long_smem(G), s, q, kcache, vcache, out, part, n_head_kv, pos,
-                      hm_small_pdl());
-        };
-        if (grp == 8) go(std::integral_constant<int, 8>());
-        else go(std::integral_constant<int, 12>());
-    } else if (lf == 3 && lfit) {   /* k_attn_quad */
-        auto go = [&](auto g) {
-            constexpr int G = decltype(g)::value;
-            static std::atomic<unsigned long long> raised(0);
-            hm_allow_smem(k_attn_quad<G>, attn_quad_smem(G), 0, raised);
-            hm_launch(k_attn_quad<G>, dim3(n_head_kv, nsplit), 32 * G, attn_quad_smem(G), s, q, kcache, vcache, out, part, n_head_kv, pos,
-                      hm_small_pdl());
+            const auto k = lf == 2 ? k_attn_long<G> : k_attn_quad<G>;
+            const size_t sm = lf == 2 ? attn_long_smem(G) : attn_quad_smem(G);
+            static std::atomic<unsigned long long> raised[2];
+            hm_allow_smem(k, sm, 0, raised[lf - 2]);
+            hm_launch(k, dim3(n_head_kv, nsplit), 32 * G, sm, s, q, kcache, vcache, out, part, n_head_kv, pos, hm_small_pdl());
         };
         if (grp == 8) go(std::integral_constant<int, 8>());
         else go(std::integral_constant<int, 12>());
