@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <vector>
 #include "launch.cuh"
+#include "blockops.cuh"   /* cp_async16 */
 #include "gpu.h"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_chain: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -98,17 +99,13 @@ __global__ void __launch_bounds__(NT, 2) k_step(const uint8_t *w, const int8_t *
     }
 }
 
-__device__ __forceinline__ void cp_async16(void *s, const void *g) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(g) : "memory");
-}
 /* the first S rows of each warp's rows of this block (rows lo + w + 8 k, k < S) into st, S * NW rows of cols bytes */
 __device__ __forceinline__ void stage(uint4 *st, const uint8_t *w, int lo, int hi, int cols, int S) {
     const int c16 = cols / 16;
     for (int k = 0; k < S; k++) {
         const int r = lo + (threadIdx.x / 32) + NW * k;
         if (r < hi)
-            for (int i = threadIdx.x % 32; i < c16; i += 32) cp_async16(st + (size_t)(k * NW + threadIdx.x / 32) * c16 + i, w + (size_t)r * cols + 16 * i);
+            for (int i = threadIdx.x % 32; i < c16; i += 32) cp_async16(st + (size_t)(k * NW + threadIdx.x / 32) * c16 + i, w + (size_t)r * cols + 16 * i, true);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
 }

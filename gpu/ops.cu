@@ -1092,7 +1092,7 @@ __global__ void __launch_bounds__(32 * G, 2) k_attn_quad(const float *__restrict
         else {
             float *pp = part + ((size_t)(kvh * G + hh) * nsplit + sp) * (HD + 2);
             if (dq == 0 && lane == 0) { pp[0] = sml[hh]; pp[1] = sml[G + hh]; }
-            pp[2 + d] = o[h] * 1.f;
+            pp[2 + d] = o[h];
         }
     }
     HM_KT_END();
