@@ -112,10 +112,12 @@ static int bench_streams(const hm_model *m, const runner_opts *ro, const char *m
     uint64_t st[GPU_CACHE_STATS] = { 0 };
     char msg[1024];
     for (int run = 0; run < runs; run++) {
-        for (int q = 0; q < n_streams; q++) {   /* each sequence its own prompt, token by token */
+        for (int q = 0; q < n_streams; q++) {   /* each sequence its own prompt: one batched prefill (as the server), or token by token */
             random_tokens(ptok, n_prompt, c->n_vocab, 12345 + 100 * run + q);
+            float *lq = logits + (size_t)q * c->n_vocab;
+            if (!g2 && n_prompt > 1 && !gpu_exec_prefill_seq(g1, q, ptok, n_prompt, 0, lq, msg, sizeof msg)) continue;
             for (int i = 0; i < n_prompt; i++)
-                if (runner_gpu_step(g1, g2, x, q, ptok[i], i, i + 1 == n_prompt ? logits + (size_t)q * c->n_vocab : NULL, msg, sizeof msg)) {
+                if (runner_gpu_step(g1, g2, x, q, ptok[i], i, i + 1 == n_prompt ? lq : NULL, msg, sizeof msg)) {
                     fprintf(stderr, "bench_decode: %s\n", msg);
                     return 1;
                 }

@@ -835,6 +835,17 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
  * position in bseq/bpos). The same kernels as record_step per row, so each row's results are its
  * single step's bit for bit; the weight matrices of the dense part go through gpu_gemv_batch (read
  * once for all rows), the expert cache and the CPU hand-off run once per layer for all rows. */
+/* The batched step's attention form (op_attn_decode_seq; HOTMOE_ATT_BATCH, the default 3):
+ * k_attn_quad where it applies (hd 128, 8 or 12 q heads a kv head), else the CPA form; 4 the CPA
+ * form; 0 the one-round kernel. All three give every row a one-row step's bits. A batched step's
+ * grid is rows times a one-row step's, so it takes a second round of blocks at a context rows times
+ * shorter (bench/README.md, fifty-fifth pass). */
+static int batch_attn_form(void) {
+    static std::atomic<int> c(-1);
+    const int f = hm_env_digit("HOTMOE_ATT_BATCH", 0, 4, 3, c);
+    return f == 3 || f == 4 ? f : 0;
+}
+
 static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;
@@ -860,7 +871,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
                         c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos, g->kc + kvl, g->vc + kvl, g->bseq,
                         seq_stride, nb, QKV, s);
         op_attn_decode_seq(g->bq, g->kc + kvl, g->vc + kvl, g->batt, g->bpart, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
-                           g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s);
+                           g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s, batch_attn_form());
         gpu_gemv_batch(l->wo.type, l->wo.d, g->batt, c->q_dim, g->btmp, D, nb, c->q_dim, D, s);
         op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s);
         int shared = 0;

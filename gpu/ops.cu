@@ -866,6 +866,23 @@ __global__ void __launch_bounds__(32 * NW, CPA ? 2 : 1) k_attn_gqa_w(const float
     HM_KT_END();
 }
 
+/* A batched step's rows for k_attn_long and k_attn_quad (B): row blockIdx.z's q (+ row qs), output
+ * (+ row os), partials (+ row ps), position (pos_p[row]) and, seq set, its sequence's caches (+
+ * seq[row] seq_stride), as k_attn_gqa_w's; one-row steps (B false) compile without them. */
+struct attn_rows {
+    const int *seq;
+    long long seq_stride, qs, os, ps;
+};
+template <bool B>
+static __device__ __forceinline__ void attn_row(const float *__restrict__ &q, const float *__restrict__ &kc, const float *__restrict__ &vc,
+                                                float *__restrict__ &out, float *&part, const int *&pos_p, const attn_rows &r) {
+    if constexpr (B) {
+        const int row = blockIdx.z;
+        q += row * r.qs; out += row * r.os; part += row * r.ps; pos_p += row;
+        if (r.seq) { kc += r.seq[row] * r.seq_stride; vc += r.seq[row] * r.seq_stride; }
+    }
+}
+
 /* The long-context attention for hd 128 and G = 8 or 12 q heads a kv head (op_attn_long_from,
  * HOTMOE_ATT_LONG=2): one block a SM (attn_long_splits splits a kv head, several 32-position tiles
  * each), its tiles in two stages by cp.async (tile i + 1 in flight while tile i is summed; tiles 0
@@ -881,10 +898,10 @@ __global__ void __launch_bounds__(32 * NW, CPA ? 2 : 1) k_attn_gqa_w(const float
  * fifty-third pass): prompt 1,024 268.9 tok/s against the CPA form's 263.6 and the one-round
  * kernel's 251.8, 4,096 222.2 against 214.6 and 194.9; 128 + 512 284.8 against 284.0. Not the
  * default: a one-row step would then sum otherwise than the same row in a batched step (form 0). */
-template <int G>
+template <int G, bool B = false>
 __global__ void __launch_bounds__(32 * G, 1) k_attn_long(const float *__restrict__ q, const float *__restrict__ kc,
                                                         const float *__restrict__ vc, float *__restrict__ out, float *part,
-                                                        int n_head_kv, const int *pos_p, int f) {
+                                                        int n_head_kv, const int *pos_p, int f, attn_rows rw) {
     static_assert(G % 4 == 0, "head quads");
     constexpr int HD = 128, KS = HD + 4, TP = 32, NT = 32 * G;
     extern __shared__ __align__(16) float att_sm[];   /* attn_long_smem(G) bytes */
@@ -892,6 +909,7 @@ __global__ void __launch_bounds__(32 * G, 1) k_attn_long(const float *__restrict
     float *ssc = sq + G * HD, *spr = ssc + 4 * G * TP, *scl = spr + G * TP;   /* [4][G][TP], [G][TP], [G] */
     float *so = att_sm;   /* [4][G][HD] after the last tile, over the stages */
     hm_pdl_pre(f);
+    attn_row<B>(q, kc, vc, out, part, pos_p, rw);
     const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, dq = w & 3, g4 = (w >> 2) * 4, kvd = n_head_kv * HD;
     const int n = *pos_p + 1;
@@ -1009,16 +1027,17 @@ static size_t attn_long_smem(int G) { return sizeof(float) * ((size_t)2 * 32 * (
  *        over t with fmaf in t's order, as k_attn_gqa_w's lane for that dim.
  * So every value is k_attn_gqa_w's bit for bit (test_gpu_ops checks), with ~a third of the shared
  * memory wavefronts a tile (each K row read by one thread a quad; a V row by one warp a quad). */
-template <int G>
+template <int G, bool B = false>
 __global__ void __launch_bounds__(32 * G, 2) k_attn_quad(const float *__restrict__ q, const float *__restrict__ kc,
                                                         const float *__restrict__ vc, float *__restrict__ out, float *part,
-                                                        int n_head_kv, const int *pos_p, int f) {
+                                                        int n_head_kv, const int *pos_p, int f, attn_rows rw) {
     static_assert(G % 4 == 0, "head quads");
     constexpr int HD = 128, KS = HD + 4, TP = 32, HD4 = HD / 4, NT = 32 * G;
     extern __shared__ __align__(16) float att_sm[];   /* attn_quad_smem(G) bytes */
     float *sk = att_sm, *sv = sk + TP * KS, *sq = sv + TP * HD;   /* [TP][KS], [TP][HD], [G][HD] */
     float *ssc = sq + G * HD, *spr = ssc + G * TP, *scl = spr + TP * G, *sml = scl + G;   /* [G][TP], [TP][G], [G], [2][G] */
     hm_pdl_pre(f);
+    attn_row<B>(q, kc, vc, out, part, pos_p, rw);
     const int kvh = blockIdx.x, sp = blockIdx.y, nsplit = gridDim.y;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, kvd = n_head_kv * HD;
     const int n = *pos_p + 1;
@@ -1284,16 +1303,23 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     /* the long form asked for: form 1 HOTMOE_ATT_LONG's (2 k_attn_long, 3 k_attn_quad, else the CPA form), else form itself
      * (ops.cuh); k_attn_long and k_attn_quad where they apply, else the CPA form */
     const int lf = form == 1 ? (attn_long_mode() >= 2 ? attn_long_mode() : 4) : form;
-    const bool lfit = rows == 1 && attn_long_fits(n_head, n_head_kv, hd);
+    const bool lfit = attn_long_fits(n_head, n_head_kv, hd);
     if ((lf == 2 || lf == 3) && lfit) {   /* k_attn_long or k_attn_quad (the same arguments; 8 or 12 q heads a kv head) */
         if (lf == 2) nsplit = attn_long_splits(n_head_kv);
+        const attn_rows rw = { seq, seq_stride, qs, os, ps };
         auto go = [&](auto g) {
             constexpr int G = decltype(g)::value;
-            const auto k = lf == 2 ? k_attn_long<G> : k_attn_quad<G>;
-            const size_t sm = lf == 2 ? attn_long_smem(G) : attn_quad_smem(G);
-            static std::atomic<unsigned long long> raised[2];
-            hm_allow_smem(k, sm, 0, raised[lf - 2]);
-            hm_launch(k, dim3(n_head_kv, nsplit), 32 * G, sm, s, q, kcache, vcache, out, part, n_head_kv, pos, hm_small_pdl());
+            auto run = [&](auto b) {   /* B: a batched step's rows (blockIdx.z) */
+                constexpr bool B = decltype(b)::value;
+                const auto k = lf == 2 ? k_attn_long<G, B> : k_attn_quad<G, B>;
+                const size_t sm = lf == 2 ? attn_long_smem(G) : attn_quad_smem(G);
+                static std::atomic<unsigned long long> raised[2];
+                hm_allow_smem(k, sm, 0, raised[lf - 2]);
+                hm_launch(k, dim3(n_head_kv, nsplit, rows), 32 * G, sm, s, q, kcache, vcache, out, part, n_head_kv, pos, hm_small_pdl(),
+                          rw);
+            };
+            if (rows > 1 || seq) run(std::true_type());
+            else run(std::false_type());
         };
         if (grp == 8) go(std::integral_constant<int, 8>());
         else go(std::integral_constant<int, 12>());
@@ -1331,8 +1357,8 @@ void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache,
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, cudaStream_t s) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s);
+                        long long qs, long long os, long long ps, cudaStream_t s, int form) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s, true, form);
 }
 
 /* NMAX: the most experts (ROUTER_SMALL: arrays of that size, the bias read into shared memory

@@ -33,10 +33,11 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
  * 0 on this device, 0 when never (or HOTMOE_ATT_LONG=0). */
 int op_attn_long_from(int n_head, int n_head_kv, int hd);
 /* The same for rows tokens (row r: q + r * qs, out + r * os, part + r * ps (op_attn_part_floats
- * each), position pos[r], the caches of sequence seq[r] as op_qkv_post_seq). */
+ * each), position pos[r], the caches of sequence seq[r] as op_qkv_post_seq). form as above: 0,
+ * 3 (k_attn_quad) and 4 (the CPA form) give every row the bits of a one-row step. */
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, cudaStream_t s);
+                        long long qs, long long os, long long ps, cudaStream_t s, int form = 0);
 /* rows vectors of n (x, out: row stride n), one block each */
 void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s);
 /* op_residual_norm for rows tokens: row r's x, shared, out at + r * n, its y at + r * ys, its wt at + r * ws */

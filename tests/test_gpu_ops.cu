@@ -313,6 +313,52 @@ static void test_attention(int n_head, int n_kv, int hd, int n_ctx, int pos) {
     free(q); free(kc); free(vc); free(ref); free(att); free(got);
 }
 
+/* op_attn_decode_seq: rows tokens of four sequences (row r: sequence sq[r] at position ps[r], each
+ * sequence its own caches n_ctx * kvd floats apart, its own q row, output row and partials) in the
+ * batched forms (0 the one-round kernel, 3 k_attn_quad, 4 the CPA form): every row must be the
+ * one-round kernel's one-row output for that sequence and position, bit for bit (what keeps a
+ * batched step's rows equal to one-row steps; the one-row output is checked against the CPU in
+ * test_attention). Outputs poisoned before each run; each form twice (the second finds the
+ * partials of the first). */
+static void test_attention_batch(int n_head, int n_kv, int hd, int n_ctx, int rows, const int *sq, const int *ps) {
+    enum { NS = 4 };
+    const int qd = n_head * hd, kvd = n_kv * hd;
+    const size_t cn = (size_t)n_ctx * kvd, pf = op_attn_part_floats(n_head, n_kv, hd);
+    float *q = (float *)malloc((size_t)rows * qd * 4), *kc = (float *)malloc(NS * cn * 4), *vc = (float *)malloc(NS * cn * 4);
+    fill(q, (size_t)rows * qd, 1); fill(kc, NS * cn, 1); fill(vc, NS * cn, 1);
+    float *dq = dup(q, (size_t)rows * qd), *dk = dup(kc, NS * cn), *dv = dup(vc, NS * cn);
+    float *dout = poisoned((size_t)rows * qd), *d1 = poisoned(qd), *part = poisoned(pf * rows);
+    int *dpos, *dseq, *dp1;
+    cudaMalloc(&dpos, rows * 4); cudaMalloc(&dseq, rows * 4); cudaMalloc(&dp1, 4);
+    cudaMemcpy(dpos, ps, rows * 4, cudaMemcpyHostToDevice); cudaMemcpy(dseq, sq, rows * 4, cudaMemcpyHostToDevice);
+    float *want = (float *)malloc((size_t)rows * qd * 4), *got = (float *)malloc((size_t)rows * qd * 4);
+    int maxp = 0;
+    for (int r = 0; r < rows; r++) {   /* one-row steps, the one-round kernel */
+        cudaMemcpy(dp1, &ps[r], 4, cudaMemcpyHostToDevice);
+        cudaMemset(d1, 0xFF, qd * sizeof(float));
+        op_attn_decode(dq + (size_t)r * qd, dk + sq[r] * cn, dv + sq[r] * cn, d1, part, n_head, n_kv, hd, n_ctx, dp1, 0, 0);
+        back(want + (size_t)r * qd, d1, qd);
+        if (ps[r] > maxp) maxp = ps[r];
+    }
+    for (int call = 0; call < 6; call++) {
+        static const int forms[] = { 0, 3, 4 };
+        static const char *fname[] = { "form 0, one-round", "form 3, k_attn_quad where it fits", "form 4, CPA where it fits" };
+        const int form = forms[call / 2];
+        cudaMemset(dout, 0xFF, (size_t)rows * qd * sizeof(float));
+        op_attn_decode_seq(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, dseq, (long long)cn, rows, qd, qd, (long long)pf, 0, form);
+        back(got, dout, (size_t)rows * qd);
+        const cudaError_t ce = cudaGetLastError();
+        size_t diff = 0;
+        for (size_t i = 0; i < (size_t)rows * qd; i++) diff += memcmp(&got[i], &want[i], 4) != 0;
+        printf("%s attention batched (%s) heads %d/%d hd %d, %d rows up to pos %d (call %d): %zu of %zu elements differ from one-row "
+               "steps' bits%s%s\n", diff || ce ? "FAIL" : "PASS", fname[call / 2], n_head, n_kv, hd, rows, maxp, call % 2 + 1, diff,
+               (size_t)rows * qd, ce ? "; " : "", ce ? cudaGetErrorString(ce) : "");
+        diff || ce ? n_fail++ : n_pass++;
+    }
+    cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(d1); cudaFree(part); cudaFree(dpos); cudaFree(dseq); cudaFree(dp1);
+    free(q); free(kc); free(vc); free(want); free(got);
+}
+
 static void test_router(int fn, int n, int k, int norm, float scale, int n_group, int topk_group, int with_bias, int ties) {
     float *lg = (float *)malloc(n * 4), *b = (float *)malloc(n * 4);
     fill(lg, n, 3); fill(b, n, 0.5f);
@@ -524,6 +570,16 @@ int main(int argc, char **argv) {
     for (int pos : { 0, 100, 1055, 2111 }) test_attention(32, 4, 128, 2200, pos);
     test_attention_q8(96, 8, 128, 3000, 2500);
     test_attention_q8(32, 4, 128, 1100, 1024);
+    {   /* batched steps: rows of sequences in any order, at short and long positions (air: a second round
+         * of blocks past 512 positions a row; the step's row first, last or inside its tile) */
+        static const int sq4[] = { 3, 0, 2, 1 }, sq2[] = { 1, 3 };
+        static const int p_air[] = { 600, 127, 1500, 32 }, p_short[] = { 0, 31, 95, 300 }, p_a3b[] = { 2047, 640 };
+        test_attention_batch(96, 8, 128, 1600, 4, sq4, p_air);   /* air: k_attn_quad<12> */
+        test_attention_batch(96, 8, 128, 400, 4, sq4, p_short);
+        test_attention_batch(32, 4, 128, 2100, 2, sq2, p_a3b);   /* a3b: k_attn_quad<8> */
+        test_attention_batch(32, 8, 64, 1600, 4, sq4, p_air);   /* hd 64: the CPA form under forms 3 and 4 */
+        test_attention_batch(6, 3, 48, 400, 2, sq2, p_short + 2);   /* hd 48: k_attn_gqa under every form */
+    }
     {   /* fn, n, k, norm, scale, groups, groups kept, bias, ties (2: negative choices, still tied) */
         static const struct { int fn, n, k, norm; float scale; int ng, tg, bias, ties; } rc[] = {
             { 1, 128, 8, 1, 1.0f, 1, 1, 0, 0 }, { 1, 128, 8, 0, 1.0f, 1, 1, 0, 0 }, { 1, 60, 4, 1, 1.0f, 1, 1, 0, 1 },

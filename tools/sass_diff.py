@@ -63,13 +63,18 @@ def sass(tree, src, out_o, objdump):
 
 
 def strip_defaults(name):
-    """name with trailing template arguments that are false or 0 removed one by one (all variants)"""
+    """name with trailing template arguments that are false or 0 removed one by one (all variants), each
+    also without its last parameter (a kernel that gained a parameter only its added instances read)"""
     out = []
     m = re.match(r"(.*<.*?)(, (?:false|0))>(\(.*)$", name)
     while m:
         name = m.group(1) + ">" + m.group(3)
         out.append(name)
         m = re.match(r"(.*<.*?)(, (?:false|0))>(\(.*)$", name)
+    for n in list(out):
+        p = re.match(r"(.*\(.*), [^,()]+\)$", n)
+        if p:
+            out.append(p.group(1) + ")")
     return out
 
 
