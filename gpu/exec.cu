@@ -600,6 +600,16 @@ static void mark(gpu_exec *g, int grp) {
     prof.grp[prof.n++] = grp;
 }
 
+/* the profiled step's times between its marks, added to their groups */
+static void prof_add(void) {
+    for (int i = 1; i < prof.n; i++) {
+        float ms = 0;
+        cudaEventElapsedTime(&ms, prof.ev[i - 1], prof.ev[i]);
+        if (prof.grp[i] >= 0) prof.ms[prof.grp[i]] += ms;
+    }
+    prof.steps++;
+}
+
 /* sequence seq's decode graph of a mode (record_step's with_logits: STEP_MODES of them) and an
  * attention form (STEP_FORMS: op_attn_decode_q8's, step_form) */
 enum { STEP_MODES = 4, STEP_FORMS = 2 };
@@ -856,7 +866,9 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     cudaMemcpyAsync(g->bpos, g->hb_pos, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
     cudaMemcpyAsync(g->bseq, g->hb_seq, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
+    mark(g, -1);
     op_rmsnorm_rows(g->bx, g->L[g->l0].attn_norm, g->bxn, D, nb, c->rms_eps, s);
+    mark(g, P_NORM);
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
         const size_t kvl = (size_t)(il - g->l0) * g->n_ctx * c->kv_dim;   /* the layer's cache within a sequence's */
@@ -867,43 +879,61 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
             gpu_gemv_batch(l->wk.type, l->wk.d, g->bxn, D, g->bq + c->q_dim, QKV, nb, D, c->kv_dim, s);
         }
         if (l->n_fused != 3) gpu_gemv_batch(l->wv.type, l->wv.d, g->bxn, D, g->bq + c->q_dim + c->kv_dim, QKV, nb, D, c->kv_dim, s);
+        mark(g, P_QKV);
         op_qkv_post_seq(g->bq, g->bq + c->q_dim, g->bq + c->q_dim + c->kv_dim, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head,
                         c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos, g->kc + kvl, g->vc + kvl, g->bseq,
                         seq_stride, nb, QKV, s);
+        mark(g, P_ROPE);
         op_attn_decode_seq(g->bq, g->kc + kvl, g->vc + kvl, g->batt, g->bpart, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
                            g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s, batch_attn_form());
+        mark(g, P_ATTN);
         gpu_gemv_batch(l->wo.type, l->wo.d, g->batt, c->q_dim, g->btmp, D, nb, c->q_dim, D, s);
         op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s);
+        mark(g, P_OPROJ);
         int shared = 0;
         if (l->has_single) {   /* dense FFN, or the shared expert: one slot per row */
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, g->bsh_act, D, ff, s);
-            gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, s);   /* a slot per token */
+            if (ff % 4 == 0) {   /* each weight row read once for up to 4 rows, each row's values the one-row step's */
+                gpu_gemv_swiglu_rows(x->type_gu, x->gate, x->up, g->bzero, g->bxn, D, nb, g->bsh_act, ff, D, ff, s);
+                gpu_gemv_expert_rows(x->type_down, x->down, g->bzero, g->bsh_act, ff, nb, g->bsh, D, ff, D, s);
+            } else {   /* a slot per row */
+                gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, g->bsh_act, D, ff, s);
+                gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, s);
+            }
             if (!l->is_moe) {
                 op_residual_norm_rows(g->bx, g->bsh, D, NULL, 0, 1, NULL, next_norm, g->bxn, D, nb, c->rms_eps, s);
+                mark(g, P_DENSE);
                 continue;
             }
+            mark(g, P_DENSE);
             shared = 1;
         }
-        gpu_gemv_batch(l->router.type, l->router.d, g->bxn, D, g->brlog, b.rlog, nb, D, E, s);
+        if (l->router.type != HM_TYPE_F32 || op_router_rows_gemv((const float *)l->router.d, g->bxn, g->brlog, D, E, b.rlog, nb, s))
+            gpu_gemv_batch(l->router.type, l->router.d, g->bxn, D, g->brlog, b.rlog, nb, D, E, s);
         op_router_rows(g->brlog, l->router_bias, E, k, c->router_fn, c->norm_topk, c->routed_scale, c->n_group, c->topk_group,
                        g->bids, g->bew, (int)b.ew, nb, s);
+        mark(g, P_ROUTER);
         dexperts *x = &l->exps;
         if (l->cache)
             cache_record_step_batch(l->cache, g->bids, nb, k, g->bxn, g->bew, (int)b.ew, g->decay, x, s, g->side, g->side_fork);
         if (l->cache && l->cache->cpu && g->hostfn) hybrid_record_hostfn(g, l->cache->job_h, s);
+        mark(g, P_CACHE);
         /* every row's k experts in one launch each: row r's slots read its x, write its rows of ey */
         gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, g->bact, D, c->n_ff_exp, s);
+        mark(g, P_MOE_GU);
         gpu_gemv_experts_y(x->type_down, x->down, g->bids, nb * k, g->bact, g->bey, c->n_ff_exp, D, k, (int64_t)b.ey, s);
+        mark(g, P_MOE_DOWN);
         int kk = k;
         if (l->cache && l->cache->cpu) {   /* each row's CPU share arrives as one more expert row of weight 1 */
             if (g->hostfn) cudaStreamWaitEvent(s, g->hf_join, 0);
             hybrid_wait_batch(l->cache, nb, g->bey + (size_t)k * D, b.ey, g->bew + k, (int)b.ew, D, s);
             kk++;
+            mark(g, P_CPUWAIT);
         }
         op_residual_norm_rows(g->bx, g->bey, (long long)b.ey, g->bew, (int)b.ew, kk, shared ? g->bsh : NULL, next_norm, g->bxn, D, nb,
                               c->rms_eps, s);
+        mark(g, P_REDUCE);
     }
     if (g->async_copies) {   /* the step ends when this step's swap-ins are in */
         cudaEventRecord(g->side_join, g->side);
@@ -911,6 +941,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     }
     if (!g->head) {
         cudaMemcpyAsync(g->hb_xout, g->bx, sizeof(float) * D * nb, cudaMemcpyDeviceToHost, s);
+        mark(g, P_OUTPUT);
         return;
     }
     gpu_gemv_batch(g->output.type, g->output.d, g->bxn, D, g->blogits, V, nb, D, V, s);
@@ -920,6 +951,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     } else {
         cudaMemcpyAsync(g->hb_logits, g->blogits, sizeof(float) * V * nb, cudaMemcpyDeviceToHost, s);
     }
+    mark(g, P_OUTPUT);
 }
 
 #ifdef HM_KTRACE
@@ -1621,14 +1653,7 @@ static int forward_one(gpu_exec *g, int seq, int32_t token, const float *x_in, i
 #ifdef HM_KTRACE
     if (traced) kt_print(kt_step, pos);
 #endif
-    if (profiled) {
-        for (int i = 1; i < prof.n; i++) {
-            float ms = 0;
-            cudaEventElapsedTime(&ms, prof.ev[i - 1], prof.ev[i]);
-            if (prof.grp[i] >= 0) prof.ms[prof.grp[i]] += ms;
-        }
-        prof.steps++;
-    }
+    if (profiled) prof_add();
     if (late_jobs(g, err, errlen)) return -1;
     if (logits && g->head) memcpy(logits, g->h_logits, sizeof(float) * c->n_vocab);
     if (next) *next = *g->h_next;
@@ -1765,9 +1790,16 @@ static int forward_batch(gpu_exec *g, int nb, const int *seq, const int32_t *tok
     }
     if (step_begin(g, nb, err, errlen)) return -1;
     cudaGraphExec_t *ge = next ? &g->bgraphs_g[nb] : &g->bgraphs[nb];
-    if (!*ge && capture(g, nb, next ? 2 : 1, 0, ge, err, errlen)) return -1;
-    CK(cudaGraphLaunch(*ge, g->s));
-    CK(cudaStreamSynchronize(g->s));
+    if (prof.on == 1) {   /* HOTMOE_GPU_PROFILE=1: ungraphed, events between the op groups */
+        prof.n = 0;
+        record_step_batch(g, nb, next != NULL);
+        CK(cudaStreamSynchronize(g->s));
+        prof_add();
+    } else {
+        if (!*ge && capture(g, nb, next ? 2 : 1, 0, ge, err, errlen)) return -1;
+        CK(cudaGraphLaunch(*ge, g->s));
+        CK(cudaStreamSynchronize(g->s));
+    }
     if (late_jobs(g, err, errlen)) return -1;
     if (logits && g->head) memcpy(logits, g->hb_logits, sizeof(float) * c->n_vocab * nb);
     if (next) memcpy(next, g->h_next, sizeof(int32_t) * nb);

@@ -263,6 +263,46 @@ extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x
     return 0;
 }
 
+/* gpu_gemv_swiglu_rows and gpu_gemv_expert_rows (gpu_gemv.h): groups of up to 4 vectors through the
+ * q8 path's batched kernel on the slot's tables (nmat 2: SwiGLU); what it does not take, one
+ * vector at a time as the one-token step runs it */
+static int rows_common(const char *fn, int type, const void *const *tab0, const void *const *tab1, const int *id, const float *x,
+                       int64_t x_stride, int nb, float *y, int64_t y_stride, int ncols, int nrows, void *stream) {
+    const gemv_type *t;
+    if (gemv_check(fn, type, x, ncols, nrows, 1, &t)) return -1;
+    if (!tab0 || !id) return gemv_fail("%s: NULL table or id", fn);
+    if (nb < 1 || x_stride % 4 || x_stride < ncols || y_stride < nrows)
+        return gemv_fail("%s: nb %d, x_stride %lld, y_stride %lld: expected nb >= 1, x_stride >= ncols (%d) and a multiple of 4, "
+                         "y_stride >= nrows (%d)", fn, nb, (long long)x_stride, (long long)y_stride, ncols, nrows);
+    if (nrows == 0) return 0;
+    for (int b0 = 0; b0 < nb;) {
+        const int n = nb - b0 < 4 ? nb - b0 : 4;
+        const float *xb = x + (size_t)b0 * x_stride;
+        float *yb = y + (size_t)b0 * y_stride;
+        int rc = 1;
+        if (n > 1 && gemv_q8_mode())
+            rc = gemv_q8_try_batch(type, NULL, xb, x_stride, yb, y_stride, n, ncols, nrows, stream, tab0, tab1, id, tab1 ? 2 : 1);
+        if (rc < 0) return rc;
+        if (rc == 0) { b0 += n; continue; }
+        rc = tab1 ? gpu_gemv_experts_swiglu_q8x(type, tab0, tab1, id, 1, xb, NULL, yb, ncols, nrows, stream)
+                  : gpu_gemv_experts(type, tab0, id, 1, xb, yb, ncols, nrows, stream);
+        if (rc) return -1;
+        b0++;
+    }
+    return 0;
+}
+
+extern "C" int gpu_gemv_swiglu_rows(int type, const void *const *gate_tab, const void *const *up_tab, const int *id, const float *x,
+                                    int64_t x_stride, int nb, float *act, int64_t act_stride, int ncols, int nrows, void *stream) {
+    if (!up_tab) return gemv_fail("gpu_gemv_swiglu_rows: NULL up table");
+    return rows_common("gpu_gemv_swiglu_rows", type, gate_tab, up_tab, id, x, x_stride, nb, act, act_stride, ncols, nrows, stream);
+}
+
+extern "C" int gpu_gemv_expert_rows(int type, const void *const *w_tab, const int *id, const float *x, int64_t x_stride, int nb, float *y,
+                                    int64_t y_stride, int ncols, int nrows, void *stream) {
+    return rows_common("gpu_gemv_expert_rows", type, w_tab, NULL, id, x, x_stride, nb, y, y_stride, ncols, nrows, stream);
+}
+
 extern "C" int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
                                            const float *x, const void *xq, float *act, int ncols, int nrows, void *stream) {
     const gemv_type *t;

@@ -389,7 +389,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         };
         advance(&wslot, &wrow);
         prefetch_warp(base + tg, wslot, wrow);
-        if constexpr (NB > 1) {   /* one matrix (NMAT 1, not flat over slots): nb sums per row */
+        if constexpr (NB > 1) {   /* one slot (NMAT 2: SwiGLU over gate and up): nb sums per row */
             float acc[NB];
 #pragma unroll
             for (int b = 0; b < NB; b++) acc[b] = 0.f;
@@ -404,7 +404,10 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
-                if (li == 0 && ok && b < p.nb) p.y[b * p.yb_stride + row] = acc[b];
+                if (NMAT == 2) {   /* as the one-vector kernel's: the odd group's sum is up */
+                    const float up = __shfl_down_sync(0xFFFFFFFFu, acc[b], L);
+                    if (li == 0 && ok && !(gi & 1) && b < p.nb) p.y[b * p.yb_stride + row] = acc[b] / (1.f + expf(-acc[b])) * up;
+                } else if (li == 0 && ok && b < p.nb) p.y[b * p.yb_stride + row] = acc[b];
             }
             advance(&slot, &row);
             continue;
@@ -618,11 +621,11 @@ static int q8_grid_x(int nitems, int lshift, int nslices, int per_sm) {
 
 /* the batched kernel (p.nb vectors); 1 when its records do not fit shared memory (the caller then
  * runs the vectors one by one) */
-template <class T, int A>
+template <class T, int A, int NMAT = 1>
 static int q8b_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
     static std::atomic<unsigned long long> raised(0);
-    if (hm_allow_smem(gemv_q8_kernel<T, 1, A, Q8_NB>, smem, sizeof(void *) * Q8_MAXK, raised)) return 1;
-    hm_launch(gemv_q8_kernel<T, 1, A, Q8_NB>, grid, Q8_THREADS, smem, s, p);
+    if (hm_allow_smem(gemv_q8_kernel<T, NMAT, A, Q8_NB>, smem, sizeof(void *) * NMAT * Q8_MAXK, raised)) return 1;
+    hm_launch(gemv_q8_kernel<T, NMAT, A, Q8_NB>, grid, Q8_THREADS, smem, s, p);
     return 0;
 }
 
@@ -782,16 +785,23 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     /* else the unaligned loader (A = 1), which only b32 types need; it also takes partial chunks */
     const bool aligned = rs % T::A == 0 && p.nbl == 0;
     if (ils < 0 && !aligned && !q8_b32<T>::v) return 1;
-    if (p.nb > 1) {   /* one matrix, nb vectors per weight read: the register kernel */
+    if (p.nb > 1) {   /* one slot (a matrix, or SwiGLU's gate and up), nb vectors per weight read: the register kernel */
+        if (!p.flat || k != 1 || (nmat != 1 && nmat != 2)) return 1;
         const int gx = q8_grid_x(p.nitems, p.lshift, 1, 2);
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
+        const dim3 grid((unsigned)gx, 1);
         int rc = 1;
-        if (ils >= 0) {
-            if constexpr (q8_inter_ok<T>::v)
-                rc = q8_rearr_on(q8_rearr<T>::ggml) ? q8b_go<typename q8_rearr<T>::type, 0>(p, dim3((unsigned)gx, 1), smem, s)
-                                                    : q8b_go<T, 0>(p, dim3((unsigned)gx, 1), smem, s);
-        } else if (aligned) rc = q8b_go<T, T::A>(p, dim3((unsigned)gx, 1), smem, s);
-        else if constexpr (q8_b32<T>::v) rc = q8b_go<T, 1>(p, dim3((unsigned)gx, 1), smem, s);
+        auto go = [&](auto nm) {
+            constexpr int NM = decltype(nm)::value;
+            if (ils >= 0) {
+                if constexpr (q8_inter_ok<T>::v)
+                    rc = q8_rearr_on(q8_rearr<T>::ggml) ? q8b_go<typename q8_rearr<T>::type, 0, NM>(p, grid, smem, s)
+                                                        : q8b_go<T, 0, NM>(p, grid, smem, s);
+            } else if (aligned) rc = q8b_go<T, T::A, NM>(p, grid, smem, s);
+            else if constexpr (q8_b32<T>::v) rc = q8b_go<T, 1, NM>(p, grid, smem, s);
+        };
+        if (nmat == 2) go(std::integral_constant<int, 2>());
+        else go(std::integral_constant<int, 1>());
         if (rc) return rc;
         const cudaError_t err = cudaGetLastError();
         if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
@@ -902,14 +912,14 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
 /* nb (2..Q8_NB) vectors times one matrix in one launch, each weight row read once; 1 when the
  * q8 path does not take (type, ncols) or the records do not fit shared memory. */
 int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride, float *y, int64_t yb_stride, int nb,
-                      int ncols, int nrows, void *stream) {
+                      int ncols, int nrows, void *stream, const void *const *tab0, const void *const *tab1, const int *ids, int nmat) {
     const q8_type *t = q8_find(type);
-    if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
-    if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4) return 1;
+    if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS || (nmat != 1 && nmat != 2)) return 1;
+    if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4 || (nmat == 2 && (!tab0 || !tab1)) || (tab0 && !ids)) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
                     NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
-    return t->run(p, 1, 1, (cudaStream_t)stream);
+    return t->run(p, 1, nmat, (cudaStream_t)stream);
 }
 
 /* ---- the interleaved layout (resident expert matrices by default; HOTMOE_INTER=0: GGUF rows) ----

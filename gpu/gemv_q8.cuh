@@ -722,8 +722,11 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
 /* the mode set by gpu_gemv_set_mode (or HOTMOE_GEMV_MODE at first use): 0 or 1 */
 int gemv_q8_mode(void);
 /* nb (2..4) vectors x + b * xb_stride times the matrix w in one launch, each weight row read once;
- * results bitwise those of nb single calls. 0, -1 (launch failed), or 1 (not taken). */
+ * results bitwise those of nb single calls. 0, -1 (launch failed), or 1 (not taken). tab0 set:
+ * expert ids[0]'s matrix of tab0 instead of w (one slot, as a one-slot launch: the same lanes), and
+ * nmat 2 SwiGLU over tab0 (gate) and tab1 (up), as gpu_gemv_experts_swiglu_q8x's one slot. */
 int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride, float *y, int64_t yb_stride, int nb,
-                      int ncols, int nrows, void *stream);
+                      int ncols, int nrows, void *stream, const void *const *tab0 = nullptr, const void *const *tab1 = nullptr,
+                      const int *ids = nullptr, int nmat = 1);
 
 #endif

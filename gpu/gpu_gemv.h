@@ -143,6 +143,17 @@ int gpu_gemv_experts(int type, const void *const *w_tab, const int *ids, int k, 
 int gpu_gemv_experts_y(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,
                        int nrows, int ky, int64_t y_group_stride, void *stream);
 
+/* One expert slot (expert *id: the shared expert, a dense FFN as a one-entry table) for nb vectors
+ * (several tokens): act[b * act_stride + r] = silu(gate[r] . x_b) * (up[r] . x_b), and
+ * y[b * y_stride + r] = down[r] . x_b, with x_b = x + b * x_stride. Each vector's results are bitwise
+ * what gpu_gemv_experts_swiglu_q8x (one slot) and gpu_gemv_experts (one slot) give it; in mode 1
+ * the q8 path reads each weight row once for up to 4 vectors. Strides multiples of 4, x_stride >=
+ * ncols, act_stride / y_stride >= nrows. */
+int gpu_gemv_swiglu_rows(int type, const void *const *gate_tab, const void *const *up_tab, const int *id, const float *x,
+                         int64_t x_stride, int nb, float *act, int64_t act_stride, int ncols, int nrows, void *stream);
+int gpu_gemv_expert_rows(int type, const void *const *w_tab, const int *id, const float *x, int64_t x_stride, int nb, float *y,
+                         int64_t y_stride, int ncols, int nrows, void *stream);
+
 /* dst[i] = the i-th value of src dequantized exactly as the CPU's to_float does, rounded to
  * bf16 (out_f16 == 0) or f16 (out_f16 != 0) as hm_f32_to_bf16 / hm_f32_to_fp16 do: bit-identical
  * to the CPU path. n: element count, a multiple of the block size; src 2-byte aligned (block

@@ -527,6 +527,83 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
     return 0;
 }
 
+/* The router's logits of a batched step: logits[b * ls + r] = R[r] . x[b * n ..] for nb rows (up to
+ * RTR_NB a launch), RPB router rows a block, each row's weights read once for every row of x;
+ * each dot as gemv_kernel<TF32V, 1, 1> makes it for one row (k_router_norm's order: parts of 8
+ * floats, part t and t + 256 for thread t, the warps' sums in order), so bitwise gpu_gemv's. */
+#define RTR_NB 4
+template <int RPB>
+__global__ void __launch_bounds__(RTN_T) k_router_rows(const float *__restrict__ R, const float *__restrict__ x,
+                                                       float *__restrict__ logits, int n, int nrows, long long ls, int nb, int f) {
+    constexpr int NP = RTN_NMAX / 8 / RTN_T;
+    __shared__ float red[RPB][RTR_NB][RTN_T / 32];
+    const int t = threadIdx.x, lane = t & 31, wid = t >> 5, np = n / (8 * RTN_T);
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4 rw[RPB][2 * NP];
+    hm_pdl_pre(f);   /* the router's rows do not depend on the kernel before */
+#pragma unroll
+    for (int k = 0; k < RPB; k++) {   /* past the last row: the last row again, written nowhere */
+        const float4 *row = (const float4 *)(R + (size_t)min(blockIdx.x * RPB + k, nrows - 1) * n);
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            rw[k][2 * j] = j < np ? __ldg(row + 2 * (t + j * RTN_T)) : z;
+            rw[k][2 * j + 1] = j < np ? __ldg(row + 2 * (t + j * RTN_T) + 1) : z;
+        }
+    }
+    hm_pdl_wait_f(f);
+#pragma unroll
+    for (int b = 0; b < RTR_NB; b++) {
+        if (b >= nb) break;
+        float4 xv[2 * NP];
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            const int q = t + j * RTN_T;
+            xv[2 * j] = j < np ? ((const float4 *)(x + (size_t)b * n))[2 * q] : z;
+            xv[2 * j + 1] = j < np ? ((const float4 *)(x + (size_t)b * n))[2 * q + 1] : z;
+        }
+        float acc[RPB];
+#pragma unroll
+        for (int k = 0; k < RPB; k++) acc[k] = 0.f;
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            if (j >= np) continue;
+            const float4 x0 = xv[2 * j], x1 = xv[2 * j + 1];
+#pragma unroll
+            for (int k = 0; k < RPB; k++) {
+                const float4 w0 = rw[k][2 * j], w1 = rw[k][2 * j + 1];
+                float a = acc[k];
+                a = fmaf(w0.x, x0.x, a); a = fmaf(w0.y, x0.y, a); a = fmaf(w0.z, x0.z, a); a = fmaf(w0.w, x0.w, a);
+                a = fmaf(w1.x, x1.x, a); a = fmaf(w1.y, x1.y, a); a = fmaf(w1.z, x1.z, a); a = fmaf(w1.w, x1.w, a);
+                acc[k] = a;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < RPB; k++) {
+            const float a = warp_sum(acc[k]);
+            if (lane == 0) red[k][b][wid] = a;
+        }
+    }
+    __syncthreads();
+    if (t < RPB * nb) {
+        const int k = t % RPB, b = t / RPB;
+        if (blockIdx.x * RPB + k < nrows) {
+            float a = 0.f;
+            for (int w = 0; w < RTN_T / 32; w++) a += red[k][b][w];
+            logits[(size_t)b * ls + blockIdx.x * RPB + k] = a;
+        }
+    }
+}
+
+int op_router_rows_gemv(const float *R, const float *x, float *logits, int n, int nrows, long long ls, int nb, cudaStream_t s) {
+    if ((n != 2048 && n != 4096) || nrows < 1 || nb < 1 || ls < nrows || ((uintptr_t)R | (uintptr_t)x) % 16) return -1;
+    for (int b0 = 0; b0 < nb; b0 += RTR_NB) {
+        const int m = nb - b0 < RTR_NB ? nb - b0 : RTR_NB;
+        hm_launch(k_router_rows<4>, dim3((nrows + 3) / 4), RTN_T, 0, s, R, x + (size_t)b0 * n, logits + (size_t)b0 * ls, n, nrows, ls, m,
+                  hm_small_pdl());
+    }
+    return 0;
+}
+
 /* one block per head (q heads first, then kv heads); blockDim = hd rounded up to a warp */
 __global__ void k_qkv_post(float *q, float *k, const float *v, const float *bq, const float *bk, const float *bv,
                            const float *qn, const float *kn, int n_head, int n_head_kv, int hd, int n_rot, float theta,

@@ -38,6 +38,10 @@ int op_attn_long_from(int n_head, int n_head_kv, int hd);
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
                         long long qs, long long os, long long ps, cudaStream_t s, int form = 0);
+/* A batched step's router logits (F32 router R, nrows x n; n 2048 or 4096): logits[b * ls + r] =
+ * R[r] . x[b * n ..] for b < nb, each bitwise gpu_gemv's for that row. -1 (nothing launched) for
+ * other shapes or unaligned pointers. */
+int op_router_rows_gemv(const float *R, const float *x, float *logits, int n, int nrows, long long ls, int nb, cudaStream_t s);
 /* rows vectors of n (x, out: row stride n), one block each */
 void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s);
 /* op_residual_norm for rows tokens: row r's x, shared, out at + r * n, its y at + r * ys, its wt at + r * ws */

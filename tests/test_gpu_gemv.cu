@@ -1212,6 +1212,75 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
  * kernel and given by gpu_q8_records) and gpu_gemv_batch (2..5 vectors: the batched kernel and its
  * remainder) bitwise the GGUF rows' results; every output element poisoned before; gpu_dequant
  * refuses the interleaved matrix, and in mode 0 gpu_gemv refuses it instead of reading it as rows. */
+/* gpu_gemv_swiglu_rows / gpu_gemv_expert_rows (the batched decode's shared expert and dense FFN):
+ * nb rows of x through one expert slot, against the one-token calls (gpu_gemv_experts_swiglu_q8x
+ * and gpu_gemv_experts with one slot) on each row: every activation and output bitwise equal and
+ * written, in the GGUF layout and interleaved for one slot (as the executor uploads it). The tables
+ * hold two experts and the id names the second. */
+static void test_slot_rows(int tgu, int tdn, int H, int I, int nb) {
+    char what[160];
+    snprintf(what, sizeof what, "one slot, %d rows: swiglu %dx%d, down %dx%d", nb, I, H, H, I);
+    const size_t rg = hm_row_size(tgu, H) * I, rd = hm_row_size(tdn, I) * H;
+    /* a shape the interleaved layout does not take (rows not in whole groups: air's dense 10944) stays in
+     * GGUF rows in the executor: then that layout only */
+    const size_t bg0 = gpu_q8_inter_bytes(tgu, H, I, 2, 1), bd0 = gpu_q8_inter_bytes(tdn, I, H, 1, 1);
+    const int nlay = bg0 && bd0 ? 2 : 1;
+    const size_t bg = nlay == 2 ? bg0 : rg, bd = nlay == 2 ? bd0 : rd;
+    std::vector<uint8_t> a(rg), b(rg), c(rd), j(rd), ia(bg), ib(bg), ic(bd), ij(bd);   /* j: expert 0's down */
+    fill_weights(tgu, a.data(), (int64_t)I * H); fill_weights(tgu, b.data(), (int64_t)I * H);
+    fill_weights(tdn, c.data(), (int64_t)H * I); fill_weights(tdn, j.data(), (int64_t)H * I);
+    if (nlay == 2 && (gpu_q8_inter_pack(tgu, a.data(), H, I, 2, 1, ia.data()) || gpu_q8_inter_pack(tgu, b.data(), H, I, 2, 1, ib.data()) ||
+                      gpu_q8_inter_pack(tdn, c.data(), I, H, 1, 1, ic.data()) || gpu_q8_inter_pack(tdn, j.data(), I, H, 1, 1, ij.data()))) {
+        report(0, what, hm_type_get(tgu)->name, "pack");
+        return;
+    }
+    void *ht[12] = { dev_upload(b.data(), rg), dev_upload(a.data(), rg), dev_upload(a.data(), rg), dev_upload(b.data(), rg),
+                     dev_upload(j.data(), rd), dev_upload(c.data(), rd),
+                     dev_upload(ib.data(), bg), dev_upload(ia.data(), bg), dev_upload(ia.data(), bg), dev_upload(ib.data(), bg),
+                     dev_upload(ij.data(), bd), dev_upload(ic.data(), bd) };
+    void **tab;   /* [layout][gate, up, down][2 experts]: expert 1 is the one */
+    CK(cudaMalloc(&tab, sizeof ht));
+    CK(cudaMemcpy(tab, ht, sizeof ht, cudaMemcpyHostToDevice));
+    const void *const *T = (const void *const *)tab;
+    if (nlay == 2 && (gpu_q8_inter_register(T + 6, tgu, H, I, 2, 1) || gpu_q8_inter_register(T + 8, tgu, H, I, 2, 1) ||
+                      gpu_q8_inter_register(T + 10, tdn, I, H, 1, 1))) { report(0, what, hm_type_get(tgu)->name, "register"); return; }
+    const int one = 1;
+    int *did = (int *)dev_upload(&one, sizeof one);
+    std::vector<float> x((size_t)nb * H);
+    for (auto &v : x) v = rndf();
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[2], *y[2];
+    const size_t na = (size_t)nb * I, ny = (size_t)nb * H;
+    for (int v = 0; v < 2; v++) { CK(cudaMalloc(&act[v], na * 4)); CK(cudaMalloc(&y[v], ny * 4)); }
+    int rc = 0, same = 1;
+    std::vector<float> h0(ny > na ? ny : na), h1(h0.size());
+    for (int lay = 0; lay < nlay && !rc; lay++) {   /* GGUF rows, interleaved */
+        const void *const *tg = T + 6 * lay, *const *tu = tg + 2, *const *td = tg + 4;
+        for (int v = 0; v < 2; v++) { CK(cudaMemset(act[v], 0xFF, na * 4)); CK(cudaMemset(y[v], 0xFF, ny * 4)); }
+        for (int r = 0; r < nb; r++) {
+            rc |= gpu_gemv_experts_swiglu_q8x(tgu, tg, tu, did, 1, dx + (size_t)r * H, NULL, act[0] + (size_t)r * I, H, I, NULL);
+            rc |= gpu_gemv_experts(tdn, td, did, 1, act[0] + (size_t)r * I, y[0] + (size_t)r * H, I, H, NULL);
+        }
+        rc |= gpu_gemv_swiglu_rows(tgu, tg, tu, did, dx, H, nb, act[1], I, H, I, NULL);
+        rc |= gpu_gemv_expert_rows(tdn, td, did, act[1], I, nb, y[1], H, I, H, NULL);
+        CK(cudaDeviceSynchronize());
+        for (int k = 0; k < 2; k++) {
+            const size_t n = k ? ny : na;
+            CK(cudaMemcpy(h0.data(), k ? y[0] : act[0], n * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(h1.data(), k ? y[1] : act[1], n * 4, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < n; i++) same &= isfinite(h0[i]) != 0;
+            same &= !memcmp(h0.data(), h1.data(), n * 4);
+        }
+    }
+    report(!rc && same, what, hm_type_get(tgu)->name,
+           rc ? gpu_gemv_error() : !same ? "differ (or not finite)"
+           : nlay == 2 ? "GGUF rows and interleaved: activations and outputs bitwise the one-token calls'"
+                       : "GGUF rows (the shape is not interleaved): activations and outputs bitwise the one-token calls'");
+    if (nlay == 2) { gpu_q8_inter_unregister(T + 6); gpu_q8_inter_unregister(T + 8); gpu_q8_inter_unregister(T + 10); }
+    for (void *p : ht) CK(cudaFree(p));
+    CK(cudaFree(tab)); CK(cudaFree(did)); CK(cudaFree(dx));
+    for (int v = 0; v < 2; v++) { CK(cudaFree(act[v])); CK(cudaFree(y[v])); }
+}
+
 static void test_inter_mat(int type, int ncols, int nrows) {
     char what[160];
     snprintf(what, sizeof what, "interleaved matrix %d x %d", nrows, ncols);
@@ -1588,6 +1657,9 @@ int main(int argc, char **argv) {
     test_inter(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 1408, 1, 1);    /* air's shared expert: empty chunk slots */
     test_inter(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 1);     /* a3b's */
     test_inter(HM_TYPE_Q5_K, HM_TYPE_Q8_0, 2048, 768, 8, 2);
+    for (int nb : { 2, 3, 4, 5 }) test_slot_rows(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 1408, nb);   /* air's shared expert (5: 4 + 1) */
+    test_slot_rows(HM_TYPE_Q4_K, HM_TYPE_Q4_K, 4096, 10944, 4);   /* air's dense layer */
+    test_slot_rows(HM_TYPE_Q6_K, HM_TYPE_Q8_0, 2048, 768, 3);
     test_inter_mat(HM_TYPE_Q4_K, 4096, 13312);    /* air's q|k */
     test_inter_mat(HM_TYPE_Q6_K, 4096, 1024);     /* air's v */
     test_inter_mat(HM_TYPE_Q4_K, 12288, 4096);    /* air's o-projection */

@@ -147,6 +147,32 @@ static int same_bytes(const char *what, const void *da, const void *db, size_t b
     return i == bytes;
 }
 
+/* op_router_rows_gemv (a batched step's router logits): every row's logits bitwise gpu_gemv's (the
+ * F32 GEMV the one-row step's router runs) on that row; rows of logits ls floats apart, the room
+ * between them and past the last router row left as poisoned; a shape it does not take refused */
+static void test_router_rows(int n, int ne, int nb) {
+    const long long ls = ne + 3;
+    float *x = (float *)malloc((size_t)nb * n * 4), *R = (float *)malloc((size_t)ne * n * 4);
+    fill(x, (size_t)nb * n, 2); fill(R, (size_t)ne * n, 0.05f);
+    float *dx = dup(x, (size_t)nb * n), *dR = dup(R, (size_t)ne * n), *dl = poisoned((size_t)nb * ls), *dl1 = poisoned((size_t)nb * ls);
+    int rg = 0;
+    for (int b = 0; b < nb; b++) rg |= gpu_gemv(HM_TYPE_F32, dR, dx + (size_t)b * n, dl1 + (size_t)b * ls, n, ne, 0);
+    const int rc = op_router_rows_gemv(dR, dx, dl, n, ne, ls, nb, 0);
+    char what[128];
+    snprintf(what, sizeof what, "router rows n=%d experts=%d rows=%d: logits (and the poisoned room) bitwise gpu_gemv's", n, ne, nb);
+    std::vector<float> h((size_t)nb * ls);
+    back(h.data(), dl, h.size());
+    int fin = 1;   /* every logit written (the poison is NaN) */
+    for (int b = 0; b < nb; b++)
+        for (int r = 0; r < ne; r++) fin &= isfinite(h[(size_t)b * ls + r]) != 0;
+    if (rc || rg || !fin) { printf("FAIL %s: rc %d, gpu_gemv rc %d, all written %d\n", what, rc, rg, fin); n_fail++; }
+    else same_bytes(what, dl, dl1, (size_t)nb * ls * 4);
+    const int r2 = op_router_rows_gemv(dR, dx, dl, 1024, ne, ls, nb, 0), r3 = op_router_rows_gemv(dR, dx + 1, dl, n, ne, ls, nb, 0);
+    printf("%s router rows n=1024 and an unaligned x refused (rc %d, %d)\n", r2 == -1 && r3 == -1 ? "PASS" : "FAIL", r2, r3);
+    r2 == -1 && r3 == -1 ? n_pass++ : n_fail++;
+    cudaFree(dx); cudaFree(dR); cudaFree(dl); cudaFree(dl1); free(x); free(R);
+}
+
 static void test_router_norm(int n, int ne, int k, int rpb) {
     float *x = (float *)malloc(n * 4), *y = (float *)malloc(n * 4), *w = (float *)malloc(n * 4), *R = (float *)malloc((size_t)ne * n * 4);
     float *ye = (float *)malloc((size_t)n * k * 4), *wt = (float *)malloc(k * 4), *sh = (float *)malloc(n * 4);
@@ -522,6 +548,9 @@ int main(int argc, char **argv) {
     /* records in the op (float4 kernel, n % 256 == 0), by a launch of their own (n % 256 != 0, the
      * scalar kernel past 8192), the merge writing them or one split having written the output */
     for (int n : { 4096, 2048, 2080, 32768 }) test_norms_q8(n, 8);
+    for (int nb : { 1, 2, 3, 4, 5 }) test_router_rows(4096, 128, nb);   /* air (5 rows: two launches) */
+    test_router_rows(2048, 128, 4);   /* a3b */
+    test_router_rows(2048, 62, 3);    /* router rows not a multiple of a block's 4 */
     for (int rpb : { 1, 2, 4 }) {   /* router rows a block (HOTMOE_ROUTER_NORM_ROWS) */
         test_router_norm(4096, 128, 8, rpb);   /* air: the norm's cluster form */
         test_router_norm(2048, 128, 8, rpb);   /* a3b: its one-block form */
