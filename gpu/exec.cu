@@ -534,10 +534,12 @@ static batch_sizes batch_rows(const hm_config *c) {
                       op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim) };
     return b;
 }
+/* bytes of one row's attention-output records (gpu_q8_records' layout, 256-byte aligned rows) */
+static size_t batch_att_rec(const hm_config *c) { return (gpu_q8_records_bytes(c->q_dim) + 255) & ~(size_t)255; }
 static size_t batch_workspace(const hm_config *c) {
     const batch_sizes b = batch_rows(c);   /* x, xn, tmp, sh: n_embd each */
     return GPU_BATCH_MAX * (sizeof(float) * (4 * b.x + b.q + b.att + b.logits + b.rlog + b.ew + b.act + b.ey + b.sh_act + b.part) +
-                            sizeof(int) * ((size_t)c->n_expert_used + 3)) + 4096;
+                            sizeof(int) * ((size_t)c->n_expert_used + 3) + batch_att_rec(c)) + 4096 + 256;
 }
 
 /* a plain matrix's VRAM as upload_w lays it out; q|k|v as the upload fuses them */
@@ -885,9 +887,11 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
                         seq_stride, nb, QKV, s);
         mark(g, P_ROPE);
         op_attn_decode_seq(g->bq, g->kc + kvl, g->vc + kvl, g->batt, g->bpart, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
-                           g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s, batch_attn_form());
+                           g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s, batch_attn_form(), g->bxq_att,
+                           (long long)batch_att_rec(c));
         mark(g, P_ATTN);
-        gpu_gemv_batch(l->wo.type, l->wo.d, g->batt, c->q_dim, g->btmp, D, nb, c->q_dim, D, s);
+        /* the merge made each row's records: the o-projection's blocks copy them instead of quantizing the rows */
+        gpu_gemv_batch_q8x(l->wo.type, l->wo.d, g->batt, c->q_dim, g->bxq_att, (int64_t)batch_att_rec(c), g->btmp, D, nb, c->q_dim, D, s);
         op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s);
         mark(g, P_OPROJ);
         int shared = 0;
@@ -1386,6 +1390,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             A(g->bx, R * b.x); A(g->bxn, R * b.x); A(g->btmp, R * b.x); A(g->bsh, R * b.x); A(g->bq, R * b.q);
             A(g->batt, R * b.att); A(g->blogits, R * b.logits); A(g->brlog, R * b.rlog); A(g->bew, R * b.ew);
             A(g->bact, R * b.act); A(g->bey, R * b.ey); A(g->bsh_act, R * b.sh_act); A(g->bpart, R * b.part);
+            if (!(g->bxq_att = dalloc(g, R * batch_att_rec(c), err, errlen))) goto bad;
             if (!(g->bids = (int *)dalloc(g, sizeof(int) * R * c->n_expert_used, err, errlen)) ||
                 !(g->bzero = (int *)dalloc(g, sizeof(int) * R, err, errlen)) ||
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))

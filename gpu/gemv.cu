@@ -240,6 +240,32 @@ extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int n
     return gpu_gemv_q8x(type, W, x, NULL, y, ncols, nrows, stream);
 }
 
+extern "C" int gpu_gemv_batch_q8x(int type, const void *W, const float *x, int64_t x_stride, const void *xq, int64_t xq_stride, float *y,
+                                  int64_t y_stride, int nb, int ncols, int nrows, void *stream) {
+    const gemv_type *t;
+    if (gemv_check("gpu_gemv_batch_q8x", type, x, ncols, nrows, 1, &t)) return -1;
+    if ((uintptr_t)W % 16 || !xq || ((uintptr_t)xq | (uintptr_t)xq_stride) % 16)
+        return gemv_fail("gpu_gemv_batch_q8x: W at %p, records at %p (stride %lld): expected both 16-byte aligned", W, xq, (long long)xq_stride);
+    if (nb < 1 || x_stride % 4 || x_stride < ncols || y_stride < nrows)
+        return gemv_fail("gpu_gemv_batch_q8x: nb %d, x_stride %lld, y_stride %lld: expected nb >= 1, x_stride >= ncols (%d) and a "
+                         "multiple of 4, y_stride >= nrows (%d)", nb, (long long)x_stride, (long long)y_stride, ncols, nrows);
+    if (nrows == 0) return 0;
+    for (int b0 = 0; b0 < nb;) {
+        const int n = nb - b0 < 4 ? nb - b0 : 4;
+        const float *xb = x + (size_t)b0 * x_stride;
+        const uint8_t *qb = (const uint8_t *)xq + (size_t)b0 * xq_stride;
+        float *yb = y + (size_t)b0 * y_stride;
+        int rc = 1;
+        if (n > 1 && gemv_q8_mode())
+            rc = gemv_q8_try_batch(type, W, xb, x_stride, yb, y_stride, n, ncols, nrows, stream, NULL, NULL, NULL, 1, qb, xq_stride);
+        if (rc < 0) return rc;
+        if (rc == 0) { b0 += n; continue; }
+        if (gpu_gemv_q8x(type, W, xb, qb, yb, ncols, nrows, stream)) return -1;
+        b0++;
+    }
+    return 0;
+}
+
 extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
                               int ncols, int nrows, void *stream) {
     const gemv_type *t;

@@ -108,6 +108,7 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
+    int64_t xqb_stride;   /* nb > 1 with xq: vector b's records at xq + b * xqb_stride */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -344,12 +345,29 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
+    /* NB > 1: blockIdx.y picks the group of p.nb vectors (from vector vb on) this block takes */
+    const int64_t vb = NB > 1 ? (int64_t)blockIdx.y * p.nb : 0;
     if (NB == 1) {
         if (xreg) q8_rec_store(xs, threadIdx.x, Q8_THREADS, nx16, xr);
         else if (!xpre) q8_stage_x(p, e, nchunks, xs);
         if (idp && threadIdx.x < nslot) q8_aff_slot<NMAT>(p, wp, threadIdx.x, sid);   /* on the id loaded above */
+    } else if (p.xq) {   /* each vector's records made beforehand: copied, eight words a thread in flight */
+        const int n16 = xrec / 16, tot = p.nb * n16;
+        for (int j0 = threadIdx.x; j0 < tot; j0 += 8 * Q8_THREADS) {
+            uint4 v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int j = j0 + u * Q8_THREADS;
+                if (j < tot) v[u] = __ldg((const uint4 *)(p.xq + (vb + j / n16) * p.xqb_stride) + j % n16);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int j = j0 + u * Q8_THREADS;
+                if (j < tot) ((uint4 *)xs)[j] = v[u];
+            }
+        }
     } else
-        for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + b * p.xb_stride, p.ncols, xs + b * xrec);
+        for (int b = 0; b < p.nb; b++) q8_quantize_x(p.x + (vb + b) * p.xb_stride, p.ncols, xs + b * xrec);
     __syncthreads();
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
@@ -397,17 +415,25 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 for (int c = li; c < nchunks; c += L) {
                     uint32_t w[NW];
                     load(c, w);
+                    if constexpr (q8_dot_nb<T>::v) {   /* the chunk decoded once; each vector's sum dot's */
+                        float r[NB];
+                        T::template dot_nb<NB>(w, xs + c * Q8_REC, xrec, p.nb, r);
 #pragma unroll
-                    for (int b = 0; b < NB; b++)
-                        if (b < p.nb) acc[b] += T::dot(w, xs + b * xrec + c * Q8_REC);
+                        for (int b = 0; b < NB; b++)
+                            if (b < p.nb) acc[b] += r[b];
+                    } else {
+#pragma unroll
+                        for (int b = 0; b < NB; b++)
+                            if (b < p.nb) acc[b] += T::dot(w, xs + b * xrec + c * Q8_REC);
+                    }
                 }
 #pragma unroll
             for (int b = 0; b < NB; b++) {
                 for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
                 if (NMAT == 2) {   /* as the one-vector kernel's: the odd group's sum is up */
                     const float up = __shfl_down_sync(0xFFFFFFFFu, acc[b], L);
-                    if (li == 0 && ok && !(gi & 1) && b < p.nb) p.y[b * p.yb_stride + row] = acc[b] / (1.f + expf(-acc[b])) * up;
-                } else if (li == 0 && ok && b < p.nb) p.y[b * p.yb_stride + row] = acc[b];
+                    if (li == 0 && ok && !(gi & 1) && b < p.nb) p.y[(vb + b) * p.yb_stride + row] = acc[b] / (1.f + expf(-acc[b])) * up;
+                } else if (li == 0 && ok && b < p.nb) p.y[(vb + b) * p.yb_stride + row] = acc[b];
             }
             advance(&slot, &row);
             continue;
@@ -788,8 +814,16 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
     if (p.nb > 1) {   /* one slot (a matrix, or SwiGLU's gate and up), nb vectors per weight read: the register kernel */
         if (!p.flat || k != 1 || (nmat != 1 && nmat != 2)) return 1;
         const int gx = q8_grid_x(p.nitems, p.lshift, 1, 2);
+        /* the vectors in groups of V, a group's blocks along y (each reads the rows; the other groups'
+         * reads of them mostly hit L2): the fewest vectors a block that still fit the grid in one
+         * round of two blocks a SM, so that a small matrix's launch spreads its sums over the SMs.
+         * H100, test_gpu_gemv --bench-nb, 4 vectors, us (V = 4 / 2 / 1): air's v (64 blocks a group)
+         * 11.6 / 8.8 / 8.2, its shared down (128) 9.7 / 8.0 / 10.3, q|k (208) 25.2 / 30.5 / 43.5. */
+        const int nbt = p.nb;
+        for (int v = 1; v < nbt; v++)
+            if (nbt % v == 0 && (long)gx * (nbt / v) <= 2L * q8_sm_count()) { p.nb = v; break; }
         const size_t smem = (size_t)p.nb * nchunks * Q8_REC;
-        const dim3 grid((unsigned)gx, 1);
+        const dim3 grid((unsigned)gx, (unsigned)(nbt / p.nb));
         int rc = 1;
         auto go = [&](auto nm) {
             constexpr int NM = decltype(nm)::value;
@@ -869,7 +903,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -884,7 +918,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -905,20 +939,23 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
 /* nb (2..Q8_NB) vectors times one matrix in one launch, each weight row read once; 1 when the
  * q8 path does not take (type, ncols) or the records do not fit shared memory. */
 int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride, float *y, int64_t yb_stride, int nb,
-                      int ncols, int nrows, void *stream, const void *const *tab0, const void *const *tab1, const int *ids, int nmat) {
+                      int ncols, int nrows, void *stream, const void *const *tab0, const void *const *tab1, const int *ids, int nmat,
+                      const void *xq, int64_t xq_stride) {
     const q8_type *t = q8_find(type);
     if (!t || nb < 2 || nb > Q8_NB || ncols <= 0 || ncols > Q8_MAX_NCOLS || (nmat != 1 && nmat != 2)) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK) || xb_stride % 4 || (nmat == 2 && (!tab0 || !tab1)) || (tab0 && !ids)) return 1;
+    if (((uintptr_t)xq | (uintptr_t)(xq ? xq_stride : 0)) % 16) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
-    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1, NULL, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0 };
+    q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1,
+                    (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, xq ? xq_stride : 0 };
     return t->run(p, 1, nmat, (cudaStream_t)stream);
 }
 

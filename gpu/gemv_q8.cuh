@@ -665,6 +665,49 @@ struct Q8W_Q45_K {
         }
         return fmaf(wf16(w, 0), ad, -wf16(w, 2) * am);
     }
+    /* dot for nb (<= NB) activation sets xs + b * xrec: the chunk's nibbles and scales decoded once,
+     * each set's integer sums and float operations those of dot, in its order (so out[b] is dot's) */
+    template <int NB>
+    __device__ static void dot_nb(const uint32_t *w, const uint8_t *xs, int xrec, int nb, float *out) {
+        float ad[NB], am[NB];
+#pragma unroll
+        for (int b = 0; b < NB; b++) ad[b] = am[b] = 0.f;
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            uint32_t lo[8], hi[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t q = w[QS / 4 + 8 * p + i];
+                lo[i] = q & Q8_M4; hi[i] = (q >> 4) & Q8_M4;
+                if (HIGH) {
+                    const uint32_t qh = w[4 + i];
+                    lo[i] |= ((qh >> (2 * p)) & 0x01010101u) << 4;
+                    hi[i] |= ((qh >> (2 * p + 1)) & 0x01010101u) << 4;
+                }
+            }
+            int sca, ma, scb, mb;
+            scale_min(w, 2 * p, &sca, &ma);
+            scale_min(w, 2 * p + 1, &scb, &mb);
+#pragma unroll
+            for (int b = 0; b < NB; b++) {
+                if (b >= nb) break;
+                const q8_act xa = q8_load_act(xs + b * xrec, 2 * p), xb = q8_load_act(xs + b * xrec, 2 * p + 1);
+                int sa = 0, sb = 0;
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    sa = q8_dp4a(lo[i], xa.a[i], sa);
+                    sb = q8_dp4a(hi[i], xb.a[i], sb);
+                }
+                ad[b] = fmaf(xa.d, (float)(sca * sa), ad[b]);
+                ad[b] = fmaf(xb.d, (float)(scb * sb), ad[b]);
+                am[b] = fmaf(xa.d, (float)(ma * (xa.s0 + xa.s1)), am[b]);
+                am[b] = fmaf(xb.d, (float)(mb * (xb.s0 + xb.s1)), am[b]);
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+            if (b < nb) out[b] = fmaf(wf16(w, 0), ad[b], -wf16(w, 2) * am[b]);
+    }
 };
 typedef Q8W_Q45_K<false> Q8W_Q4_K;
 typedef Q8W_Q45_K<true> Q8W_Q5_K;
@@ -693,7 +736,44 @@ struct Q8W_Q6_K {
             }
         return wf16(w, 208) * acc;
     }
+    /* dot for nb (<= NB) activation sets (Q8W_Q45_K::dot_nb): each group's 6-bit values decoded once */
+    template <int NB>
+    __device__ static void dot_nb(const uint32_t *w, const uint8_t *xs, int xrec, int nb, float *out) {
+        float acc[NB];
+#pragma unroll
+        for (int b = 0; b < NB; b++) acc[b] = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                uint32_t q[8];
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    q[i] = ((w[16 * h + 8 * (k & 1) + i] >> (4 * (k >> 1))) & Q8_M4) | ((w[32 + 8 * h + i] >> (2 * k)) & 0x03030303u) << 4;
+                const int c0 = (int)(int8_t)wat8(w, 192 + 8 * h + 2 * k), c1 = (int)(int8_t)wat8(w, 192 + 8 * h + 2 * k + 1);
+#pragma unroll
+                for (int b = 0; b < NB; b++) {
+                    if (b >= nb) break;
+                    const q8_act x = q8_load_act(xs + b * xrec, 4 * h + k);
+                    int lo = 0, hi = 0;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) {
+                        if (i < 4) lo = q8_dp4a(q[i], x.a[i], lo);
+                        else hi = q8_dp4a(q[i], x.a[i], hi);
+                    }
+                    acc[b] = fmaf(x.d, (float)(c0 * (lo - 32 * x.s0) + c1 * (hi - 32 * x.s1)), acc[b]);
+                }
+            }
+#pragma unroll
+        for (int b = 0; b < NB; b++)
+            if (b < nb) out[b] = wf16(w, 208) * acc[b];
+    }
 };
+
+/* types with dot_nb (the batched kernel decodes a chunk once for all its vectors) */
+template <class T> struct q8_dot_nb { static constexpr bool v = false; };
+template <bool H> struct q8_dot_nb<Q8W_Q45_K<H>> { static constexpr bool v = true; };
+template <> struct q8_dot_nb<Q8W_Q6_K> { static constexpr bool v = true; };
 
 /* ---- host side (gemv_q8.cu) ---- */
 
@@ -724,9 +804,11 @@ int gemv_q8_mode(void);
 /* nb (2..4) vectors x + b * xb_stride times the matrix w in one launch, each weight row read once;
  * results bitwise those of nb single calls. 0, -1 (launch failed), or 1 (not taken). tab0 set:
  * expert ids[0]'s matrix of tab0 instead of w (one slot, as a one-slot launch: the same lanes), and
- * nmat 2 SwiGLU over tab0 (gate) and tab1 (up), as gpu_gemv_experts_swiglu_q8x's one slot. */
+ * nmat 2 SwiGLU over tab0 (gate) and tab1 (up), as gpu_gemv_experts_swiglu_q8x's one slot. xq: the
+ * vectors' q8 records made beforehand (vector b's at xq + b * xq_stride; 16-byte aligned), copied
+ * instead of each block quantizing x (the same records: bitwise the same results). */
 int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride, float *y, int64_t yb_stride, int nb,
                       int ncols, int nrows, void *stream, const void *const *tab0 = nullptr, const void *const *tab1 = nullptr,
-                      const int *ids = nullptr, int nmat = 1);
+                      const int *ids = nullptr, int nmat = 1, const void *xq = nullptr, int64_t xq_stride = 0);
 
 #endif

@@ -113,6 +113,11 @@ int gpu_gemv_experts_swiglu_routed(int type, const void *const *gate_tab, const 
  * x_stride: >= ncols, a multiple of 4 (rows stay 16-byte aligned); y_stride >= nrows. */
 int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
                    int ncols, int nrows, void *stream);
+/* The same with the vectors' q8 records made beforehand (gpu_q8_records' layout, vector b's at xq +
+ * b * xq_stride; both 16-byte aligned): copied instead of made again, bitwise the same results
+ * (gpu_gemv_q8x on each vector where the batched kernel does not take the shape). */
+int gpu_gemv_batch_q8x(int type, const void *W, const float *x, int64_t x_stride, const void *xq, int64_t xq_stride, float *y,
+                       int64_t y_stride, int nb, int ncols, int nrows, void *stream);
 
 /* For j < k, e = ids[j]: act[j][r] = silu(gate_e[r] . x) * (up_e[r] . x), one launch.
  * gate_tab, up_tab: DEVICE arrays of per-expert matrix pointers ([nrows][ncols] each), read at

@@ -1225,9 +1225,12 @@ void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStr
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one
  * split took every position (k_attn_gqa wrote the output). */
+/* R: a batched step's rows each with their records, row r's at xq + r * xqs */
+template <bool R = false>
 __global__ void k_attn_combine(const float *__restrict__ part, float *__restrict__ out, int hd, int n_split, const int *pos_p,
-                               long long ps, long long os, uint8_t *__restrict__ xq, int f) {
+                               long long ps, long long os, uint8_t *__restrict__ xq, int f, long long xqs) {
     const int h = blockIdx.x, row = blockIdx.y;
+    if constexpr (R) xq += row * xqs;
     hm_pdl_pre(f);   /* the position is copied in before the step's first kernel */
     const int n = pos_p[row] + 1, len = attn_len(n, n_split), ns = (n + len - 1) / len;
     hm_pdl_wait_f(f);
@@ -1371,7 +1374,8 @@ int op_attn_long_from(int n_head, int n_head_kv, int hd) {
 
 static void attn_launch(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true, int form = 0) {
+                        long long qs, long long os, long long ps, uint8_t *xq, cudaStream_t s, bool merge = true, int form = 0,
+                        long long xqs = 0) {
     (void)n_ctx;
     int nsplit = attn_nsplit(n_head_kv);
     const int tp = attn_tp(hd), grp = n_head / n_head_kv;
@@ -1414,12 +1418,17 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
                   nslab, qs, os, ps);
     }
     if (!merge) return;   /* HOTMOE_DIAG_SKIP=merge (exec.cu): the partials only */
-    /* x's q8 records for the o-projection (one row): in the merge when each head is whole 32-groups */
-    const bool fused = xq && rows == 1 && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
-                       (uintptr_t)xq % 16 == 0;
-    hm_launch(k_attn_combine, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
-              fused ? xq : nullptr, hm_small_pdl());   /* whole warps */
-    if (xq && !fused) gpu_q8_records(out, n_head * hd, xq, s);
+    /* x's q8 records for the o-projection (each row's at xq + r * xqs): in the merge when each head is
+     * whole 32-groups */
+    const bool fused = xq && hd % 32 == 0 && (size_t)n_head * hd % Q8_CHUNK == 0 && n_head * hd <= Q8_MAX_NCOLS &&
+                       ((uintptr_t)xq | (uintptr_t)(rows > 1 ? xqs : 0)) % 16 == 0;
+    if (rows > 1 && fused)
+        hm_launch(k_attn_combine<true>, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os, xq,
+                  hm_small_pdl(), xqs);
+    else
+        hm_launch(k_attn_combine<false>, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
+                  fused ? xq : nullptr, hm_small_pdl(), 0LL);   /* whole warps */
+    for (int r = 0; xq && !fused && r < rows; r++) gpu_q8_records(out + r * os, n_head * hd, xq + r * xqs, s);
 }
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
@@ -1434,8 +1443,9 @@ void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache,
 
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, cudaStream_t s, int form) {
-    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, NULL, s, true, form);
+                        long long qs, long long os, long long ps, cudaStream_t s, int form, void *xq, long long xqs) {
+    attn_launch(q, kcache, vcache, out, part, n_head, n_head_kv, hd, n_ctx, pos, seq, seq_stride, rows, qs, os, ps, (uint8_t *)xq, s, true,
+                form, xqs);
 }
 
 /* NMAX: the most experts (ROUTER_SMALL: arrays of that size, the bias read into shared memory

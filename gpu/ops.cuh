@@ -34,10 +34,12 @@ void op_attn_decode(const float *q, const float *kcache, const float *vcache, fl
 int op_attn_long_from(int n_head, int n_head_kv, int hd);
 /* The same for rows tokens (row r: q + r * qs, out + r * os, part + r * ps (op_attn_part_floats
  * each), position pos[r], the caches of sequence seq[r] as op_qkv_post_seq). form as above: 0,
- * 3 (k_attn_quad) and 4 (the CPA form) give every row the bits of a one-row step. */
+ * 3 (k_attn_quad) and 4 (the CPA form) give every row the bits of a one-row step. xq: each row's
+ * output's q8 records too, row r's at xq + r * xqs (gpu_q8_records' layout; 16-byte aligned). */
 void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
                         int n_head_kv, int hd, int n_ctx, const int *pos, const int *seq, long long seq_stride, int rows,
-                        long long qs, long long os, long long ps, cudaStream_t s, int form = 0);
+                        long long qs, long long os, long long ps, cudaStream_t s, int form = 0, void *xq = nullptr,
+                        long long xqs = 0);
 /* A batched step's router logits (F32 router R, nrows x n; n 2048 or 4096): logits[b * ls + r] =
  * R[r] . x[b * n ..] for b < nb, each bitwise gpu_gemv's for that row. -1 (nothing launched) for
  * other shapes or unaligned pointers. */

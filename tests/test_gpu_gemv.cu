@@ -966,6 +966,90 @@ static int bench_air(void) {
     return 0;
 }
 
+/* --bench-nb: the batched decode's weight reads (air's dense matrices, interleaved as the executor
+ * uploads them, and its shared expert as a one-slot table): nb rows in one call (gpu_gemv_batch,
+ * gpu_gemv_swiglu_rows, gpu_gemv_expert_rows) against one call a row, us per call and the weight
+ * bytes over that time against the copy figure; copies rotated past L2 */
+static int bench_nb(void) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    const double copy = bench_copy(e0, e1);
+    printf("copy %.0f GB/s\n", copy);
+    gpu_gemv_set_mode(1);
+    static const struct { int t, nrows, ncols, nmat; const char *name; } sh[] = {
+        { HM_TYPE_Q4_K, 13312, 4096, 1, "q|k" }, { HM_TYPE_Q6_K, 1024, 4096, 1, "v" }, { HM_TYPE_Q4_K, 4096, 12288, 1, "o" },
+        { HM_TYPE_Q4_K, 1408, 4096, 2, "shared gate|up" }, { HM_TYPE_Q4_0, 4096, 1408, 1, "shared down" },
+        { HM_TYPE_Q6_K, 32768, 4096, 1, "head (a fifth)" },
+    };
+    for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
+        const int t = sh[si].t, nr = sh[si].nrows, nc = sh[si].ncols, nm = sh[si].nmat;
+        const size_t ib = gpu_q8_inter_bytes(t, nc, nr, nm, 1);
+        if (!ib) { printf("%s: not interleaved\n", sh[si].name); continue; }
+        std::vector<uint8_t> a(hm_row_size(t, nc) * nr), in(ib);
+        fill_weights(t, a.data(), (int64_t)nr * nc);
+        if (gpu_q8_inter_pack(t, a.data(), nc, nr, nm, 1, in.data())) { printf("%s: pack failed\n", sh[si].name); continue; }
+        int ncopy = (int)((512u << 20) / (ib * nm)) + 1;
+        if (ncopy < 2) ncopy = 2;
+        if (ncopy > 32) ncopy = 32;
+        std::vector<void *> w(2 * ncopy);   /* plain: the matrices; one slot: [gate, up] tables of copy i */
+        std::vector<void **> tabs(ncopy, nullptr);
+        for (int i = 0; i < ncopy * nm; i++) w[i] = dev_upload(in.data(), ib);
+        for (int i = 0; i < ncopy; i++) {
+            if (nm == 1 && sh[si].name[0] != 's') { gpu_q8_inter_register((const void *const *)w[i], t, nc, nr, 1, 1); continue; }
+            void *ht[2] = { w[nm * i], w[nm * i + nm - 1] };
+            tabs[i] = (void **)dev_upload(ht, sizeof ht);
+            gpu_q8_inter_register((const void *const *)tabs[i], t, nc, nr, nm, 1);
+            if (nm == 2) gpu_q8_inter_register((const void *const *)tabs[i] + 1, t, nc, nr, nm, 1);
+        }
+        const int zero = 0;
+        int *did = (int *)dev_upload(&zero, sizeof zero);
+        float *x, *y;
+        {
+            std::vector<float> hx(4 * (size_t)nc);
+            for (auto &v : hx) v = rndf();
+            x = (float *)dev_upload(hx.data(), sizeof(float) * hx.size());
+        }
+        CK(cudaMalloc(&y, 4 * (size_t)nr * sizeof(float)));
+        auto call = [&](int i, int nb, int single) {
+            const int c = i % ncopy;
+            int rc = 0;
+            for (int b = 0; b < (single ? nb : 1); b++) {
+                const int n = single ? 1 : nb;
+                const float *xb = x + (size_t)b * nc;
+                float *yb = y + (size_t)b * nr;
+                if (!tabs[c]) rc |= n == 1 ? gpu_gemv(t, w[c], xb, yb, nc, nr, NULL) : gpu_gemv_batch(t, w[c], xb, nc, yb, nr, n, nc, nr, NULL);
+                else if (nm == 2) rc |= gpu_gemv_swiglu_rows(t, (const void *const *)tabs[c], (const void *const *)tabs[c] + 1, did, xb, nc, n, yb, nr, nc, nr, NULL);
+                else rc |= gpu_gemv_expert_rows(t, (const void *const *)tabs[c], did, xb, nc, n, yb, nr, nc, nr, NULL);
+            }
+            if (rc) { fprintf(stderr, "bench-nb %s: %s\n", sh[si].name, gpu_gemv_error()); exit(1); }
+        };
+        const double gb = (double)ib * nm / 1e9;
+        double one = 0;
+        for (int nb = 1; nb <= 4; nb++) {
+            double us[2];
+            for (int single = 0; single < 2; single++) {
+                const int iters = 60;
+                for (int i = 0; i < 3; i++) call(i, nb, single);
+                CK(cudaEventRecord(e0));
+                for (int i = 0; i < iters; i++) call(i + 3, nb, single);
+                CK(cudaEventRecord(e1));
+                CK(cudaEventSynchronize(e1));
+                us[single] = time_ms(e0, e1) * 1e3 / iters;
+            }
+            if (nb == 1) one = us[0];
+            printf("%-15s %s %5dx%-5d nb %d: one call %7.2f us (%4.0f%% of copy, %.2fx one row's), a call a row %7.2f us\n", sh[si].name,
+                   hm_type_name(t), nr, nc, nb, us[0], 100 * gb / (us[0] * 1e-6) / copy, us[0] / one, us[1]);
+        }
+        for (int i = 0; i < ncopy; i++) {
+            if (tabs[i]) { gpu_q8_inter_unregister((const void *const *)tabs[i]); if (nm == 2) gpu_q8_inter_unregister((const void *const *)tabs[i] + 1); CK(cudaFree(tabs[i])); }
+            else gpu_q8_inter_unregister((const void *const *)w[i]);
+        }
+        for (int i = 0; i < ncopy * nm; i++) CK(cudaFree(w[i]));
+        CK(cudaFree(did)); CK(cudaFree(x)); CK(cudaFree(y));
+    }
+    return 0;
+}
+
 /* --bench-moe: air's routed experts as the decode step runs them (BENCH.md): the routed gate/up
  * with its top-k inside (Q3_K, 128 experts of 1408 x 4096, k 8, a sigmoid router with a selection
  * bias), then the routed down (Q4_0, 4096 x 1408) on the ids it stored, both interleaved in one
@@ -1302,23 +1386,37 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     int rc = 0;
     std::vector<float> h0(ny), h1(ny);
     int same = 1;
-    for (int way = 0; way < 3 && !rc; way++) {   /* one vector; its records given; 5 vectors batched */
+    /* the 5 vectors' records, 256-byte aligned rows apart (gpu_gemv_batch_q8x) */
+    const size_t rstride = (gpu_q8_records_bytes(ncols) + 255) & ~(size_t)255;
+    uint8_t *xq5;
+    CK(cudaMalloc(&xq5, NBV * rstride));
+    for (int b = 0; b < NBV && !rc; b++) rc |= gpu_q8_records(dx + (size_t)b * ncols, ncols, xq5 + b * rstride, NULL);
+    std::vector<float> hb(ny);
+    for (int way = 0; way < 4 && !rc; way++) {   /* one vector; its records given; 5 vectors batched; 5 batched with their records */
         for (int v = 0; v < 2; v++) {
             CK(cudaMemset(y[v], 0xFF, sizeof(float) * ny));
             const void *W = v ? di : dw;
             if (way == 0) rc |= gpu_gemv(type, W, dx, y[v], ncols, nrows, NULL);
             else if (way == 1) rc |= gpu_q8_records(dx, ncols, xq, NULL) || gpu_gemv_q8x(type, W, dx, xq, y[v], ncols, nrows, NULL);
-            else rc |= gpu_gemv_batch(type, W, dx, ncols, y[v], nrows, NBV, ncols, nrows, NULL);
+            else if (way == 2) rc |= gpu_gemv_batch(type, W, dx, ncols, y[v], nrows, NBV, ncols, nrows, NULL);
+            else rc |= gpu_gemv_batch_q8x(type, W, dx, ncols, xq5, (int64_t)rstride, y[v], nrows, NBV, ncols, nrows, NULL);
         }
         CK(cudaDeviceSynchronize());
-        const size_t n = way == 2 ? ny : (size_t)nrows;
+        const size_t n = way >= 2 ? ny : (size_t)nrows;
+        if (way == 2) CK(cudaMemcpy(hb.data(), y[1], sizeof(float) * n, cudaMemcpyDeviceToHost));
+        if (way == 3) {   /* with the records given: bitwise the batch that made its own */
+            CK(cudaMemcpy(h1.data(), y[1], sizeof(float) * n, cudaMemcpyDeviceToHost));
+            same &= !memcmp(hb.data(), h1.data(), sizeof(float) * n);
+        }
         CK(cudaMemcpy(h0.data(), y[0], sizeof(float) * n, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(h1.data(), y[1], sizeof(float) * n, cudaMemcpyDeviceToHost));
         for (size_t i = 0; i < n; i++) same &= isfinite(h0[i]) != 0;
         same &= !memcmp(h0.data(), h1.data(), sizeof(float) * n);
     }
     report(!rc && same, what, hm_type_get(type)->name,
-           rc ? gpu_gemv_error() : same ? "one vector, given records, 5 batched: bitwise the GGUF rows'" : "differ (or not finite)");
+           rc ? gpu_gemv_error() : same ? "one vector, given records, 5 batched (with and without their records): bitwise the GGUF rows'"
+                                        : "differ (or not finite)");
+    CK(cudaFree(xq5));
     /* the refusals */
     void *dq;
     CK(cudaMalloc(&dq, sizeof(uint16_t) * (size_t)nrows * ncols));
@@ -1617,6 +1715,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--bench-xq")) return bench_xq();
     if (argc > 1 && !strcmp(argv[1], "--bench-air")) return bench_air();
     if (argc > 1 && !strcmp(argv[1], "--bench-moe")) return bench_moe_air();
+    if (argc > 1 && !strcmp(argv[1], "--bench-nb")) return bench_nb();
     if (argc > 1 && !strcmp(argv[1], "--bench")) return bench(argc > 2 ? atoi(argv[2]) : -1, argc > 3 ? argv[3] : NULL); /* --bench [mode [type]] */
 
     for (int i = 0; i < NTYPES; i++) {
@@ -1658,7 +1757,7 @@ int main(int argc, char **argv) {
     test_inter(HM_TYPE_Q4_K, HM_TYPE_Q6_K, 2048, 768, 8, 1);     /* a3b's */
     test_inter(HM_TYPE_Q5_K, HM_TYPE_Q8_0, 2048, 768, 8, 2);
     for (int nb : { 2, 3, 4, 5 }) test_slot_rows(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 1408, nb);   /* air's shared expert (5: 4 + 1) */
-    test_slot_rows(HM_TYPE_Q4_K, HM_TYPE_Q4_K, 4096, 10944, 4);   /* air's dense layer */
+    test_slot_rows(HM_TYPE_Q4_K, HM_TYPE_Q4_0, 4096, 10944, 4);   /* air's dense layer (its down Q4_0: rows of 10944) */
     test_slot_rows(HM_TYPE_Q6_K, HM_TYPE_Q8_0, 2048, 768, 3);
     test_inter_mat(HM_TYPE_Q4_K, 4096, 13312);    /* air's q|k */
     test_inter_mat(HM_TYPE_Q6_K, 4096, 1024);     /* air's v */

@@ -358,6 +358,9 @@ static void test_attention_batch(int n_head, int n_kv, int hd, int n_ctx, int ro
     cudaMalloc(&dpos, rows * 4); cudaMalloc(&dseq, rows * 4); cudaMalloc(&dp1, 4);
     cudaMemcpy(dpos, ps, rows * 4, cudaMemcpyHostToDevice); cudaMemcpy(dseq, sq, rows * 4, cudaMemcpyHostToDevice);
     float *want = (float *)malloc((size_t)rows * qd * 4), *got = (float *)malloc((size_t)rows * qd * 4);
+    const size_t rs = (gpu_q8_records_bytes(qd) + 255) & ~(size_t)255;   /* a row's records, as the executor lays them out */
+    uint8_t *xq;
+    cudaMalloc(&xq, rows * rs);
     int maxp = 0;
     for (int r = 0; r < rows; r++) {   /* one-row steps, the one-round kernel */
         cudaMemcpy(dp1, &ps[r], 4, cudaMemcpyHostToDevice);
@@ -371,17 +374,28 @@ static void test_attention_batch(int n_head, int n_kv, int hd, int n_ctx, int ro
         static const char *fname[] = { "form 0, one-round", "form 3, k_attn_quad where it fits", "form 4, CPA where it fits" };
         const int form = forms[call / 2];
         cudaMemset(dout, 0xFF, (size_t)rows * qd * sizeof(float));
-        op_attn_decode_seq(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, dseq, (long long)cn, rows, qd, qd, (long long)pf, 0, form);
+        cudaMemset(xq, 0xFF, rows * rs);
+        /* the second call of each form makes each row's q8 records too (the o-projection's) */
+        op_attn_decode_seq(dq, dk, dv, dout, part, n_head, n_kv, hd, n_ctx, dpos, dseq, (long long)cn, rows, qd, qd, (long long)pf, 0, form,
+                           call % 2 ? xq : NULL, (long long)rs);
         back(got, dout, (size_t)rows * qd);
         const cudaError_t ce = cudaGetLastError();
         size_t diff = 0;
         for (size_t i = 0; i < (size_t)rows * qd; i++) diff += memcmp(&got[i], &want[i], 4) != 0;
-        printf("%s attention batched (%s) heads %d/%d hd %d, %d rows up to pos %d (call %d): %zu of %zu elements differ from one-row "
-               "steps' bits%s%s\n", diff || ce ? "FAIL" : "PASS", fname[call / 2], n_head, n_kv, hd, rows, maxp, call % 2 + 1, diff,
-               (size_t)rows * qd, ce ? "; " : "", ce ? cudaGetErrorString(ce) : "");
+        if (call % 2) {   /* the records: each row's the reference quantizer's of its output (every group's values and scale) */
+            std::vector<uint8_t> a(rows * rs);
+            cudaDeviceSynchronize();
+            cudaMemcpy(a.data(), xq, rows * rs, cudaMemcpyDeviceToHost);
+            for (int r = 0; r < rows; r++) diff += q8r_records_differ(a.data() + r * rs, got + (size_t)r * qd, qd) >= 0;
+        }
+        printf("%s attention batched (%s) heads %d/%d hd %d, %d rows up to pos %d (call %d%s): %zu of %zu elements differ from one-row "
+               "steps' bits%s%s\n", diff || ce ? "FAIL" : "PASS", fname[call / 2], n_head, n_kv, hd, rows, maxp, call % 2 + 1,
+               call % 2 ? ", with each row's q8 records (a row's records count 1)" : "", diff, (size_t)rows * qd, ce ? "; " : "",
+               ce ? cudaGetErrorString(ce) : "");
         diff || ce ? n_fail++ : n_pass++;
     }
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dout); cudaFree(d1); cudaFree(part); cudaFree(dpos); cudaFree(dseq); cudaFree(dp1);
+    cudaFree(xq);
     free(q); free(kc); free(vc); free(want); free(got);
 }
 

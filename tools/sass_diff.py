@@ -71,6 +71,9 @@ def strip_defaults(name):
         name = m.group(1) + ">" + m.group(3)
         out.append(name)
         m = re.match(r"(.*<.*?)(, (?:false|0))>(\(.*)$", name)
+    m = re.match(r"void (\w+)<(?:false|0)>(\(.*)$", name)   # a kernel made a template of one such argument
+    if m:
+        out.append(m.group(1) + m.group(2))
     for n in list(out):
         p = re.match(r"(.*\(.*), [^,()]+\)$", n)
         if p:
