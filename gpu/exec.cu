@@ -534,12 +534,14 @@ static batch_sizes batch_rows(const hm_config *c) {
                       op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim) };
     return b;
 }
-/* bytes of one row's attention-output records (gpu_q8_records' layout, 256-byte aligned rows) */
+/* bytes of one row's attention-output records and of one row's normed-x records (gpu_q8_records' layout, 256-byte
+ * aligned rows) */
 static size_t batch_att_rec(const hm_config *c) { return (gpu_q8_records_bytes(c->q_dim) + 255) & ~(size_t)255; }
+static size_t batch_x_rec(const hm_config *c) { return (gpu_q8_records_bytes(c->n_embd) + 255) & ~(size_t)255; }
 static size_t batch_workspace(const hm_config *c) {
     const batch_sizes b = batch_rows(c);   /* x, xn, tmp, sh: n_embd each */
     return GPU_BATCH_MAX * (sizeof(float) * (4 * b.x + b.q + b.att + b.logits + b.rlog + b.ew + b.act + b.ey + b.sh_act + b.part) +
-                            sizeof(int) * ((size_t)c->n_expert_used + 3) + batch_att_rec(c)) + 4096 + 256;
+                            sizeof(int) * ((size_t)c->n_expert_used + 3) + batch_att_rec(c) + batch_x_rec(c)) + 4096 + 512;
 }
 
 /* a plain matrix's VRAM as upload_w lays it out; q|k|v as the upload fuses them */
@@ -869,18 +871,21 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     cudaMemcpyAsync(g->bseq, g->hb_seq, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
     mark(g, -1);
-    op_rmsnorm_rows(g->bx, g->L[g->l0].attn_norm, g->bxn, D, nb, c->rms_eps, s);
+    /* every norm of the step writes its rows' q8 records beside them (bxq_n, batch_x_rec bytes a row): the GEMVs on xn copy them */
+    const long long xr = (long long)batch_x_rec(c);
+    op_rmsnorm_rows(g->bx, g->L[g->l0].attn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
     mark(g, P_NORM);
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
         const size_t kvl = (size_t)(il - g->l0) * g->n_ctx * c->kv_dim;   /* the layer's cache within a sequence's */
         const float *next_norm = il + 1 < g->l1 ? g->L[il + 1].attn_norm : g->head ? g->out_norm : NULL;
-        if (l->n_fused) gpu_gemv_batch(l->wqkv.type, l->wqkv.d, g->bxn, D, g->bq, QKV, nb, D, (int)l->wqkv.ne1, s);
+        if (l->n_fused) gpu_gemv_batch_q8x(l->wqkv.type, l->wqkv.d, g->bxn, D, g->bxq_n, xr, g->bq, QKV, nb, D, (int)l->wqkv.ne1, s);
         else {
-            gpu_gemv_batch(l->wq.type, l->wq.d, g->bxn, D, g->bq, QKV, nb, D, c->q_dim, s);
-            gpu_gemv_batch(l->wk.type, l->wk.d, g->bxn, D, g->bq + c->q_dim, QKV, nb, D, c->kv_dim, s);
+            gpu_gemv_batch_q8x(l->wq.type, l->wq.d, g->bxn, D, g->bxq_n, xr, g->bq, QKV, nb, D, c->q_dim, s);
+            gpu_gemv_batch_q8x(l->wk.type, l->wk.d, g->bxn, D, g->bxq_n, xr, g->bq + c->q_dim, QKV, nb, D, c->kv_dim, s);
         }
-        if (l->n_fused != 3) gpu_gemv_batch(l->wv.type, l->wv.d, g->bxn, D, g->bq + c->q_dim + c->kv_dim, QKV, nb, D, c->kv_dim, s);
+        if (l->n_fused != 3)
+            gpu_gemv_batch_q8x(l->wv.type, l->wv.d, g->bxn, D, g->bxq_n, xr, g->bq + c->q_dim + c->kv_dim, QKV, nb, D, c->kv_dim, s);
         mark(g, P_QKV);
         op_qkv_post_seq(g->bq, g->bq + c->q_dim, g->bq + c->q_dim + c->kv_dim, l->bq, l->bk, l->bv, l->q_norm, l->k_norm, c->n_head,
                         c->n_head_kv, c->head_dim, c->n_rot, c->rope_theta, c->rms_eps, g->bpos, g->kc + kvl, g->vc + kvl, g->bseq,
@@ -892,21 +897,21 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         mark(g, P_ATTN);
         /* the merge made each row's records: the o-projection's blocks copy them instead of quantizing the rows */
         gpu_gemv_batch_q8x(l->wo.type, l->wo.d, g->batt, c->q_dim, g->bxq_att, (int64_t)batch_att_rec(c), g->btmp, D, nb, c->q_dim, D, s);
-        op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s);
+        op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
         mark(g, P_OPROJ);
         int shared = 0;
         if (l->has_single) {   /* dense FFN, or the shared expert: one slot per row */
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
             if (ff % 4 == 0) {   /* each weight row read once for up to 4 rows, each row's values the one-row step's */
-                gpu_gemv_swiglu_rows(x->type_gu, x->gate, x->up, g->bzero, g->bxn, D, nb, g->bsh_act, ff, D, ff, s);
+                gpu_gemv_swiglu_rows(x->type_gu, x->gate, x->up, g->bzero, g->bxn, D, nb, g->bsh_act, ff, D, ff, s, g->bxq_n, xr);
                 gpu_gemv_expert_rows(x->type_down, x->down, g->bzero, g->bsh_act, ff, nb, g->bsh, D, ff, D, s);
             } else {   /* a slot per row */
                 gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, g->bsh_act, D, ff, s);
                 gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, s);
             }
             if (!l->is_moe) {
-                op_residual_norm_rows(g->bx, g->bsh, D, NULL, 0, 1, NULL, next_norm, g->bxn, D, nb, c->rms_eps, s);
+                op_residual_norm_rows(g->bx, g->bsh, D, NULL, 0, 1, NULL, next_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
                 mark(g, P_DENSE);
                 continue;
             }
@@ -936,7 +941,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
             mark(g, P_CPUWAIT);
         }
         op_residual_norm_rows(g->bx, g->bey, (long long)b.ey, g->bew, (int)b.ew, kk, shared ? g->bsh : NULL, next_norm, g->bxn, D, nb,
-                              c->rms_eps, s);
+                              c->rms_eps, s, g->bxq_n, xr);
         mark(g, P_REDUCE);
     }
     if (g->async_copies) {   /* the step ends when this step's swap-ins are in */
@@ -948,7 +953,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         mark(g, P_OUTPUT);
         return;
     }
-    gpu_gemv_batch(g->output.type, g->output.d, g->bxn, D, g->blogits, V, nb, D, V, s);
+    gpu_gemv_batch_q8x(g->output.type, g->output.d, g->bxn, D, g->bxq_n, xr, g->blogits, V, nb, D, V, s);
     if (greedy) {   /* each row's greedy token only */
         op_argmax_rows(g->blogits, V, nb, g->d_next, g->am_scratch, s);
         cudaMemcpyAsync(g->h_next, g->d_next, sizeof(int) * nb, cudaMemcpyDeviceToHost, s);
@@ -1390,7 +1395,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             A(g->bx, R * b.x); A(g->bxn, R * b.x); A(g->btmp, R * b.x); A(g->bsh, R * b.x); A(g->bq, R * b.q);
             A(g->batt, R * b.att); A(g->blogits, R * b.logits); A(g->brlog, R * b.rlog); A(g->bew, R * b.ew);
             A(g->bact, R * b.act); A(g->bey, R * b.ey); A(g->bsh_act, R * b.sh_act); A(g->bpart, R * b.part);
-            if (!(g->bxq_att = dalloc(g, R * batch_att_rec(c), err, errlen))) goto bad;
+            if (!(g->bxq_att = dalloc(g, R * batch_att_rec(c), err, errlen)) || !(g->bxq_n = dalloc(g, R * batch_x_rec(c), err, errlen))) goto bad;
             if (!(g->bids = (int *)dalloc(g, sizeof(int) * R * c->n_expert_used, err, errlen)) ||
                 !(g->bzero = (int *)dalloc(g, sizeof(int) * R, err, errlen)) ||
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))

@@ -153,9 +153,10 @@ int gpu_gemv_experts_y(int type, const void *const *w_tab, const int *ids, int k
  * y[b * y_stride + r] = down[r] . x_b, with x_b = x + b * x_stride. Each vector's results are bitwise
  * what gpu_gemv_experts_swiglu_q8x (one slot) and gpu_gemv_experts (one slot) give it; in mode 1
  * the q8 path reads each weight row once for up to 4 vectors. Strides multiples of 4, x_stride >=
- * ncols, act_stride / y_stride >= nrows. */
+ * ncols, act_stride / y_stride >= nrows. xq (or NULL): the rows' q8 records (gpu_gemv_batch_q8x's). */
 int gpu_gemv_swiglu_rows(int type, const void *const *gate_tab, const void *const *up_tab, const int *id, const float *x,
-                         int64_t x_stride, int nb, float *act, int64_t act_stride, int ncols, int nrows, void *stream);
+                         int64_t x_stride, int nb, float *act, int64_t act_stride, int ncols, int nrows, void *stream,
+                         const void *xq, int64_t xq_stride);
 int gpu_gemv_expert_rows(int type, const void *const *w_tab, const int *id, const float *x, int64_t x_stride, int nb, float *y,
                          int64_t y_stride, int ncols, int nrows, void *stream);
 

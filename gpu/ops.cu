@@ -58,14 +58,18 @@ static __device__ __forceinline__ void rn_load_w(const float *w, int n4, float4 
     }
 }
 
+/* R: a batched step's rows each with their q8 records, row r's at xq + r * xqs (the kernels below too) */
+template <bool R = false>
 __global__ void __launch_bounds__(1024) k_rmsnorm4(const float *__restrict__ x, const float *__restrict__ w,
-                                                   float *__restrict__ out, int n, float eps, uint8_t *__restrict__ xq, int f) {
+                                                   float *__restrict__ out, int n, float eps, uint8_t *__restrict__ xq, int f,
+                                                   long long xqs) {
     const int n4 = n / 4;
     float4 wv[RN_V];
     hm_pdl_pre(f);
     rn_load_w(w, n4, wv);
     hm_pdl_wait_f(f);
     x += (size_t)blockIdx.y * n; out += (size_t)blockIdx.y * n;   /* row blockIdx.y of a batched step */
+    if constexpr (R) { if (xq) xq += (size_t)blockIdx.y * xqs; }
     float4 v[RN_V];
     float ss = 0;
 #pragma unroll
@@ -91,17 +95,20 @@ static uint8_t *xq_in_kernel(bool v4, int n, uint8_t *xq) {
     return v4 && xq && n % Q8_CHUNK == 0 && n <= Q8_MAX_NCOLS && (uintptr_t)xq % 16 == 0 ? xq : nullptr;
 }
 
-static void rmsnorm_launch(const float *x, const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s) {
+/* xq: the rows' records too, row r's at xq + r * xqs (a multiple of 16 when rows > 1) */
+static void rmsnorm_launch(const float *x, const float *w, float *out, uint8_t *xq, int n, int rows, float eps, cudaStream_t s,
+                           long long xqs = 0) {
     const dim3 grid(1, rows);
     const bool v4 = vec4_ok(n, x, w, out);
-    uint8_t *kq = xq_in_kernel(v4, n, xq);
-    if (v4) hm_launch(k_rmsnorm4, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq, hm_small_pdl());
+    uint8_t *kq = rows > 1 && xqs % 16 ? nullptr : xq_in_kernel(v4, n, xq);
+    if (v4 && rows > 1 && kq) hm_launch(k_rmsnorm4<true>, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq, hm_small_pdl(), xqs);
+    else if (v4) hm_launch(k_rmsnorm4<false>, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq, hm_small_pdl(), 0LL);
     else hm_launch(k_rmsnorm, grid, 1024, 0, s, x, w, out, n, eps);
-    if (xq && !kq) gpu_q8_records(out, n, xq, s);
+    for (int r = 0; xq && !kq && r < rows; r++) gpu_q8_records(out + (size_t)r * n, n, xq + r * xqs, s);
 }
 
-void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
-    rmsnorm_launch(x, w, out, NULL, n, rows, eps, s);
+void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s, void *xq, long long xqs) {
+    rmsnorm_launch(x, w, out, (uint8_t *)xq, n, rows, eps, s, xqs);
 }
 
 void op_rmsnorm(const float *x, const float *w, float *out, int n, float eps, cudaStream_t s) {
@@ -183,11 +190,12 @@ static __device__ __forceinline__ float4 rn_residual1(const float *__restrict__ 
 }
 
 /* k_residual_norm4 with one float4 a thread (n / 4 <= blockDim.x <= 1024, rn_residual1). */
+template <bool R = false>
 __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps, long long ys, int ws,
-                                                         uint8_t *__restrict__ xq, int f) {
+                                                         uint8_t *__restrict__ xq, int f, long long xqs) {
     const int n4 = n / 4, i = threadIdx.x;
     const bool in = i < n4;
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -196,6 +204,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
     rn_load_w(w, n4, wv);
     hm_pdl_wait_f(f);
     RN_ROW();
+    if constexpr (R) { if (xq) xq += (size_t)blockIdx.y * xqs; }
     float4 v[RN_V];
     v[0] = rn_residual1(x, pre, y, wt, k, shared, n4, i, in);
 #pragma unroll
@@ -217,10 +226,11 @@ __global__ void __launch_bounds__(1024) k_residual_norm1(float *__restrict__ x, 
  * in a PDL chain, air +0.4-0.6%). The one cluster barrier left (every block's transaction barrier
  * is initialized) arrives before the PDL wait and is long complete when the partials go out. */
 #define RN_CL 8
+template <bool R = false>
 __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                            const float *__restrict__ wt, int k, const float *__restrict__ shared,
                                                            const float *__restrict__ w, float *__restrict__ out, int n, float eps,
-                                                           long long ys, int ws, uint8_t *__restrict__ xq, int f) {
+                                                           long long ys, int ws, uint8_t *__restrict__ xq, int f, long long xqs) {
 #if __CUDA_ARCH__ >= 900
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
@@ -240,6 +250,7 @@ __global__ void __launch_bounds__(1024) k_residual_norm_cl(float *__restrict__ x
     const float4 wv = w ? __ldg((const float4 *)w + i) : z;
     hm_pdl_wait_f(f);
     RN_ROW();
+    if constexpr (R) { if (xq) xq += (size_t)blockIdx.y * xqs; }
     const float4 v = rn_residual1(x, pre, y, wt, k, shared, n / 4, i, true);
     if (!(f & RN_NOX)) ((float4 *)x)[i] = v;
     if (!w) return;   /* uniform over the cluster: no barrier below */
@@ -276,16 +287,18 @@ static bool rn_cluster(void) {
 
 /* k_residual_norm with float4 and all k expert rows loaded before they are summed (in the same
  * order: the weighted sum over j, then shared, then into x). n % 4 == 0, n <= 4 * 1024 * RN_V. */
+template <bool R = false>
 __global__ void __launch_bounds__(1024) k_residual_norm4(float *__restrict__ x, const float *__restrict__ pre, const float *__restrict__ y,
                                                          const float *__restrict__ wt, int k,
                                                          const float *__restrict__ shared, const float *__restrict__ w,
                                                          float *__restrict__ out, int n, float eps, long long ys, int ws,
-                                                         uint8_t *__restrict__ xq, int f) {
+                                                         uint8_t *__restrict__ xq, int f, long long xqs) {
     float4 wv[RN_V];
     hm_pdl_pre(f);
     rn_load_w(w, n / 4, wv);
     hm_pdl_wait_f(f);
     RN_ROW();
+    if constexpr (R) { if (xq) xq += (size_t)blockIdx.y * xqs; }
     __shared__ float swt[64];
     for (int j = threadIdx.x; j < k; j += blockDim.x) swt[j] = wt ? wt[j] : 1.0f;
     __syncthreads();
@@ -347,30 +360,38 @@ static rn_form rn_form_for(int n, bool v4) {
     return v4 ? RN_FORM_V4 : RN_FORM_SCALAR;
 }
 
+/* xq: the rows' records too, row r's at xq + r * xqs (a multiple of 16 when rows > 1) */
 static int residual_norm_launch(float *x, const float *pre, const float *y, long long ys, const float *wt, int ws, int k,
                                 const float *shared, const float *w, float *out, uint8_t *xq, int n, int rows, float eps,
-                                cudaStream_t s, bool store_x = true) {
+                                cudaStream_t s, bool store_x = true, long long xqs = 0) {
     const dim3 grid(1, rows);
     const int f = hm_small_pdl() | (store_x ? 0 : RN_NOX);
     const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w | (uintptr_t)pre) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
-    uint8_t *kq = xq_in_kernel(v4, n, xq);
+    uint8_t *kq = rows > 1 && xqs % 16 ? nullptr : xq_in_kernel(v4, n, xq);
     const rn_form form = rn_form_for(n, v4);
-    if (form == RN_FORM_CL)
-        hm_launch_ex(k_residual_norm_cl, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
-                     out, n, eps, ys, ws, kq, f);
-    else if (form == RN_FORM_ONE)
-        hm_launch(k_residual_norm1, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
-    else if (form == RN_FORM_V4) hm_launch(k_residual_norm4, grid, vec4_threads(n), 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f);
-    else if (!store_x) return -1;   /* only the float4 kernels leave x as it was */
+    auto go = [&](auto r) {
+        constexpr bool R = decltype(r)::value;
+        const long long qs = R ? xqs : 0;
+        if (form == RN_FORM_CL)
+            hm_launch_ex(k_residual_norm_cl<R>, dim3(RN_CL, rows), n / 4 / RN_CL, 0, s, hm_pdl_enabled(), RN_CL, x, pre, y, wt, k, shared, w,
+                         out, n, eps, ys, ws, kq, f, qs);
+        else if (form == RN_FORM_ONE)
+            hm_launch(k_residual_norm1<R>, grid, (n / 4 + 31) / 32 * 32, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f, qs);
+        else hm_launch(k_residual_norm4<R>, grid, vec4_threads(n), 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws, kq, f, qs);
+    };
+    if (form == RN_FORM_CL || form == RN_FORM_ONE || form == RN_FORM_V4) {
+        if (rows > 1 && kq) go(std::true_type());
+        else go(std::false_type());
+    } else if (!store_x) return -1;   /* only the float4 kernels leave x as it was */
     else hm_launch(k_residual_norm, grid, 1024, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws);
-    if (xq && !kq) gpu_q8_records(out, n, xq, s);
+    for (int r = 0; xq && !kq && r < rows; r++) gpu_q8_records(out + (size_t)r * n, n, xq + r * xqs, s);
     return 0;
 }
 
 void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
-                           const float *w, float *out, int n, int rows, float eps, cudaStream_t s) {
-    residual_norm_launch(x, NULL, y, ys, wt, ws, k, shared, w, out, NULL, n, rows, eps, s);
+                           const float *w, float *out, int n, int rows, float eps, cudaStream_t s, void *xq, long long xqs) {
+    residual_norm_launch(x, NULL, y, ys, wt, ws, k, shared, w, out, (uint8_t *)xq, n, rows, eps, s, true, xqs);
 }
 
 void op_residual_norm(float *x, const float *y, const float *wt, int k, const float *shared, const float *w, float *out,

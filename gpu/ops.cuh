@@ -45,10 +45,12 @@ void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache
  * other shapes or unaligned pointers. */
 int op_router_rows_gemv(const float *R, const float *x, float *logits, int n, int nrows, long long ls, int nb, cudaStream_t s);
 /* rows vectors of n (x, out: row stride n), one block each */
-void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s);
+void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s, void *xq = nullptr,
+                     long long xqs = 0);
 /* op_residual_norm for rows tokens: row r's x, shared, out at + r * n, its y at + r * ys, its wt at + r * ws */
 void op_residual_norm_rows(float *x, const float *y, long long ys, const float *wt, int ws, int k, const float *shared,
-                           const float *w, float *out, int n, int rows, float eps, cudaStream_t s);
+                           const float *w, float *out, int n, int rows, float eps, cudaStream_t s, void *xq = nullptr,
+                           long long xqs = 0);
 /* op_router for rows tokens: row r's logits at + r * n, ids at + r * k, w at + r * ws */
 void op_router_rows(const float *logits, const float *bias, int n, int k, int fn, int norm, float scale, int n_group,
                     int topk_group, int *ids, float *w, int ws, int rows, cudaStream_t s);

@@ -1018,7 +1018,7 @@ static int bench_nb(void) {
                 const float *xb = x + (size_t)b * nc;
                 float *yb = y + (size_t)b * nr;
                 if (!tabs[c]) rc |= n == 1 ? gpu_gemv(t, w[c], xb, yb, nc, nr, NULL) : gpu_gemv_batch(t, w[c], xb, nc, yb, nr, n, nc, nr, NULL);
-                else if (nm == 2) rc |= gpu_gemv_swiglu_rows(t, (const void *const *)tabs[c], (const void *const *)tabs[c] + 1, did, xb, nc, n, yb, nr, nc, nr, NULL);
+                else if (nm == 2) rc |= gpu_gemv_swiglu_rows(t, (const void *const *)tabs[c], (const void *const *)tabs[c] + 1, did, xb, nc, n, yb, nr, nc, nr, NULL, NULL, 0);
                 else rc |= gpu_gemv_expert_rows(t, (const void *const *)tabs[c], did, xb, nc, n, yb, nr, nc, nr, NULL);
             }
             if (rc) { fprintf(stderr, "bench-nb %s: %s\n", sh[si].name, gpu_gemv_error()); exit(1); }
@@ -1335,6 +1335,9 @@ static void test_slot_rows(int tgu, int tdn, int H, int I, int nb) {
     float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[2], *y[2];
     const size_t na = (size_t)nb * I, ny = (size_t)nb * H;
     for (int v = 0; v < 2; v++) { CK(cudaMalloc(&act[v], na * 4)); CK(cudaMalloc(&y[v], ny * 4)); }
+    const size_t rstride = (gpu_q8_records_bytes(H) + 255) & ~(size_t)255;   /* the rows' records, as the executor lays them out */
+    uint8_t *xq;
+    CK(cudaMalloc(&xq, nb * rstride));
     int rc = 0, same = 1;
     std::vector<float> h0(ny > na ? ny : na), h1(h0.size());
     for (int lay = 0; lay < nlay && !rc; lay++) {   /* GGUF rows, interleaved */
@@ -1344,9 +1347,18 @@ static void test_slot_rows(int tgu, int tdn, int H, int I, int nb) {
             rc |= gpu_gemv_experts_swiglu_q8x(tgu, tg, tu, did, 1, dx + (size_t)r * H, NULL, act[0] + (size_t)r * I, H, I, NULL);
             rc |= gpu_gemv_experts(tdn, td, did, 1, act[0] + (size_t)r * I, y[0] + (size_t)r * H, I, H, NULL);
         }
-        rc |= gpu_gemv_swiglu_rows(tgu, tg, tu, did, dx, H, nb, act[1], I, H, I, NULL);
+        rc |= gpu_gemv_swiglu_rows(tgu, tg, tu, did, dx, H, nb, act[1], I, H, I, NULL, NULL, 0);
         rc |= gpu_gemv_expert_rows(tdn, td, did, act[1], I, nb, y[1], H, I, H, NULL);
         CK(cudaDeviceSynchronize());
+        {   /* the gate/up again with the rows' records given: the same activations */
+            CK(cudaMemcpy(h1.data(), act[1], na * 4, cudaMemcpyDeviceToHost));
+            for (int r = 0; r < nb; r++) rc |= gpu_q8_records(dx + (size_t)r * H, H, xq + r * rstride, NULL);
+            CK(cudaMemset(act[1], 0xFF, na * 4));
+            rc |= gpu_gemv_swiglu_rows(tgu, tg, tu, did, dx, H, nb, act[1], I, H, I, NULL, xq, (int64_t)rstride);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(h0.data(), act[1], na * 4, cudaMemcpyDeviceToHost));
+            same &= !memcmp(h0.data(), h1.data(), na * 4);
+        }
         for (int k = 0; k < 2; k++) {
             const size_t n = k ? ny : na;
             CK(cudaMemcpy(h0.data(), k ? y[0] : act[0], n * 4, cudaMemcpyDeviceToHost));
@@ -1361,7 +1373,7 @@ static void test_slot_rows(int tgu, int tdn, int H, int I, int nb) {
                        : "GGUF rows (the shape is not interleaved): activations and outputs bitwise the one-token calls'");
     if (nlay == 2) { gpu_q8_inter_unregister(T + 6); gpu_q8_inter_unregister(T + 8); gpu_q8_inter_unregister(T + 10); }
     for (void *p : ht) CK(cudaFree(p));
-    CK(cudaFree(tab)); CK(cudaFree(did)); CK(cudaFree(dx));
+    CK(cudaFree(tab)); CK(cudaFree(did)); CK(cudaFree(dx)); CK(cudaFree(xq));
     for (int v = 0; v < 2; v++) { CK(cudaFree(act[v])); CK(cudaFree(y[v])); }
 }
 

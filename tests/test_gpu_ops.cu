@@ -147,6 +147,44 @@ static int same_bytes(const char *what, const void *da, const void *db, size_t b
     return i == bytes;
 }
 
+/* op_rmsnorm_rows / op_residual_norm_rows with each row's q8 records (a batched step's, row r's at
+ * xq + r * rs): the rows' outputs and x bitwise those of the launch without records, and every
+ * row's records the reference quantizer's of its output */
+static void test_norm_rows_q8(int n, int rows) {
+    const size_t rs = (gpu_q8_records_bytes(n) + 255) & ~(size_t)255, tot = (size_t)rows * n;
+    float *x = (float *)malloc(tot * 4), *y = (float *)malloc(tot * 4), *w = (float *)malloc(n * 4), *o = (float *)malloc(tot * 4);
+    fill(x, tot, 2); fill(y, tot, 1); fill(w, n, 1);
+    uint8_t *xq, *h = (uint8_t *)malloc(rows * rs);
+    cudaMalloc(&xq, rows * rs);
+    float *dw = dup(w, n);
+    for (int kind = 0; kind < 2; kind++) {   /* 0: rmsnorm rows, 1: residual norm rows */
+        float *dx1 = dup(x, tot), *dx2 = dup(x, tot), *dy = dup(y, tot), *o1 = poisoned(tot), *o2 = poisoned(tot);
+        cudaMemset(xq, 0xA5, rows * rs);
+        if (kind == 0) {
+            op_rmsnorm_rows(dx1, dw, o1, n, rows, 1e-5f, 0);
+            op_rmsnorm_rows(dx2, dw, o2, n, rows, 1e-5f, 0, xq, (long long)rs);
+        } else {
+            op_residual_norm_rows(dx1, dy, n, NULL, 0, 1, NULL, dw, o1, n, rows, 1e-5f, 0);
+            op_residual_norm_rows(dx2, dy, n, NULL, 0, 1, NULL, dw, o2, n, rows, 1e-5f, 0, xq, (long long)rs);
+        }
+        char what[128];
+        snprintf(what, sizeof what, "%s rows n=%d rows=%d with records: the outputs", kind ? "residual norm" : "rmsnorm", n, rows);
+        same_bytes(what, o1, o2, tot * 4);
+        snprintf(what, sizeof what, "%s rows n=%d rows=%d with records: x", kind ? "residual norm" : "rmsnorm", n, rows);
+        same_bytes(what, dx1, dx2, tot * 4);
+        back(o, o2, tot);
+        cudaMemcpy(h, xq, rows * rs, cudaMemcpyDeviceToHost);
+        int bad = -1;
+        for (int r = 0; r < rows && bad < 0; r++)
+            if (q8r_records_differ(h + r * rs, o + (size_t)r * n, n) >= 0) bad = r;
+        printf("%s %s rows n=%d rows=%d: every row's q8 records the reference quantizer's%s\n", bad < 0 ? "PASS" : "FAIL",
+               kind ? "residual norm" : "rmsnorm", n, rows, bad < 0 ? "" : " (a row differs)");
+        bad < 0 ? n_pass++ : n_fail++;
+        cudaFree(dx1); cudaFree(dx2); cudaFree(dy); cudaFree(o1); cudaFree(o2);
+    }
+    cudaFree(xq); cudaFree(dw); free(x); free(y); free(w); free(o); free(h);
+}
+
 /* op_router_rows_gemv (a batched step's router logits): every row's logits bitwise gpu_gemv's (the
  * F32 GEMV the one-row step's router runs) on that row; rows of logits ls floats apart, the room
  * between them and past the last router row left as poisoned; a shape it does not take refused */
@@ -562,6 +600,7 @@ int main(int argc, char **argv) {
     /* records in the op (float4 kernel, n % 256 == 0), by a launch of their own (n % 256 != 0, the
      * scalar kernel past 8192), the merge writing them or one split having written the output */
     for (int n : { 4096, 2048, 2080, 32768 }) test_norms_q8(n, 8);
+    for (int n : { 4096, 2048, 1024 }) test_norm_rows_q8(n, 3);   /* air's (the cluster form), a3b's, a small one */
     for (int nb : { 1, 2, 3, 4, 5 }) test_router_rows(4096, 128, nb);   /* air (5 rows: two launches) */
     test_router_rows(2048, 128, 4);   /* a3b */
     test_router_rows(2048, 62, 3);    /* router rows not a multiple of a block's 4 */
