@@ -844,11 +844,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
     mark(g, P_OUTPUT);
 }
 
-
-/* Records one batched decode step of nb tokens (rows of the b* buffers; each row's sequence and
- * position in bseq/bpos). The same kernels as record_step per row, so each row's results are its
- * single step's bit for bit; the weight matrices of the dense part go through gpu_gemv_batch (read
- * once for all rows), the expert cache and the CPU hand-off run once per layer for all rows. */
 /* The batched step's attention form (op_attn_decode_seq; HOTMOE_ATT_BATCH, the default 3):
  * k_attn_quad where it applies (hd 128, 8 or 12 q heads a kv head), else the CPA form; 4 the CPA
  * form; 0 the one-round kernel. All three give every row a one-row step's bits. A batched step's
@@ -860,6 +855,12 @@ static int batch_attn_form(void) {
     return f == 3 || f == 4 ? f : 0;
 }
 
+/* Records one batched decode step of nb tokens (rows of the b* buffers; each row's sequence and
+ * position in bseq/bpos). The same sums as record_step per row, so each row's results are its
+ * single step's bit for bit; the dense part's matrices (and the shared expert's) are read once for
+ * up to 4 rows (gpu_gemv_batch_q8x, gpu_gemv_swiglu_rows: each chunk decoded once, the rows' q8
+ * records made by the norms and the attention's merge), the router's logits of every row come from
+ * one launch, the expert cache and the CPU hand-off run once per layer for all rows. */
 static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     const hm_config *c = &g->m->cfg;
     cudaStream_t s = g->s;

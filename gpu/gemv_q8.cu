@@ -342,7 +342,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
     if (xreg) q8_rec_load(p, threadIdx.x, Q8_THREADS, nx16, xr);
     if (!idp) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
-    /* NB > 1 (one matrix, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
+    /* NB > 1 (one slot, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
     const int xrec = nchunks * Q8_REC;
     /* NB > 1: blockIdx.y picks the group of p.nb vectors (from vector vb on) this block takes */

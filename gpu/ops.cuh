@@ -44,7 +44,9 @@ void op_attn_decode_seq(const float *q, const float *kcache, const float *vcache
  * R[r] . x[b * n ..] for b < nb, each bitwise gpu_gemv's for that row. -1 (nothing launched) for
  * other shapes or unaligned pointers. */
 int op_router_rows_gemv(const float *R, const float *x, float *logits, int n, int nrows, long long ls, int nb, cudaStream_t s);
-/* rows vectors of n (x, out: row stride n), one block each */
+/* rows vectors of n (x, out: row stride n), one block each; xq (or NULL): each row's output's q8
+ * records too, row r's at xq + r * xqs (xqs >= gpu_q8_records_bytes(n), a multiple of 16; the
+ * same for op_residual_norm_rows) */
 void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s, void *xq = nullptr,
                      long long xqs = 0);
 /* op_residual_norm for rows tokens: row r's x, shared, out at + r * n, its y at + r * ys, its wt at + r * ws */
