@@ -422,6 +422,28 @@ int op_residual_norm_q8_ex(float *x, const float *pre, int store_x, const float 
  * rows a block (each row's dot the same either way): fewer blocks read x and y. */
 #define RTN_T 256
 #define RTN_NMAX 4096
+/* block blockIdx.x's RPB router rows (past the last row: the last row again, written nowhere) as
+ * thread t's parts (float4 pairs 2 (t + j RTN_T) and + 1, j < np), loaded before the wait */
+template <int RPB, int NP>
+static __device__ __forceinline__ void router_rows_load(const float *__restrict__ R, int nrows, int n, int t, int np,
+                                                        float4 (&rw)[RPB][2 * NP]) {
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < RPB; k++) {
+        const float4 *row = (const float4 *)(R + (size_t)min(blockIdx.x * RPB + k, nrows - 1) * n);
+#pragma unroll
+        for (int j = 0; j < NP; j++) {
+            rw[k][2 * j] = j < np ? __ldg(row + 2 * (t + j * RTN_T)) : z;
+            rw[k][2 * j + 1] = j < np ? __ldg(row + 2 * (t + j * RTN_T) + 1) : z;
+        }
+    }
+}
+/* a plus the part (w0, w1) . (x0, x1): eight fmaf in element order, as gemv_kernel<TF32V, 1, 1> */
+static __device__ __forceinline__ float router_part(float a, float4 w0, float4 w1, float4 x0, float4 x1) {
+    a = fmaf(w0.x, x0.x, a); a = fmaf(w0.y, x0.y, a); a = fmaf(w0.z, x0.z, a); a = fmaf(w0.w, x0.w, a);
+    a = fmaf(w1.x, x1.x, a); a = fmaf(w1.y, x1.y, a); a = fmaf(w1.z, x1.z, a); a = fmaf(w1.w, x1.w, a);
+    return a;
+}
 template <int RPB>
 __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__ x, const float *__restrict__ y,
                                                        const float *__restrict__ w, const float *__restrict__ R,
@@ -436,15 +458,7 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
     hm_pdl_pre(f);   /* the norm's weights and the router rows do not depend on the o-projection */
 #pragma unroll
     for (int r = 0; r < NR; r++) wv[r] = r < nr ? __ldg((const float4 *)w + t + r * RTN_T) : z;
-#pragma unroll
-    for (int k = 0; k < RPB; k++) {   /* past the last row: the last row again, written nowhere */
-        const float4 *row = (const float4 *)(R + (size_t)min(blockIdx.x * RPB + k, nrows - 1) * n);
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            rw[k][2 * j] = j < np ? __ldg(row + 2 * (t + j * RTN_T)) : z;
-            rw[k][2 * j + 1] = j < np ? __ldg(row + 2 * (t + j * RTN_T) + 1) : z;
-        }
-    }
+    router_rows_load<RPB, NP>(R, nrows, n, t, np, rw);
     hm_pdl_wait_f(f);
     float4 v[NR];
     {
@@ -499,13 +513,7 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
         const int q = t + j * RTN_T;
         const float4 x0 = ((const float4 *)sx)[2 * q], x1 = ((const float4 *)sx)[2 * q + 1];
 #pragma unroll
-        for (int k = 0; k < RPB; k++) {
-            const float4 w0 = rw[k][2 * j], w1 = rw[k][2 * j + 1];
-            float a = acc[k];
-            a = fmaf(w0.x, x0.x, a); a = fmaf(w0.y, x0.y, a); a = fmaf(w0.z, x0.z, a); a = fmaf(w0.w, x0.w, a);
-            a = fmaf(w1.x, x1.x, a); a = fmaf(w1.y, x1.y, a); a = fmaf(w1.z, x1.z, a); a = fmaf(w1.w, x1.w, a);
-            acc[k] = a;
-        }
+        for (int k = 0; k < RPB; k++) acc[k] = router_part(acc[k], rw[k][2 * j], rw[k][2 * j + 1], x0, x1);
     }
 #pragma unroll
     for (int k = 0; k < RPB; k++) {
@@ -562,15 +570,7 @@ __global__ void __launch_bounds__(RTN_T) k_router_rows(const float *__restrict__
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
     float4 rw[RPB][2 * NP];
     hm_pdl_pre(f);   /* the router's rows do not depend on the kernel before */
-#pragma unroll
-    for (int k = 0; k < RPB; k++) {   /* past the last row: the last row again, written nowhere */
-        const float4 *row = (const float4 *)(R + (size_t)min(blockIdx.x * RPB + k, nrows - 1) * n);
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            rw[k][2 * j] = j < np ? __ldg(row + 2 * (t + j * RTN_T)) : z;
-            rw[k][2 * j + 1] = j < np ? __ldg(row + 2 * (t + j * RTN_T) + 1) : z;
-        }
-    }
+    router_rows_load<RPB, NP>(R, nrows, n, t, np, rw);
     hm_pdl_wait_f(f);
 #pragma unroll
     for (int b = 0; b < RTR_NB; b++) {
@@ -588,15 +588,8 @@ __global__ void __launch_bounds__(RTN_T) k_router_rows(const float *__restrict__
 #pragma unroll
         for (int j = 0; j < NP; j++) {
             if (j >= np) continue;
-            const float4 x0 = xv[2 * j], x1 = xv[2 * j + 1];
 #pragma unroll
-            for (int k = 0; k < RPB; k++) {
-                const float4 w0 = rw[k][2 * j], w1 = rw[k][2 * j + 1];
-                float a = acc[k];
-                a = fmaf(w0.x, x0.x, a); a = fmaf(w0.y, x0.y, a); a = fmaf(w0.z, x0.z, a); a = fmaf(w0.w, x0.w, a);
-                a = fmaf(w1.x, x1.x, a); a = fmaf(w1.y, x1.y, a); a = fmaf(w1.z, x1.z, a); a = fmaf(w1.w, x1.w, a);
-                acc[k] = a;
-            }
+            for (int k = 0; k < RPB; k++) acc[k] = router_part(acc[k], rw[k][2 * j], rw[k][2 * j + 1], xv[2 * j], xv[2 * j + 1]);
         }
 #pragma unroll
         for (int k = 0; k < RPB; k++) {
