@@ -140,7 +140,7 @@ static int same_bytes(const char *what, const void *da, const void *db, size_t b
     cudaMemcpy(a, da, bytes, cudaMemcpyDeviceToHost); cudaMemcpy(b, db, bytes, cudaMemcpyDeviceToHost);
     size_t i = 0;
     while (i < bytes && a[i] == b[i]) i++;
-    printf("%s router_norm %s: %zu bytes%s", i == bytes ? "PASS" : "FAIL", what, bytes, i == bytes ? " bitwise equal\n" : "");
+    printf("%s %s: %zu bytes%s", i == bytes ? "PASS" : "FAIL", what, bytes, i == bytes ? " bitwise equal\n" : "");
     if (i < bytes) printf(", first difference at byte %zu\n", i);
     i == bytes ? n_pass++ : n_fail++;
     free(a); free(b);
@@ -216,10 +216,10 @@ static void test_router_norm(int n, int ne, int k, int rpb) {
     float *ye = (float *)malloc((size_t)n * k * 4), *wt = (float *)malloc(k * 4), *sh = (float *)malloc(n * 4);
     fill(x, n, 4); fill(y, n, 2); fill(w, n, 1); fill(R, (size_t)ne * n, 0.05f); fill(ye, (size_t)n * k, 1); fill(wt, k, 1); fill(sh, n, 1);
     char what[96];
-    snprintf(what, sizeof what, "n=%d experts=%d rows=%d", n, ne, rpb);
+    snprintf(what, sizeof what, "router_norm n=%d experts=%d rows=%d", n, ne, rpb);
     float *dx = dup(x, n), *dx2 = dup(x, n), *dy = dup(y, n), *dw = dup(w, n), *dR = dup(R, (size_t)ne * n);
     if (!op_router_norm_ok(n, ne, rpb, dw, dR)) {
-        printf("FAIL router_norm %s: op_router_norm_ok refuses a shape it takes\n", what); n_fail++;
+        printf("FAIL %s: op_router_norm_ok refuses a shape it takes\n", what); n_fail++;
         return;
     }
     float *dn = poisoned(n), *dn2 = poisoned(n), *dl = poisoned(ne), *dl2 = poisoned(ne);
@@ -227,7 +227,7 @@ static void test_router_norm(int n, int ne, int k, int rpb) {
     op_residual_norm_q8(dx, dy, NULL, 1, NULL, dw, dn, q, n, 1e-5f, 0);
     gpu_gemv_router(HM_TYPE_F32, dR, dn, q, dl, n, ne, 0, 0);
     const int rc = op_router_norm_q8(dx2, dy, dw, dR, dl2, dn2, q2, n, ne, 1e-5f, 0, rpb, 0);
-    printf("%s router_norm %s: launched (rc %d, %s)\n", rc == 0 && cudaDeviceSynchronize() == cudaSuccess ? "PASS" : "FAIL", what, rc,
+    printf("%s %s: launched (rc %d, %s)\n", rc == 0 && cudaDeviceSynchronize() == cudaSuccess ? "PASS" : "FAIL", what, rc,
            cudaGetErrorString(cudaGetLastError()));
     rc == 0 ? n_pass++ : n_fail++;
     char w2[192];
@@ -241,7 +241,7 @@ static void test_router_norm(int n, int ne, int k, int rpb) {
         void *q3 = poisoned_rec(n);
         const int r1 = op_router_norm_q8(dx3, dy, dw, dR, dl3, NULL, NULL, n, ne, 1e-5f, 0, rpb, 0);
         const int r2 = op_residual_norm_q8_ex(dx3, NULL, 0, dy, NULL, 1, NULL, dw, dn3, q3, n, 1e-5f, 0);
-        printf("%s router_norm %s: logits only and the norm without x's store launched (rc %d, %d)\n", !r1 && !r2 ? "PASS" : "FAIL", what, r1, r2);
+        printf("%s %s: logits only and the norm without x's store launched (rc %d, %d)\n", !r1 && !r2 ? "PASS" : "FAIL", what, r1, r2);
         !r1 && !r2 ? n_pass++ : n_fail++;
         snprintf(w2, sizeof w2, "%s logits only", what); same_bytes(w2, dl, dl3, (size_t)ne * 4);
         snprintf(w2, sizeof w2, "%s norm without x's store: normed row", what); same_bytes(w2, dn, dn3, (size_t)n * 4);
