@@ -534,14 +534,13 @@ static batch_sizes batch_rows(const hm_config *c) {
                       op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim) };
     return b;
 }
-/* bytes of one row's attention-output records and of one row's normed-x records (gpu_q8_records' layout, 256-byte
- * aligned rows) */
-static size_t batch_att_rec(const hm_config *c) { return (gpu_q8_records_bytes(c->q_dim) + 255) & ~(size_t)255; }
-static size_t batch_x_rec(const hm_config *c) { return (gpu_q8_records_bytes(c->n_embd) + 255) & ~(size_t)255; }
+/* bytes a row of the batched step's q8 records of n values take (gpu_q8_records' layout, 256-byte aligned rows): the
+ * attention outputs' (n = q_dim) and the normed rows' (n = n_embd) */
+static size_t batch_rec(int n) { return (gpu_q8_records_bytes(n) + 255) & ~(size_t)255; }
 static size_t batch_workspace(const hm_config *c) {
     const batch_sizes b = batch_rows(c);   /* x, xn, tmp, sh: n_embd each */
     return GPU_BATCH_MAX * (sizeof(float) * (4 * b.x + b.q + b.att + b.logits + b.rlog + b.ew + b.act + b.ey + b.sh_act + b.part) +
-                            sizeof(int) * ((size_t)c->n_expert_used + 3) + batch_att_rec(c) + batch_x_rec(c)) + 4096 + 512;
+                            sizeof(int) * ((size_t)c->n_expert_used + 3) + batch_rec(c->q_dim) + batch_rec(c->n_embd)) + 4096 + 512;
 }
 
 /* a plain matrix's VRAM as upload_w lays it out; q|k|v as the upload fuses them */
@@ -872,8 +871,9 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     cudaMemcpyAsync(g->bseq, g->hb_seq, sizeof(int) * nb, cudaMemcpyHostToDevice, s);
     if (g->d_step) cudaMemcpyAsync(g->d_step, g->h_step, sizeof(int), cudaMemcpyHostToDevice, s);
     mark(g, -1);
-    /* every norm of the step writes its rows' q8 records beside them (bxq_n, batch_x_rec bytes a row): the GEMVs on xn copy them */
-    const long long xr = (long long)batch_x_rec(c);
+    /* every norm of the step writes its rows' q8 records beside them (bxq_n, xr bytes a row): the GEMVs on xn copy them;
+     * the attention's merge writes its outputs' (bxq_att, ar bytes a row) for the o-projection */
+    const long long xr = (long long)batch_rec(c->n_embd), ar = (long long)batch_rec(c->q_dim);
     op_rmsnorm_rows(g->bx, g->L[g->l0].attn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
     mark(g, P_NORM);
     for (int il = g->l0; il < g->l1; il++) {
@@ -894,10 +894,10 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         mark(g, P_ROPE);
         op_attn_decode_seq(g->bq, g->kc + kvl, g->vc + kvl, g->batt, g->bpart, c->n_head, c->n_head_kv, c->head_dim, g->n_ctx,
                            g->bpos, g->bseq, seq_stride, nb, QKV, c->q_dim, (long long)b.part, s, batch_attn_form(), g->bxq_att,
-                           (long long)batch_att_rec(c));
+                           ar);
         mark(g, P_ATTN);
         /* the merge made each row's records: the o-projection's blocks copy them instead of quantizing the rows */
-        gpu_gemv_batch_q8x(l->wo.type, l->wo.d, g->batt, c->q_dim, g->bxq_att, (int64_t)batch_att_rec(c), g->btmp, D, nb, c->q_dim, D, s);
+        gpu_gemv_batch_q8x(l->wo.type, l->wo.d, g->batt, c->q_dim, g->bxq_att, ar, g->btmp, D, nb, c->q_dim, D, s);
         op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
         mark(g, P_OPROJ);
         int shared = 0;
@@ -1396,7 +1396,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             A(g->bx, R * b.x); A(g->bxn, R * b.x); A(g->btmp, R * b.x); A(g->bsh, R * b.x); A(g->bq, R * b.q);
             A(g->batt, R * b.att); A(g->blogits, R * b.logits); A(g->brlog, R * b.rlog); A(g->bew, R * b.ew);
             A(g->bact, R * b.act); A(g->bey, R * b.ey); A(g->bsh_act, R * b.sh_act); A(g->bpart, R * b.part);
-            if (!(g->bxq_att = dalloc(g, R * batch_att_rec(c), err, errlen)) || !(g->bxq_n = dalloc(g, R * batch_x_rec(c), err, errlen))) goto bad;
+            if (!(g->bxq_att = dalloc(g, R * batch_rec(c->q_dim), err, errlen)) || !(g->bxq_n = dalloc(g, R * batch_rec(D), err, errlen)))
+                goto bad;
             if (!(g->bids = (int *)dalloc(g, sizeof(int) * R * c->n_expert_used, err, errlen)) ||
                 !(g->bzero = (int *)dalloc(g, sizeof(int) * R, err, errlen)) ||
                 !(g->bpos = (int *)dalloc(g, sizeof(int) * R, err, errlen)) || !(g->bseq = (int *)dalloc(g, sizeof(int) * R, err, errlen)))

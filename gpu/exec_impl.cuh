@@ -174,8 +174,8 @@ struct gpu_exec {
      * sequences per step, row r of each buffer is token r's; one graph per batch size */
     int nb_max;
     float *bx, *bxn, *bq, *batt, *btmp, *blogits, *brlog, *bew, *bact, *bey, *bsh, *bsh_act, *bpart;
-    void *bxq_att;   /* the batched step's attention outputs' q8 records (batch_att_rec bytes a row), for the o-projection */
-    void *bxq_n;     /* its normed rows' (bxn) q8 records (batch_x_rec bytes a row), for q|k|v, the shared expert and the head */
+    void *bxq_att;   /* the batched step's attention outputs' q8 records (batch_rec(q_dim) bytes a row), for the o-projection */
+    void *bxq_n;     /* its normed rows' (bxn) q8 records (batch_rec(n_embd) bytes a row), for q|k|v, the shared expert and the head */
     int *bids, *bpos, *bseq, *bzero;      /* device: (nb, k) expert ids; each row's position and sequence; nb zeros */
     float *hb_x, *hb_logits, *hb_xout; int *hb_pos, *hb_seq;   /* pinned */
     cudaGraphExec_t bgraphs[GPU_BATCH_MAX + 1];

@@ -240,65 +240,18 @@ extern "C" int gpu_gemv(int type, const void *W, const float *x, float *y, int n
     return gpu_gemv_q8x(type, W, x, NULL, y, ncols, nrows, stream);
 }
 
-extern "C" int gpu_gemv_batch_q8x(int type, const void *W, const float *x, int64_t x_stride, const void *xq, int64_t xq_stride, float *y,
-                                  int64_t y_stride, int nb, int ncols, int nrows, void *stream) {
-    const gemv_type *t;
-    if (gemv_check("gpu_gemv_batch_q8x", type, x, ncols, nrows, 1, &t)) return -1;
-    if ((uintptr_t)W % 16 || !xq || ((uintptr_t)xq | (uintptr_t)xq_stride) % 16)
-        return gemv_fail("gpu_gemv_batch_q8x: W at %p, records at %p (stride %lld): expected both 16-byte aligned", W, xq, (long long)xq_stride);
-    if (nb < 1 || x_stride % 4 || x_stride < ncols || y_stride < nrows)
-        return gemv_fail("gpu_gemv_batch_q8x: nb %d, x_stride %lld, y_stride %lld: expected nb >= 1, x_stride >= ncols (%d) and a "
-                         "multiple of 4, y_stride >= nrows (%d)", nb, (long long)x_stride, (long long)y_stride, ncols, nrows);
-    if (nrows == 0) return 0;
-    for (int b0 = 0; b0 < nb;) {
-        const int n = nb - b0 < 4 ? nb - b0 : 4;
-        const float *xb = x + (size_t)b0 * x_stride;
-        const uint8_t *qb = (const uint8_t *)xq + (size_t)b0 * xq_stride;
-        float *yb = y + (size_t)b0 * y_stride;
-        int rc = 1;
-        if (n > 1 && gemv_q8_mode())
-            rc = gemv_q8_try_batch(type, W, xb, x_stride, yb, y_stride, n, ncols, nrows, stream, NULL, NULL, NULL, 1, qb, xq_stride);
-        if (rc < 0) return rc;
-        if (rc == 0) { b0 += n; continue; }
-        if (gpu_gemv_q8x(type, W, xb, qb, yb, ncols, nrows, stream)) return -1;
-        b0++;
-    }
-    return 0;
-}
-
-extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
-                              int ncols, int nrows, void *stream) {
-    const gemv_type *t;
-    if (gemv_check("gpu_gemv_batch", type, x, ncols, nrows, 1, &t)) return -1;
-    if ((uintptr_t)W % 16) return gemv_fail("gpu_gemv_batch: W at %p is not 16-byte aligned", W);
-    if (nb < 1 || x_stride % 4 || x_stride < ncols || y_stride < nrows)
-        return gemv_fail("gpu_gemv_batch: nb %d, x_stride %lld, y_stride %lld: expected nb >= 1, x_stride >= ncols (%d) and a "
-                         "multiple of 4, y_stride >= nrows (%d)", nb, (long long)x_stride, (long long)y_stride, ncols, nrows);
-    if (nrows == 0) return 0;
-    for (int b0 = 0; b0 < nb;) {   /* groups of up to 4 vectors per weight read; what the q8 path does not take, one by one */
-        const int n = nb - b0 < 4 ? nb - b0 : 4;
-        const float *xb = x + (size_t)b0 * x_stride;
-        float *yb = y + (size_t)b0 * y_stride;
-        int rc = 1;
-        if (n > 1 && gemv_q8_mode()) rc = gemv_q8_try_batch(type, W, xb, x_stride, yb, y_stride, n, ncols, nrows, stream);
-        if (rc < 0) return rc;
-        if (rc == 0) { b0 += n; continue; }
-        if (gpu_gemv(type, W, xb, yb, ncols, nrows, stream)) return -1;
-        b0++;
-    }
-    return 0;
-}
-
-/* gpu_gemv_swiglu_rows and gpu_gemv_expert_rows (gpu_gemv.h): groups of up to 4 vectors through the
- * q8 path's batched kernel on the slot's tables (nmat 2: SwiGLU); what it does not take, one
- * vector at a time as the one-token step runs it */
-static int rows_common(const char *fn, int type, const void *const *tab0, const void *const *tab1, const int *id, const float *x,
-                       int64_t x_stride, int nb, float *y, int64_t y_stride, int ncols, int nrows, void *stream,
-                       const void *xq = nullptr, int64_t xq_stride = 0) {
+/* gpu_gemv_batch(_q8x), gpu_gemv_swiglu_rows and gpu_gemv_expert_rows (gpu_gemv.h): groups of up to
+ * 4 vectors through the q8 path's batched kernel (on W, or on one slot's tables: tab1 set, SwiGLU
+ * over tab0 and tab1), with the vectors' records when xq is given; what it does not take, one vector
+ * at a time as the one-token step runs it */
+static int batch_common(const char *fn, int type, const void *W, const void *const *tab0, const void *const *tab1, const int *id,
+                        const float *x, int64_t x_stride, const void *xq, int64_t xq_stride, int nb, float *y, int64_t y_stride,
+                        int ncols, int nrows, void *stream) {
     const gemv_type *t;
     if (gemv_check(fn, type, x, ncols, nrows, 1, &t)) return -1;
-    if (!tab0 || !id) return gemv_fail("%s: NULL table or id", fn);
-    if (xq && ((uintptr_t)xq | (uintptr_t)xq_stride) % 16) return gemv_fail("%s: records at %p (stride %lld) not 16-byte aligned", fn, xq, (long long)xq_stride);
+    if (tab0 ? !id : (uintptr_t)W % 16) return gemv_fail("%s: W at %p not 16-byte aligned, or a table without an id", fn, W);
+    if (xq && ((uintptr_t)xq | (uintptr_t)xq_stride) % 16)
+        return gemv_fail("%s: records at %p (stride %lld) not 16-byte aligned", fn, xq, (long long)xq_stride);
     if (nb < 1 || x_stride % 4 || x_stride < ncols || y_stride < nrows)
         return gemv_fail("%s: nb %d, x_stride %lld, y_stride %lld: expected nb >= 1, x_stride >= ncols (%d) and a multiple of 4, "
                          "y_stride >= nrows (%d)", fn, nb, (long long)x_stride, (long long)y_stride, ncols, nrows);
@@ -310,28 +263,42 @@ static int rows_common(const char *fn, int type, const void *const *tab0, const 
         float *yb = y + (size_t)b0 * y_stride;
         int rc = 1;
         if (n > 1 && gemv_q8_mode())
-            rc = gemv_q8_try_batch(type, NULL, xb, x_stride, yb, y_stride, n, ncols, nrows, stream, tab0, tab1, id, tab1 ? 2 : 1, qb, xq_stride);
+            rc = gemv_q8_try_batch(type, tab0 ? NULL : W, xb, x_stride, yb, y_stride, n, ncols, nrows, stream, tab0, tab1, id,
+                                   tab1 ? 2 : 1, qb, xq_stride);
         if (rc < 0) return rc;
         if (rc == 0) { b0 += n; continue; }
-        rc = tab1 ? gpu_gemv_experts_swiglu_q8x(type, tab0, tab1, id, 1, xb, qb, yb, ncols, nrows, stream)
-                  : gpu_gemv_experts(type, tab0, id, 1, xb, yb, ncols, nrows, stream);
+        rc = tab1   ? gpu_gemv_experts_swiglu_q8x(type, tab0, tab1, id, 1, xb, qb, yb, ncols, nrows, stream)
+             : tab0 ? gpu_gemv_experts(type, tab0, id, 1, xb, yb, ncols, nrows, stream)
+                    : gpu_gemv_q8x(type, W, xb, qb, yb, ncols, nrows, stream);
         if (rc) return -1;
         b0++;
     }
     return 0;
 }
 
+extern "C" int gpu_gemv_batch_q8x(int type, const void *W, const float *x, int64_t x_stride, const void *xq, int64_t xq_stride, float *y,
+                                  int64_t y_stride, int nb, int ncols, int nrows, void *stream) {
+    if (!xq) return gemv_fail("gpu_gemv_batch_q8x: NULL records");
+    return batch_common("gpu_gemv_batch_q8x", type, W, NULL, NULL, NULL, x, x_stride, xq, xq_stride, nb, y, y_stride, ncols, nrows, stream);
+}
+
+extern "C" int gpu_gemv_batch(int type, const void *W, const float *x, int64_t x_stride, float *y, int64_t y_stride, int nb,
+                              int ncols, int nrows, void *stream) {
+    return batch_common("gpu_gemv_batch", type, W, NULL, NULL, NULL, x, x_stride, NULL, 0, nb, y, y_stride, ncols, nrows, stream);
+}
+
 extern "C" int gpu_gemv_swiglu_rows(int type, const void *const *gate_tab, const void *const *up_tab, const int *id, const float *x,
                                     int64_t x_stride, int nb, float *act, int64_t act_stride, int ncols, int nrows, void *stream,
                                     const void *xq, int64_t xq_stride) {
-    if (!up_tab) return gemv_fail("gpu_gemv_swiglu_rows: NULL up table");
-    return rows_common("gpu_gemv_swiglu_rows", type, gate_tab, up_tab, id, x, x_stride, nb, act, act_stride, ncols, nrows, stream, xq,
-                       xq_stride);
+    if (!gate_tab || !up_tab) return gemv_fail("gpu_gemv_swiglu_rows: NULL table");
+    return batch_common("gpu_gemv_swiglu_rows", type, NULL, gate_tab, up_tab, id, x, x_stride, xq, xq_stride, nb, act, act_stride, ncols,
+                        nrows, stream);
 }
 
 extern "C" int gpu_gemv_expert_rows(int type, const void *const *w_tab, const int *id, const float *x, int64_t x_stride, int nb, float *y,
                                     int64_t y_stride, int ncols, int nrows, void *stream) {
-    return rows_common("gpu_gemv_expert_rows", type, w_tab, NULL, id, x, x_stride, nb, y, y_stride, ncols, nrows, stream);
+    if (!w_tab) return gemv_fail("gpu_gemv_expert_rows: NULL table");
+    return batch_common("gpu_gemv_expert_rows", type, NULL, w_tab, NULL, id, x, x_stride, NULL, 0, nb, y, y_stride, ncols, nrows, stream);
 }
 
 extern "C" int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,

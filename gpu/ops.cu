@@ -89,10 +89,15 @@ static int vec4_threads(int n) {
     return (per + 31) / 32 * 32 < 32 ? 32 : (per + 31) / 32 * 32;
 }
 
-/* The records the float4 kernel (v4) writes beside the norm's output: xq when they are whole
- * chunks, else NULL (the launcher then makes them with gpu_q8_records, a launch of its own) */
-static uint8_t *xq_in_kernel(bool v4, int n, uint8_t *xq) {
-    return v4 && xq && n % Q8_CHUNK == 0 && n <= Q8_MAX_NCOLS && (uintptr_t)xq % 16 == 0 ? xq : nullptr;
+/* The records the float4 kernel (v4) writes beside the norm's output (rows of them xqs bytes apart):
+ * xq when they are whole chunks, else NULL (the launcher then makes them with q8_records_rows) */
+static uint8_t *xq_in_kernel(bool v4, int n, uint8_t *xq, int rows = 1, long long xqs = 0) {
+    return v4 && xq && n % Q8_CHUNK == 0 && n <= Q8_MAX_NCOLS && ((uintptr_t)xq | (uintptr_t)(rows > 1 ? xqs : 0)) % 16 == 0 ? xq
+                                                                                                                            : nullptr;
+}
+/* rows rows of n floats (os apart) quantized to their q8 records (xqs bytes apart), a launch each */
+static void q8_records_rows(const float *out, long long os, int n, int rows, uint8_t *xq, long long xqs, cudaStream_t s) {
+    for (int r = 0; r < rows; r++) gpu_q8_records(out + r * os, n, xq + r * xqs, s);
 }
 
 /* xq: the rows' records too, row r's at xq + r * xqs (a multiple of 16 when rows > 1) */
@@ -100,11 +105,11 @@ static void rmsnorm_launch(const float *x, const float *w, float *out, uint8_t *
                            long long xqs = 0) {
     const dim3 grid(1, rows);
     const bool v4 = vec4_ok(n, x, w, out);
-    uint8_t *kq = rows > 1 && xqs % 16 ? nullptr : xq_in_kernel(v4, n, xq);
+    uint8_t *kq = xq_in_kernel(v4, n, xq, rows, xqs);
     if (v4 && rows > 1 && kq) hm_launch(k_rmsnorm4<true>, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq, hm_small_pdl(), xqs);
     else if (v4) hm_launch(k_rmsnorm4<false>, grid, vec4_threads(n), 0, s, x, w, out, n, eps, kq, hm_small_pdl(), 0LL);
     else hm_launch(k_rmsnorm, grid, 1024, 0, s, x, w, out, n, eps);
-    for (int r = 0; xq && !kq && r < rows; r++) gpu_q8_records(out + (size_t)r * n, n, xq + r * xqs, s);
+    if (xq && !kq) q8_records_rows(out, n, n, rows, xq, xqs, s);
 }
 
 void op_rmsnorm_rows(const float *x, const float *w, float *out, int n, int rows, float eps, cudaStream_t s, void *xq, long long xqs) {
@@ -368,7 +373,7 @@ static int residual_norm_launch(float *x, const float *pre, const float *y, long
     const int f = hm_small_pdl() | (store_x ? 0 : RN_NOX);
     const bool v4 = k <= 64 && vec4_ok(n, x, y, out) && ((uintptr_t)shared | (uintptr_t)w | (uintptr_t)pre) % 16 == 0 && ys % 4 == 0;
     if (!w) xq = NULL;   /* no norm, no output */
-    uint8_t *kq = rows > 1 && xqs % 16 ? nullptr : xq_in_kernel(v4, n, xq);
+    uint8_t *kq = xq_in_kernel(v4, n, xq, rows, xqs);
     const rn_form form = rn_form_for(n, v4);
     auto go = [&](auto r) {
         constexpr bool R = decltype(r)::value;
@@ -385,7 +390,7 @@ static int residual_norm_launch(float *x, const float *pre, const float *y, long
         else go(std::false_type());
     } else if (!store_x) return -1;   /* only the float4 kernels leave x as it was */
     else hm_launch(k_residual_norm, grid, 1024, 0, s, x, pre, y, wt, k, shared, w, out, n, eps, ys, ws);
-    for (int r = 0; xq && !kq && r < rows; r++) gpu_q8_records(out + (size_t)r * n, n, xq + r * xqs, s);
+    if (xq && !kq) q8_records_rows(out, n, n, rows, xq, xqs, s);
     return 0;
 }
 
@@ -1442,7 +1447,7 @@ static void attn_launch(const float *q, const float *kcache, const float *vcache
     else
         hm_launch(k_attn_combine<false>, dim3(n_head, rows), (hd + 31) / 32 * 32, 0, s, part, out, hd, nsplit, pos, ps, os,
                   fused ? xq : nullptr, hm_small_pdl(), 0LL);   /* whole warps */
-    for (int r = 0; xq && !fused && r < rows; r++) gpu_q8_records(out + r * os, n_head * hd, xq + r * xqs, s);
+    if (xq && !fused) q8_records_rows(out, os, n_head * hd, rows, xq, xqs, s);
 }
 
 void op_attn_decode(const float *q, const float *kcache, const float *vcache, float *out, float *part, int n_head,
