@@ -854,6 +854,24 @@ static int batch_attn_form(void) {
     return f == 3 || f == 4 ? f : 0;
 }
 
+/* HOTMOE_BATCH_S2=1 (0, off, is the default until it has run on a GPU: bench/README.md,
+ * fifty-sixth pass): a batched step's shared expert runs on the second stream beside the router,
+ * the top-k and the routed experts (as record_step's does), joined before the residual norm that
+ * adds it. The same kernels and sums. */
+static int batch_s2_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_BATCH_S2", 0, 1, 0, c);
+}
+
+/* HOTMOE_BATCH_XQ=1 (0, off, is the default until it has run on a GPU, as HOTMOE_BATCH_S2): a
+ * batched step's expert slot launches on a row's normed x copy that row's q8 records (the norm's,
+ * bxq_n) instead of each block quantizing the row again (gpu_gemv_experts_swiglu_xq). The same
+ * records, so the same sums. */
+static int batch_xq_on(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_BATCH_XQ", 0, 1, 0, c);
+}
+
 /* Records one batched decode step of nb tokens (rows of the b* buffers; each row's sequence and
  * position in bseq/bpos). The same sums as record_step per row, so each row's results are its
  * single step's bit for bit; the dense part's matrices (and the shared expert's) are read once for
@@ -901,16 +919,24 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
         mark(g, P_OPROJ);
         int shared = 0;
+        cudaStream_t ss = s;   /* the shared expert's stream (batch_s2_on: g->s2, joined before the residual norm) */
         if (l->has_single) {   /* dense FFN, or the shared expert: one slot per row */
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            if (ff % 4 == 0) {   /* each weight row read once for up to 4 rows, each row's values the one-row step's */
-                gpu_gemv_swiglu_rows(x->type_gu, x->gate, x->up, g->bzero, g->bxn, D, nb, g->bsh_act, ff, D, ff, s, g->bxq_n, xr);
-                gpu_gemv_expert_rows(x->type_down, x->down, g->bzero, g->bsh_act, ff, nb, g->bsh, D, ff, D, s);
-            } else {   /* a slot per row */
-                gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, g->bsh_act, D, ff, s);
-                gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, s);
+            if (l->is_moe && batch_s2_on()) {
+                ss = g->s2;
+                cudaEventRecord(g->ev_fork, s);
+                cudaStreamWaitEvent(ss, g->ev_fork, 0);
             }
+            if (ff % 4 == 0) {   /* each weight row read once for up to 4 rows, each row's values the one-row step's */
+                gpu_gemv_swiglu_rows(x->type_gu, x->gate, x->up, g->bzero, g->bxn, D, nb, g->bsh_act, ff, D, ff, ss, g->bxq_n, xr);
+                gpu_gemv_expert_rows(x->type_down, x->down, g->bzero, g->bsh_act, ff, nb, g->bsh, D, ff, D, ss);
+            } else {   /* a slot per row */
+                gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, batch_xq_on() ? g->bxq_n : NULL, xr,
+                                           g->bsh_act, D, ff, ss);
+                gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, ss);
+            }
+            if (ss != s) cudaEventRecord(g->ev_join, ss);
             if (!l->is_moe) {
                 op_residual_norm_rows(g->bx, g->bsh, D, NULL, 0, 1, NULL, next_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
                 mark(g, P_DENSE);
@@ -930,7 +956,8 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         if (l->cache && l->cache->cpu && g->hostfn) hybrid_record_hostfn(g, l->cache->job_h, s);
         mark(g, P_CACHE);
         /* every row's k experts in one launch each: row r's slots read its x, write its rows of ey */
-        gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, g->bact, D, c->n_ff_exp, s);
+        gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, batch_xq_on() ? g->bxq_n : NULL, xr,
+                                   g->bact, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts_y(x->type_down, x->down, g->bids, nb * k, g->bact, g->bey, c->n_ff_exp, D, k, (int64_t)b.ey, s);
         mark(g, P_MOE_DOWN);
@@ -941,6 +968,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
             kk++;
             mark(g, P_CPUWAIT);
         }
+        if (ss != s) cudaStreamWaitEvent(s, g->ev_join, 0);
         op_residual_norm_rows(g->bx, g->bey, (long long)b.ey, g->bew, (int)b.ew, kk, shared ? g->bsh : NULL, next_norm, g->bxn, D, nb,
                               c->rms_eps, s, g->bxq_n, xr);
         mark(g, P_REDUCE);
