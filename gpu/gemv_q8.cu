@@ -108,7 +108,7 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
-    int64_t xqb_stride;   /* nb > 1 with xq: vector b's records at xq + b * xqb_stride */
+    int64_t xqb_stride;   /* with xq: nb > 1, vector b's records at xq + b * xqb_stride; one vector, not flat, slot e's at xq + (e / xg) * xqb_stride */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
