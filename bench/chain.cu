@@ -40,6 +40,7 @@
 #include "gpu.h"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_chain: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "graph_us.cuh"   /* graph_us */
 
 enum { NT = 256, NW = NT / 32, LPR = 8 };   /* threads a block, warps, 16-byte loads a lane a row (rows of 4096) */
 
@@ -160,32 +161,6 @@ __global__ void __launch_bounds__(NT, 2) k_chain(const uint8_t *w0, size_t wstri
     }
 }
 
-template <class F>
-static double graph_us(cudaStream_t s, int reps, F body) {
-    cudaGraph_t gr;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    body(s);
-    CK(cudaStreamEndCapture(s, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaStreamSynchronize(s));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-    double best = 1e30;
-    for (int round = 0; round < 3; round++) {   /* the best of three rounds of reps replays */
-        CK(cudaEventRecord(e0, s));
-        for (int r = 0; r < reps; r++) CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (ms < best) best = ms;
-    }
-    cudaEventDestroy(e0); cudaEventDestroy(e1);
-    cudaGraphExecDestroy(ge); cudaGraphDestroy(gr);
-    return 1e3 * best / reps;
-}
 
 int main(int argc, char **argv) {
     int steps = 32, reps = 20;
