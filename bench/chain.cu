@@ -40,41 +40,15 @@
 #include "gpu.h"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_chain: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
-#include "graph_us.cuh"   /* graph_us */
+#include "bench_gpu.cuh"   /* row_dot, dot16, warp_isum, graph_us */
 
 enum { NT = 256, NW = NT / 32, LPR = 8 };   /* threads a block, warps, 16-byte loads a lane a row (rows of 4096) */
 
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {   /* a weight word, not kept in L1 */
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-__device__ __forceinline__ int dot16(uint4 w, uint4 x, int acc) {
-    acc = __dp4a((int)w.x, (int)x.x, acc);
-    acc = __dp4a((int)w.y, (int)x.y, acc);
-    acc = __dp4a((int)w.z, (int)x.z, acc);
-    return __dp4a((int)w.w, (int)x.w, acc);
-}
-__device__ __forceinline__ int warp_sum(int v) {
-#pragma unroll
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-    return v;
-}
-/* one row's dot: a lane's LPR words at lane, lane + 32, ... (each load instruction of the warp reads 512 contiguous bytes) */
-__device__ __forceinline__ int row_dot(const uint4 *w, const uint4 *xs, int lane) {
-    uint4 v[LPR];
-#pragma unroll
-    for (int j = 0; j < LPR; j++) v[j] = ld_stream(w + lane + 32 * j);
-    int acc = 0;
-#pragma unroll
-    for (int j = 0; j < LPR; j++) acc = dot16(v[j], xs[lane + 32 * j], acc);
-    return warp_sum(acc);
-}
 __device__ __forceinline__ int row_dot_smem(const uint4 *w, const uint4 *xs, int lane) {
     int acc = 0;
 #pragma unroll
     for (int j = 0; j < LPR; j++) acc = dot16(w[lane + 32 * j], xs[lane + 32 * j], acc);
-    return warp_sum(acc);
+    return warp_isum(acc);
 }
 __device__ __forceinline__ void put(int *y, int8_t *xo, int r, int cols, int v) {
     y[r] = v;
@@ -95,7 +69,7 @@ __global__ void __launch_bounds__(NT, 2) k_step(const uint8_t *w, const int8_t *
     const int lo = (int)((long long)rows * blockIdx.x / gridDim.x), hi = (int)((long long)rows * (blockIdx.x + 1) / gridDim.x);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     for (int r = lo + warp; r < hi; r += NW) {
-        const int v = row_dot((const uint4 *)(w + (size_t)r * cols), xs, lane);
+        const int v = row_dot<LPR>((const uint4 *)(w + (size_t)r * cols), xs, lane);
         if (lane == 0) put(y, xo, r, cols, v);
     }
 }
@@ -148,8 +122,8 @@ __global__ void __launch_bounds__(NT, 2) k_chain(const uint8_t *w0, size_t wstri
                 int acc = 0;
 #pragma unroll
                 for (int j = 0; j < LPR; j++) acc = dot16(v1[j], xs[lane + 32 * j], acc);
-                v = warp_sum(acc);
-            } else v = row_dot((const uint4 *)(w + (size_t)r * cols), xs, lane);
+                v = warp_isum(acc);
+            } else v = row_dot<LPR>((const uint4 *)(w + (size_t)r * cols), xs, lane);
             if (lane == 0) put(y, xo, r, cols, v);
         }
         __syncthreads();   /* every store of the block before the arrive; x's and the stage's reads done before they are refilled */

@@ -34,32 +34,9 @@
 namespace cg = cooperative_groups;
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "bench_cluster: %s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
-#include "graph_us.cuh"   /* graph_us */
+#include "bench_gpu.cuh"   /* row_dot, graph_us */
 
 enum { NT = 256, NW = NT / 32, LPR = 8, COLS = 32 * LPR * 16, HEADS = 12, HD = 128, STAGE = 100 << 10 };
-
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {   /* a weight word, not kept in L1 */
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-/* one row's dot on a warp: a lane's LPR words at lane, lane + 32, ... (512 contiguous bytes a load instruction) */
-__device__ __forceinline__ int row_dot(const uint4 *w, const uint4 *xs, int lane) {
-    uint4 v[LPR];
-#pragma unroll
-    for (int j = 0; j < LPR; j++) v[j] = ld_stream(w + lane + 32 * j);
-    int acc = 0;
-#pragma unroll
-    for (int j = 0; j < LPR; j++) {
-        acc = __dp4a((int)v[j].x, (int)xs[lane + 32 * j].x, acc);
-        acc = __dp4a((int)v[j].y, (int)xs[lane + 32 * j].y, acc);
-        acc = __dp4a((int)v[j].z, (int)xs[lane + 32 * j].z, acc);
-        acc = __dp4a((int)v[j].w, (int)xs[lane + 32 * j].w, acc);
-    }
-#pragma unroll
-    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
-    return acc;
-}
 
 /* block b of the grid takes rows [b R / G, (b + 1) R / G); MERGE (clusters only): then the cluster's
  * barrier and each block's share of the head's HEADS x HD floats gathered from every block's shared
@@ -77,7 +54,7 @@ __global__ void __launch_bounds__(NT, 1) k_gemv(const uint8_t *w, const int8_t *
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int last = 0;
     for (int r = lo + warp; r < hi; r += NW) {
-        const int v = row_dot((const uint4 *)(w + (size_t)r * COLS), xs, lane);
+        const int v = row_dot<LPR>((const uint4 *)(w + (size_t)r * COLS), xs, lane);
         if (lane == 0) y[r] = v;
         last = v;
     }
