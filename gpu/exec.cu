@@ -892,6 +892,8 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     /* every norm of the step writes its rows' q8 records beside them (bxq_n, xr bytes a row): the GEMVs on xn copy them;
      * the attention's merge writes its outputs' (bxq_att, ar bytes a row) for the o-projection */
     const long long xr = (long long)batch_rec(c->n_embd), ar = (long long)batch_rec(c->q_dim);
+    const int s2 = batch_s2_on();
+    const void *slot_xq = batch_xq_on() ? g->bxq_n : NULL;   /* the expert slot launches' records of bxn, or none */
     op_rmsnorm_rows(g->bx, g->L[g->l0].attn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
     mark(g, P_NORM);
     for (int il = g->l0; il < g->l1; il++) {
@@ -923,7 +925,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         if (l->has_single) {   /* dense FFN, or the shared expert: one slot per row */
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            if (l->is_moe && batch_s2_on()) {
+            if (l->is_moe && s2) {
                 ss = g->s2;
                 cudaEventRecord(g->ev_fork, s);
                 cudaStreamWaitEvent(ss, g->ev_fork, 0);
@@ -932,7 +934,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
                 gpu_gemv_swiglu_rows(x->type_gu, x->gate, x->up, g->bzero, g->bxn, D, nb, g->bsh_act, ff, D, ff, ss, g->bxq_n, xr);
                 gpu_gemv_expert_rows(x->type_down, x->down, g->bzero, g->bsh_act, ff, nb, g->bsh, D, ff, D, ss);
             } else {   /* a slot per row */
-                gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, batch_xq_on() ? g->bxq_n : NULL, xr,
+                gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, slot_xq, xr,
                                            g->bsh_act, D, ff, ss);
                 gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, ss);
             }
@@ -956,7 +958,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         if (l->cache && l->cache->cpu && g->hostfn) hybrid_record_hostfn(g, l->cache->job_h, s);
         mark(g, P_CACHE);
         /* every row's k experts in one launch each: row r's slots read its x, write its rows of ey */
-        gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, batch_xq_on() ? g->bxq_n : NULL, xr,
+        gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, slot_xq, xr,
                                    g->bact, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts_y(x->type_down, x->down, g->bids, nb * k, g->bact, g->bey, c->n_ff_exp, D, k, (int64_t)b.ey, s);

@@ -359,7 +359,7 @@ extern "C" int gpu_gemv_experts_swiglu_xq(int type, const void *const *gate_tab,
     if (nrows == 0 || k == 0) return 0;
     if (gemv_q8_mode()) {
         const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx, 1, 0, kx,
-                                   xq, xq ? xq_stride : 0);
+                                   xq, xq_stride);
         if (rc <= 0) return rc;
     }
     if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu_x: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");

@@ -906,13 +906,11 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* x rows must stay 16-byte aligned for the float4 loads: x is, and x_stride is 0 or ncols */
     if (x_stride % 4) return 1;
     if (x_stride && !xq_stride) xq = NULL;   /* records are of one x shared by every slot, or of each x (xq_stride) */
-    if (xq_stride % 16) return 1;
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
-    if (xq) p.xqb_stride = xq_stride;   /* one vector a launch here: slot e's x group's records (q8_stage_x) */
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, xq ? xq_stride : 0 };   /* one vector a launch: slot e's records (q8_stage_x) */
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 

@@ -449,6 +449,20 @@ static __device__ __forceinline__ float router_part(float a, float4 w0, float4 w
     a = fmaf(w1.x, x1.x, a); a = fmaf(w1.y, x1.y, a); a = fmaf(w1.z, x1.z, a); a = fmaf(w1.w, x1.w, a);
     return a;
 }
+/* each of the RPB router rows' dot with one x, this thread's share in acc[k] (the caller sums the warp): part j of x is
+ * (xf(2 j), xf(2 j + 1)), the parts j < np in order (k_router_norm's x from shared memory, k_router_rows' from registers) */
+template <int RPB, int NP, class XF>
+static __device__ __forceinline__ void router_dots(const float4 (&rw)[RPB][2 * NP], int np, XF xf, float (&acc)[RPB]) {
+#pragma unroll
+    for (int k = 0; k < RPB; k++) acc[k] = 0.f;
+#pragma unroll
+    for (int j = 0; j < NP; j++) {
+        if (j >= np) continue;
+        const float4 x0 = xf(2 * j), x1 = xf(2 * j + 1);
+#pragma unroll
+        for (int k = 0; k < RPB; k++) acc[k] = router_part(acc[k], rw[k][2 * j], rw[k][2 * j + 1], x0, x1);
+    }
+}
 template <int RPB>
 __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__ x, const float *__restrict__ y,
                                                        const float *__restrict__ w, const float *__restrict__ R,
@@ -510,16 +524,7 @@ __global__ void __launch_bounds__(RTN_T) k_router_norm(const float *__restrict__
     }
     __syncthreads();
     float acc[RPB];
-#pragma unroll
-    for (int k = 0; k < RPB; k++) acc[k] = 0.f;
-#pragma unroll
-    for (int j = 0; j < NP; j++) {
-        if (j >= np) continue;
-        const int q = t + j * RTN_T;
-        const float4 x0 = ((const float4 *)sx)[2 * q], x1 = ((const float4 *)sx)[2 * q + 1];
-#pragma unroll
-        for (int k = 0; k < RPB; k++) acc[k] = router_part(acc[k], rw[k][2 * j], rw[k][2 * j + 1], x0, x1);
-    }
+    router_dots<RPB, NP>(rw, np, [&](int i) { return ((const float4 *)sx)[2 * (t + (i >> 1) * RTN_T) + (i & 1)]; }, acc);
 #pragma unroll
     for (int k = 0; k < RPB; k++) {
         const float a = warp_sum(acc[k]);
@@ -588,14 +593,7 @@ __global__ void __launch_bounds__(RTN_T) k_router_rows(const float *__restrict__
             xv[2 * j + 1] = j < np ? ((const float4 *)(x + (size_t)b * n))[2 * q + 1] : z;
         }
         float acc[RPB];
-#pragma unroll
-        for (int k = 0; k < RPB; k++) acc[k] = 0.f;
-#pragma unroll
-        for (int j = 0; j < NP; j++) {
-            if (j >= np) continue;
-#pragma unroll
-            for (int k = 0; k < RPB; k++) acc[k] = router_part(acc[k], rw[k][2 * j], rw[k][2 * j + 1], xv[2 * j], xv[2 * j + 1]);
-        }
+        router_dots<RPB, NP>(rw, np, [&](int i) { return xv[i]; }, acc);
 #pragma unroll
         for (int k = 0; k < RPB; k++) {
             const float a = warp_sum(acc[k]);
