@@ -314,6 +314,18 @@ static int kv_warm_el(void) {
     static std::atomic<int> c(-1);
     return hm_env_digit("HOTMOE_KVWARM_EL", 0, 1, 0, c);
 }
+/* the layers it warms: those whose shared expert joins the second stream back, experts resident */
+static int kv_warm_layer(const dlayer *l) { return l->is_moe && l->has_single && !l->cache; }
+/* HOTMOE_KVWARM_MB: the device's L2 set-aside for persisting lines, clamped to its most (once, when an executor is made) */
+static void kv_warm_setaside(int dev) {
+    static std::atomic<int> c(-1);
+    const int mb = hm_env_int("HOTMOE_KVWARM_MB", 0, 1024, 0, c);
+    int most = 0;
+    if (!mb || cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess) return;
+    const size_t want = (size_t)mb << 20 < (size_t)most ? (size_t)mb << 20 : (size_t)most;
+    if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want) != cudaSuccess) cudaGetLastError();
+    fprintf(stderr, "hotmoe: HOTMOE_KVWARM_MB: %zu of at most %d bytes of L2 set aside for persisting lines\n", want, most);
+}
 
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
  * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
@@ -668,6 +680,7 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
     for (int il = g->l0; il < g->l1; il++) all_resident &= g->L[il].cache == NULL;
     const int qe = qk_epi_on(), epi_on = (qe == 2 || (qe == 1 && all_resident)) && !diag_skip(D_V) && !diag_skip(D_QK) && !diag_skip(D_POST);
     int pf_for = -1;   /* --prefetch: the layer whose copies ahead are on the way (joined before its update) */
+    const int kvw = kv_warm_mode(), kvel = kv_warm_el();   /* HOTMOE_KVWARM (experiment, off) */
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
         size_t kvoff = ((size_t)seq * nl + (il - g->l0)) * g->n_ctx * c->kv_dim;
@@ -687,11 +700,10 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
         };
         const int pair = epi && l->n_fused != 3 && qkv_pair() && gpu_q8_pair_ok(l->wqkv.type, l->wv.type);   /* q|k and v in one launch (gpu_q8_pair_begin) */
         const int vs2 = l->n_fused != 3 && !pair;   /* v beside q|k on the second stream, joined below */
-        const int kvw = kv_warm_mode();
-        if (kvw == 2 && !vs2 && l->is_moe && l->has_single && !l->cache) {   /* this layer's K/V beside q|k|v */
+        if (kvw == 2 && !vs2 && kv_warm_layer(l)) {   /* this layer's K/V beside q|k|v */
             cudaEventRecord(g->ev_fork, s);
             cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
-            op_kv_warm(g->kc + kvoff, g->vc + kvoff, g->d_pos, c->kv_dim, gpu_sm_count(), kv_warm_el(), g->s2);
+            op_kv_warm(g->kc + kvoff, g->vc + kvoff, g->d_pos, c->kv_dim, gpu_sm_count(), kvel, g->s2);
         }
         if (pair) gpu_q8_pair_begin();
         if (vs2) {
@@ -765,10 +777,10 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
                 if (!diag_skip(D_SHDOWN)) gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
             }
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
-            if (kvw == 1 && l->is_moe && il + 1 < g->l1 && g->L[il + 1].is_moe && g->L[il + 1].has_single && !g->L[il + 1].cache) {
-                /* the next layer's K/V after the shared expert, joined by the next layer's join */
-                const size_t kvn = ((size_t)seq * nl + (il + 1 - g->l0)) * g->n_ctx * c->kv_dim;
-                op_kv_warm(g->kc + kvn, g->vc + kvn, g->d_pos, c->kv_dim, gpu_sm_count(), kv_warm_el(), ss);
+            if (kvw == 1 && l->is_moe && il + 1 < g->l1 && kv_warm_layer(&g->L[il + 1])) {
+                /* the next layer's K/V after the shared expert (the next layer's K/V offset), joined by the next layer's join */
+                op_kv_warm(g->kc + kvoff + (size_t)g->n_ctx * c->kv_dim, g->vc + kvoff + (size_t)g->n_ctx * c->kv_dim, g->d_pos, c->kv_dim,
+                           gpu_sm_count(), kvel, ss);
             }
             shared = g->sh;
             if (!l->is_moe) {
@@ -1356,18 +1368,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_warm, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
-    {   /* HOTMOE_KVWARM_MB (experiment): L2 set aside for persisting lines, clamped to the device's most */
-        static std::atomic<int> mbc(-1);
-        const int mb = hm_env_int("HOTMOE_KVWARM_MB", 0, 1024, 0, mbc);
-        cudaDeviceProp pr;
-        if (mb && cudaGetDeviceProperties(&pr, g->dev) == cudaSuccess) {
-            size_t want = (size_t)mb << 20;
-            if (want > (size_t)pr.persistingL2CacheMaxSize) want = (size_t)pr.persistingL2CacheMaxSize;
-            if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want) != cudaSuccess) cudaGetLastError();
-            fprintf(stderr, "hotmoe: HOTMOE_KVWARM_MB: %zu of at most %d bytes of L2 set aside for persisting lines\n", want,
-                    pr.persistingL2CacheMaxSize);
-        }
-    }
+    kv_warm_setaside(g->dev);
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
     for (int il = g->l0; il < g->l1; il++) {
         const hm_layer *ly = &m->layers[il];

@@ -155,10 +155,6 @@ __device__ __forceinline__ void q8_rec_load(const uint8_t *xq, int i0, int st, i
     }
 }
 template <int U>
-__device__ __forceinline__ void q8_rec_load(const q8_params &p, int i0, int st, int n16, uint4 (&v)[U]) {
-    q8_rec_load(p.xq, i0, st, n16, v);
-}
-template <int U>
 __device__ __forceinline__ void q8_rec_store(uint8_t *xs, int i0, int st, int n16, const uint4 (&v)[U]) {
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -347,7 +343,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const bool idp = !ROUTE && AFF && NB == 1 && p.idpre;
     int sid = -1;
     if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
-    if (xreg) q8_rec_load(p, threadIdx.x, Q8_THREADS, nx16, xr);
+    if (xreg) q8_rec_load(p.xq, threadIdx.x, Q8_THREADS, nx16, xr);
     if (!idp) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one slot, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */

@@ -1213,22 +1213,28 @@ __global__ void __launch_bounds__(32 * G, 2) k_attn_quad(const float *__restrict
 /* k_attn_quad<G>'s shared memory: a K and a V tile, q, the scores, probabilities, rescales, m and l */
 static size_t attn_quad_smem(int G) { return sizeof(float) * ((size_t)32 * (132 + 128) + (size_t)G * 128 + (size_t)2 * G * 32 + 3 * G); }
 
-/* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight 16-byte
- * loads in flight a thread; an xor of every word is kept so that no load is dropped (the store
- * never happens: only that value would make it) */
-__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink) {
+/* Words [0, n16) of at(.) this thread's by a grid-stride loop, U 16-byte loads (ld) in flight; an
+ * xor of every word is returned, which the callers keep so that no load is dropped (their store never
+ * happens: only one value would make it) */
+template <int U, class AT, class LD>
+static __device__ __forceinline__ unsigned l2_touch(size_t n16, AT at, LD ld) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    auto at = [&](size_t i) { return p + i / u16 * s16 + i % u16; };
     unsigned acc = 0;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 7 * stride < n16; i += 8 * stride) {
-        uint4 v[8];
+    for (; i + (U - 1) * stride < n16; i += U * stride) {
+        uint4 v[U];
 #pragma unroll
-        for (int u = 0; u < 8; u++) v[u] = __ldg(at(i + u * stride));
+        for (int u = 0; u < U; u++) v[u] = ld(at(i + u * stride));
 #pragma unroll
-        for (int u = 0; u < 8; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+        for (int u = 0; u < U; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
-    for (; i < n16; i += stride) { const uint4 v = __ldg(at(i)); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+    for (; i < n16; i += stride) { const uint4 v = ld(at(i)); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
+    return acc;
+}
+
+/* op_l2_warm: word i of the spans (u16 words each, s16 apart), eight loads in flight a thread */
+__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink) {
+    const unsigned acc = l2_touch<8>(n16, [&](size_t i) { return p + i / u16 * s16 + i % u16; }, [](const uint4 *q) { return __ldg(q); });
     if (acc == 0x9E3779B9u && sink) *sink = acc;
 }
 
@@ -1238,9 +1244,9 @@ void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStr
     k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
 }
 
-/* HOTMOE_KVWARM (an experiment, off by default; exec.cu's kv_warm_mode): one layer's K and V rows
- * [0, *pos) read into L2 by small blocks (64 threads of at most 64 registers: they fit on a SM beside
- * the q|k|v GEMV's two 256-thread blocks), eight 16-byte loads in flight a thread; rows of row16
+/* HOTMOE_KVWARM (an experiment, off by default; exec.cu's kv_warm_mode): one layer's K rows, then its
+ * V rows, [0, *pos) read into L2 by small blocks (64 threads of at most 64 registers: they fit on a SM
+ * beside the q|k|v GEMV's two 256-thread blocks), eight loads in flight a thread; rows of row16
  * 16-byte words. EL: the loads carry an L2 evict_last policy, so that the lines stay in the L2's
  * persisting set-aside (HOTMOE_KVWARM_MB) while the weights stream past them. Nothing is written. */
 template <bool EL>
@@ -1256,17 +1262,8 @@ __global__ void __launch_bounds__(64, 16) k_kv_warm(const uint4 *__restrict__ k,
         else r = __ldg(p);
         return r;
     };
-    const size_t n = (size_t)*pos * row16, stride = (size_t)gridDim.x * blockDim.x;
-    unsigned acc = 0;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    for (; i + 3 * stride < n; i += 4 * stride) {
-        uint4 a[8];
-#pragma unroll
-        for (int u = 0; u < 4; u++) { a[2 * u] = ld(k + i + u * stride); a[2 * u + 1] = ld(v + i + u * stride); }
-#pragma unroll
-        for (int u = 0; u < 8; u++) acc ^= a[u].x ^ a[u].y ^ a[u].z ^ a[u].w;
-    }
-    for (; i < n; i += stride) { const uint4 a = ld(k + i), b = ld(v + i); acc ^= a.x ^ a.y ^ b.z ^ b.w; }
+    const size_t n = (size_t)*pos * row16;
+    const unsigned acc = l2_touch<8>(n, [&](size_t i) { return k + i; }, ld) ^ l2_touch<8>(n, [&](size_t i) { return v + i; }, ld);
     if (acc == 0x9E3779B9u && sink) *sink = acc;
 }
 
