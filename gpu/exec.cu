@@ -894,24 +894,6 @@ static int batch_attn_form(void) {
     return f == 3 || f == 4 ? f : 0;
 }
 
-/* HOTMOE_BATCH_S2=1 (0, off, is the default until it has run on a GPU: bench/README.md,
- * fifty-sixth pass): a batched step's shared expert runs on the second stream beside the router,
- * the top-k and the routed experts (as record_step's does), joined before the residual norm that
- * adds it. The same kernels and sums. */
-static int batch_s2_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_BATCH_S2", 0, 1, 0, c);
-}
-
-/* HOTMOE_BATCH_XQ=1 (0, off, is the default until it has run on a GPU, as HOTMOE_BATCH_S2): a
- * batched step's expert slot launches on a row's normed x copy that row's q8 records (the norm's,
- * bxq_n) instead of each block quantizing the row again (gpu_gemv_experts_swiglu_xq). The same
- * records, so the same sums. */
-static int batch_xq_on(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_BATCH_XQ", 0, 1, 0, c);
-}
-
 /* Records one batched decode step of nb tokens (rows of the b* buffers; each row's sequence and
  * position in bseq/bpos). The same sums as record_step per row, so each row's results are its
  * single step's bit for bit; the dense part's matrices (and the shared expert's) are read once for
@@ -932,8 +914,6 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
     /* every norm of the step writes its rows' q8 records beside them (bxq_n, xr bytes a row): the GEMVs on xn copy them;
      * the attention's merge writes its outputs' (bxq_att, ar bytes a row) for the o-projection */
     const long long xr = (long long)batch_rec(c->n_embd), ar = (long long)batch_rec(c->q_dim);
-    const int s2 = batch_s2_on();
-    const void *slot_xq = batch_xq_on() ? g->bxq_n : NULL;   /* the expert slot launches' records of bxn, or none */
     op_rmsnorm_rows(g->bx, g->L[g->l0].attn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
     mark(g, P_NORM);
     for (int il = g->l0; il < g->l1; il++) {
@@ -961,11 +941,14 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         op_residual_norm_rows(g->bx, g->btmp, D, NULL, 0, 1, NULL, l->ffn_norm, g->bxn, D, nb, c->rms_eps, s, g->bxq_n, xr);
         mark(g, P_OPROJ);
         int shared = 0;
-        cudaStream_t ss = s;   /* the shared expert's stream (batch_s2_on: g->s2, joined before the residual norm) */
+        /* a MoE layer's shared expert runs on the second stream beside the router, the top-k and the routed experts (as
+         * record_step's), joined before the residual norm that adds it: +4.4% at 4 streams on an H100 (bench/README.md,
+         * fifty-eighth pass) */
+        cudaStream_t ss = s;
         if (l->has_single) {   /* dense FFN, or the shared expert: one slot per row */
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            if (l->is_moe && s2) {
+            if (l->is_moe) {
                 ss = g->s2;
                 cudaEventRecord(g->ev_fork, s);
                 cudaStreamWaitEvent(ss, g->ev_fork, 0);
@@ -974,8 +957,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
                 gpu_gemv_swiglu_rows(x->type_gu, x->gate, x->up, g->bzero, g->bxn, D, nb, g->bsh_act, ff, D, ff, ss, g->bxq_n, xr);
                 gpu_gemv_expert_rows(x->type_down, x->down, g->bzero, g->bsh_act, ff, nb, g->bsh, D, ff, D, ss);
             } else {   /* a slot per row */
-                gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, slot_xq, xr,
-                                           g->bsh_act, D, ff, ss);
+                gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bzero, nb, g->bxn, D, 1, g->bsh_act, D, ff, ss);
                 gpu_gemv_experts_y(x->type_down, x->down, g->bzero, nb, g->bsh_act, g->bsh, ff, D, 1, D, ss);
             }
             if (ss != s) cudaEventRecord(g->ev_join, ss);
@@ -998,8 +980,7 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         if (l->cache && l->cache->cpu && g->hostfn) hybrid_record_hostfn(g, l->cache->job_h, s);
         mark(g, P_CACHE);
         /* every row's k experts in one launch each: row r's slots read its x, write its rows of ey */
-        gpu_gemv_experts_swiglu_xq(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, slot_xq, xr,
-                                   g->bact, D, c->n_ff_exp, s);
+        gpu_gemv_experts_swiglu_x(x->type_gu, x->gate, x->up, g->bids, nb * k, g->bxn, D, k, g->bact, D, c->n_ff_exp, s);
         mark(g, P_MOE_GU);
         gpu_gemv_experts_y(x->type_down, x->down, g->bids, nb * k, g->bact, g->bey, c->n_ff_exp, D, k, (int64_t)b.ey, s);
         mark(g, P_MOE_DOWN);

@@ -344,32 +344,22 @@ extern "C" int gpu_gemv_experts_swiglu(int type, const void *const *gate_tab, co
     return gpu_gemv_experts_swiglu_q8x(type, gate_tab, up_tab, ids, k, x, NULL, act, ncols, nrows, stream);
 }
 
-extern "C" int gpu_gemv_experts_swiglu_xq(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
-                                          const float *x, int64_t x_stride, int kx, const void *xq, int64_t xq_stride, float *act,
-                                          int ncols, int nrows, void *stream) {
+extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
+                                         const float *x, int64_t x_stride, int kx, float *act, int ncols, int nrows, void *stream) {
     const gemv_type *t;
     if (gemv_check("gpu_gemv_experts_swiglu_x", type, x, ncols, nrows, k, &t)) return -1;
     if (!gate_tab || !up_tab || !ids) return gemv_fail("gpu_gemv_experts_swiglu_x: NULL table or ids");
     if (kx < 1 || x_stride < ncols || x_stride % 4)
         return gemv_fail("gpu_gemv_experts_swiglu_x: kx %d, x_stride %lld: expected kx >= 1 and x_stride >= ncols (%d), a multiple of 4",
                          kx, (long long)x_stride, ncols);
-    if (xq && (((uintptr_t)xq | (uintptr_t)xq_stride) % 16 || xq_stride <= 0))
-        return gemv_fail("gpu_gemv_experts_swiglu_xq: records at %p (stride %lld): expected 16-byte aligned, a positive multiple of 16",
-                         xq, (long long)xq_stride);
     if (nrows == 0 || k == 0) return 0;
     if (gemv_q8_mode()) {
-        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx, 1, 0, kx,
-                                   xq, xq_stride);
+        const int rc = gemv_q8_try(type, NULL, gate_tab, up_tab, ids, k, x, x_stride, act, nrows, ncols, nrows, 2, stream, kx, 1, 0, kx);
         if (rc <= 0) return rc;
     }
     if (gpu_q8_inter_lshift(gate_tab) >= 0) return gemv_fail("gpu_gemv_experts_swiglu_x: interleaved matrices need the q8 path (made in mode 0, an executor keeps GGUF rows)");
     const gemv_params p = { NULL, gate_tab, up_tab, ids, x, x_stride, act, nrows, ncols, nrows, kx, 1, 0, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
-}
-
-extern "C" int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
-                                         const float *x, int64_t x_stride, int kx, float *act, int ncols, int nrows, void *stream) {
-    return gpu_gemv_experts_swiglu_xq(type, gate_tab, up_tab, ids, k, x, x_stride, kx, NULL, 0, act, ncols, nrows, stream);
 }
 
 extern "C" int gpu_gemv_experts_y(int type, const void *const *w_tab, const int *ids, int k, const float *x, float *y, int ncols,

@@ -108,7 +108,7 @@ struct q8_params {
     float etheta;
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
-    int64_t xqb_stride;   /* with xq: nb > 1, vector b's records at xq + b * xqb_stride; one vector, not flat, slot e's at xq + (e / xg) * xqb_stride */
+    int64_t xqb_stride;   /* nb > 1 with xq: vector b's records at xq + b * xqb_stride */
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -147,11 +147,11 @@ __device__ __forceinline__ void q8_quantize_x(const float *x, int ncols, uint8_t
 /* U of x's record words a thread, i0 + u * st for u < U (those below n16; st: the block's threads),
  * into v and from v into xs: all U loads are issued before any store (one L2 round trip) */
 template <int U>
-__device__ __forceinline__ void q8_rec_load(const uint8_t *xq, int i0, int st, int n16, uint4 (&v)[U]) {
+__device__ __forceinline__ void q8_rec_load(const q8_params &p, int i0, int st, int n16, uint4 (&v)[U]) {
 #pragma unroll
     for (int u = 0; u < U; u++) {
         const int i = i0 + u * st;
-        if (i < n16) v[u] = __ldg((const uint4 *)xq + i);
+        if (i < n16) v[u] = __ldg((const uint4 *)p.xq + i);
     }
 }
 template <int U>
@@ -164,19 +164,16 @@ __device__ __forceinline__ void q8_rec_store(uint8_t *xs, int i0, int st, int n1
 }
 
 /* Slot e's x as chunk records in xs (nchunks of them, whole 16-byte words): copied from its
- * producer's (p.xq, gpu_gemv_q8x; not flat with xqb_stride set, slot e's x group's at p.xq + (e /
- * xg) * xqb_stride: gpu_gemv_experts_swiglu_xq), or quantized here */
+ * producer's (p.xq, gpu_gemv_q8x), or quantized here */
 __device__ __forceinline__ void q8_stage_x(const q8_params &p, int e, int nchunks, uint8_t *xs) {
     const int n16 = nchunks * Q8_REC / 16;
     if (p.xq) {
-        const uint8_t *xq = p.xq;
-        if (!p.flat && p.xqb_stride) xq += (p.xg > 1 ? e / p.xg : e) * p.xqb_stride;
         /* Q8_XC words a thread in flight at once: one L2 round trip per batch (a plain copy loop
          * keeps each load behind the last one's shared store: o-projection of 12288 columns, 4 of
          * them; HOTMOE_XEARLY's former bit 8) */
         for (int i0 = threadIdx.x; i0 < n16; i0 += Q8_XC * blockDim.x) {
             uint4 v[Q8_XC];
-            q8_rec_load(xq, i0, blockDim.x, n16, v);
+            q8_rec_load(p, i0, blockDim.x, n16, v);
             q8_rec_store(xs, i0, blockDim.x, n16, v);
         }
     } else
@@ -343,7 +340,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const bool idp = !ROUTE && AFF && NB == 1 && p.idpre;
     int sid = -1;
     if (idp && threadIdx.x < nslot) sid = p.ids[p.flat ? threadIdx.x : e];
-    if (xreg) q8_rec_load(p.xq, threadIdx.x, Q8_THREADS, nx16, xr);
+    if (xreg) q8_rec_load(p, threadIdx.x, Q8_THREADS, nx16, xr);
     if (!idp) q8_tables<NMAT, ROUTE, AFF>(p, e, nslot, wp);
     /* NB > 1 (one slot, p.nb vectors): vector b's records at xs + b * xrec; the sums of each
      * vector are the NB == 1 kernel's, in its order, so the results are bitwise the same */
@@ -895,18 +892,18 @@ static const q8_type *q8_find(int type) {
 
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg,
-                int yg, int64_t ygs, int tok, const void *xq, int64_t xq_stride) {
+                int yg, int64_t ygs, int tok, const void *xq) {
     const q8_type *t = q8_find(type);
     if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS) return 1;
     if (ncols % (t->b32 ? 32 : Q8_CHUNK)) return 1;
     /* x rows must stay 16-byte aligned for the float4 loads: x is, and x_stride is 0 or ncols */
     if (x_stride % 4) return 1;
-    if (x_stride && !xq_stride) xq = NULL;   /* records are of one x shared by every slot, or of each x (xq_stride) */
+    if (x_stride) xq = NULL;   /* records are of one x shared by every slot */
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, xq ? xq_stride : 0 };   /* one vector a launch: slot e's records (q8_stage_x) */
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 

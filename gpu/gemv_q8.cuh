@@ -781,16 +781,14 @@ template <> struct q8_dot_nb<Q8W_Q6_K> { static constexpr bool v = true; };
  * not handled here (the caller falls back to the F32-activation kernels), else the result of the
  * launch (0, or -1 with the reason recorded). nmat 2: SwiGLU over (tab0, tab1). tok: expert slots
  * per token (the lane choice depends on a token's rows only). xq: x's records (gpu_q8_records'
- * layout), used when x is shared by every slot (x_stride 0), or with xq_stride (a multiple of 16)
- * when each group of xg slots has its own x: that group's records at xq + (slot / xg) * xq_stride;
- * else ignored. */
+ * layout), used when x is shared by every slot (x_stride 0), else ignored. */
 int gemv_q8_routed_ok(int type, int ncols, int rn, int k);
 int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab1, const float *rlog, const float *rbias, int rn,
                        int rfn, int rnorm, float rscale, int *rids, float *rw, int k, const float *x, const void *xq, float *act,
                        int ncols, int nrows, int xq_ready, void *stream);
 int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *const *tab1, const int *ids, int k,
                 const float *x, int64_t x_stride, float *y, int64_t y_stride, int ncols, int nrows, int nmat, void *stream, int xg = 1, int yg = 1, int64_t ygs = 0,
-                int tok = 1, const void *xq = nullptr, int64_t xq_stride = 0);
+                int tok = 1, const void *xq = nullptr);
 
 /* One interleaved matrix times x with k_qkv_post's bias and NeoX rotation in the launch's epilogue:
  * rows [0, rows0) (q) plus b0 into d0, the rest (k or v) plus b1 into the cache row d1 + *pos * kvd;

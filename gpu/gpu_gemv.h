@@ -136,12 +136,6 @@ int gpu_gemv_experts_swiglu_q8x(int type, const void *const *gate_tab, const voi
  * those of gpu_gemv_experts_swiglu on its x, bit for bit. x_stride >= ncols, a multiple of 4. */
 int gpu_gemv_experts_swiglu_x(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
                               const float *x, int64_t x_stride, int kx, float *act, int ncols, int nrows, void *stream);
-/* The same with each x's q8 records (gpu_q8_records' layout) at xq + (j / kx) * xq_stride (16-byte
- * aligned, xq_stride a multiple of 16; the batched step's norms write them): the blocks copy them
- * instead of quantizing x. Bitwise the same results. */
-int gpu_gemv_experts_swiglu_xq(int type, const void *const *gate_tab, const void *const *up_tab, const int *ids, int k,
-                               const float *x, int64_t x_stride, int kx, const void *xq, int64_t xq_stride, float *act, int ncols,
-                               int nrows, void *stream);
 
 /* For j < k: y[j] = W_{ids[j]} x[j], one launch (down projections; the caller combines the k
  * rows with the routing weights). w_tab: device table as above; x: [k][ncols]; y: [k][nrows]. */
