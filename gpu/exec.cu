@@ -944,12 +944,11 @@ static void record_step_batch(gpu_exec *g, int nb, int greedy) {
         /* a MoE layer's shared expert runs on the second stream beside the router, the top-k and the routed experts (as
          * record_step's), joined before the residual norm that adds it: +4.4% at 4 streams on an H100 (bench/README.md,
          * fifty-eighth pass) */
-        cudaStream_t ss = s;
+        cudaStream_t ss = l->has_single && l->is_moe ? g->s2 : s;
         if (l->has_single) {   /* dense FFN, or the shared expert: one slot per row */
             dexperts *x = &l->single;
             const int ff = l->is_moe ? c->n_ff_shexp : c->n_ff;
-            if (l->is_moe) {
-                ss = g->s2;
+            if (ss != s) {
                 cudaEventRecord(g->ev_fork, s);
                 cudaStreamWaitEvent(ss, g->ev_fork, 0);
             }

@@ -1269,8 +1269,7 @@ __global__ void __launch_bounds__(64, 16) k_kv_warm(const uint4 *__restrict__ k,
 
 void op_kv_warm(const float *kc, const float *vc, const int *pos, int kv_dim, int blocks, int el, cudaStream_t s) {
     if (kv_dim % 4 || blocks < 1) return;
-    if (el) k_kv_warm<true><<<blocks, 64, 0, s>>>((const uint4 *)kc, (const uint4 *)vc, pos, kv_dim / 4, nullptr);
-    else k_kv_warm<false><<<blocks, 64, 0, s>>>((const uint4 *)kc, (const uint4 *)vc, pos, kv_dim / 4, nullptr);
+    (el ? k_kv_warm<true> : k_kv_warm<false>)<<<blocks, 64, 0, s>>>((const uint4 *)kc, (const uint4 *)vc, pos, kv_dim / 4, nullptr);
 }
 
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
