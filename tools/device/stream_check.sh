@@ -11,6 +11,7 @@
 # (machines differ by 1-2% between calls): ALT=dir prebuild.sh packs that build's bench_decode and
 # the config `alt` runs it (ALTS="name=dir ...": several, configs `alt-name`); the carry limit (64 MiB)
 # then leaves room for about two GPU tests, or five more bench_decode.
+# CARD=H200 (env.sh): stop at once, rc 3, unless nvidia-smi names GPU 0 with that (a call for an H200 may get an H100).
 set -uo pipefail
 RUNS=${1:-3}; GEN=${2:-512}; MODELS=${3:-"a3b:8 air:24"}
 OUT=${OUT:-/tmp/hotmoe-out}; mkdir -p "$OUT"
