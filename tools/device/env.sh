@@ -1,4 +1,14 @@
 # Sourced ON THE DEVICE: points pkg-config, CMake, the compiler and the loader at .deps/root.
+# CARD=H200 (any part of nvidia-smi's name for GPU 0): a sourcing script stops at once, rc 3, on another card. A call that
+# asks for an H200 without needs_h200 may run on an H100, and a measurement meant for one card is not taken on the other.
+if [ -n "${CARD:-}" ]; then
+  hm_card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case "$hm_card" in
+    *"$CARD"*) echo "== card: $hm_card" ;;
+    *) echo "== card: ${hm_card:-none found}, not $CARD: stopping"; exit 3 ;;
+  esac
+fi
+
 root="$PWD/.deps/root"
 for f in "$root"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$root"/usr/share/pkgconfig/*.pc; do
   [ -f "$f" ] && sed -i -E "s#^(prefix|exec_prefix|libdir|includedir)=/usr#\1=$root/usr#" "$f"
@@ -25,13 +35,3 @@ hm_prebuilt() {   # hm_prebuilt TARGET...
   for t in "$@"; do [ -x "build-dev/$t" ] || [ -x "build-dev/tests/$t" ] || { echo "== prebuilt: no $t, building"; return 1; }; done
   return 0
 }
-
-# CARD=H200 (any part of nvidia-smi's name for GPU 0): a sourcing script stops at once, rc 3, on another card. A call that
-# asks for an H200 without needs_h200 may run on an H100, and a measurement meant for one card is not taken on the other.
-if [ -n "${CARD:-}" ]; then
-  hm_card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-  case "$hm_card" in
-    *"$CARD"*) echo "== card: $hm_card" ;;
-    *) echo "== card: ${hm_card:-none found}, not $CARD: stopping"; exit 3 ;;
-  esac
-fi
