@@ -298,35 +298,6 @@ static int owarm_on(void) {
     return hm_env_digit("HOTMOE_OWARM", 0, 1, 1, c);
 }
 
-/* HOTMOE_KVWARM (an experiment, 0 = off is the default): a layer's past K and V rows read into L2 on
- * the second stream before the attention needs them (op_kv_warm), for the H200, whose attention
- * pays an HBM round trip more than the H100's (bench/README.md, fifty-third pass). 1: the next
- * layer's, after this layer's shared expert (session 52 measured this form without the policy on an
- * H100: -0.6%); 2: this layer's, forked before q|k|v and run beside it. HOTMOE_KVWARM_EL=1: the
- * warm's loads with an L2 evict_last policy; HOTMOE_KVWARM_MB=n: n MB of L2 set aside for
- * persisting lines (cudaLimitPersistingL2CacheSize, set once at gpu_exec_create). Layers whose
- * shared expert joins the second stream back only. */
-static int kv_warm_mode(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_KVWARM", 0, 2, 0, c);
-}
-static int kv_warm_el(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_KVWARM_EL", 0, 1, 0, c);
-}
-/* the layers it warms: those whose shared expert joins the second stream back, experts resident */
-static int kv_warm_layer(const dlayer *l) { return l->is_moe && l->has_single && !l->cache; }
-/* HOTMOE_KVWARM_MB: the device's L2 set-aside for persisting lines, clamped to its most (once, when an executor is made) */
-static void kv_warm_setaside(int dev) {
-    static std::atomic<int> c(-1);
-    const int mb = hm_env_int("HOTMOE_KVWARM_MB", 0, 1024, 0, c);
-    int most = 0;
-    if (!mb || cudaDeviceGetAttribute(&most, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess) return;
-    const size_t want = (size_t)mb << 20 < (size_t)most ? (size_t)mb << 20 : (size_t)most;
-    if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want) != cudaSuccess) cudaGetLastError();
-    fprintf(stderr, "hotmoe: HOTMOE_KVWARM_MB: %zu of at most %d bytes of L2 set aside for persisting lines\n", want, most);
-}
-
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
  * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
  * on the second stream, whose join made the attention's launch wait for both without PDL (KTRACE,
@@ -680,7 +651,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
     for (int il = g->l0; il < g->l1; il++) all_resident &= g->L[il].cache == NULL;
     const int qe = qk_epi_on(), epi_on = (qe == 2 || (qe == 1 && all_resident)) && !diag_skip(D_V) && !diag_skip(D_QK) && !diag_skip(D_POST);
     int pf_for = -1;   /* --prefetch: the layer whose copies ahead are on the way (joined before its update) */
-    const int kvw = kv_warm_mode(), kvel = kv_warm_el();   /* HOTMOE_KVWARM (experiment, off) */
     for (int il = g->l0; il < g->l1; il++) {
         dlayer *l = &g->L[il];
         size_t kvoff = ((size_t)seq * nl + (il - g->l0)) * g->n_ctx * c->kv_dim;
@@ -700,11 +670,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
         };
         const int pair = epi && l->n_fused != 3 && qkv_pair() && gpu_q8_pair_ok(l->wqkv.type, l->wv.type);   /* q|k and v in one launch (gpu_q8_pair_begin) */
         const int vs2 = l->n_fused != 3 && !pair;   /* v beside q|k on the second stream, joined below */
-        if (kvw == 2 && !vs2 && kv_warm_layer(l)) {   /* this layer's K/V beside q|k|v */
-            cudaEventRecord(g->ev_fork, s);
-            cudaStreamWaitEvent(g->s2, g->ev_fork, 0);
-            op_kv_warm(g->kc + kvoff, g->vc + kvoff, g->d_pos, c->kv_dim, gpu_sm_count(), kvel, g->s2);
-        }
         if (pair) gpu_q8_pair_begin();
         if (vs2) {
             cudaEventRecord(g->ev_fork, s);
@@ -777,11 +742,6 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
                 if (!diag_skip(D_SHDOWN)) gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
             }
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
-            if (kvw == 1 && l->is_moe && il + 1 < g->l1 && kv_warm_layer(&g->L[il + 1])) {
-                /* the next layer's K/V after the shared expert (the next layer's K/V offset), joined by the next layer's join */
-                op_kv_warm(g->kc + kvoff + (size_t)g->n_ctx * c->kv_dim, g->vc + kvoff + (size_t)g->n_ctx * c->kv_dim, g->d_pos, c->kv_dim,
-                           gpu_sm_count(), kvel, ss);
-            }
             shared = g->sh;
             if (!l->is_moe) {
                 op_residual_norm_q8(g->x, g->sh, NULL, 1, NULL, next_norm, g->xn, g->xq_n, D, c->rms_eps, s);
@@ -1348,7 +1308,6 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_warm, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
-    kv_warm_setaside(g->dev);
     g->L = (dlayer *)calloc(c->n_layer, sizeof(dlayer));
     for (int il = g->l0; il < g->l1; il++) {
         const hm_layer *ly = &m->layers[il];

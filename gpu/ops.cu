@@ -1244,34 +1244,6 @@ void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStr
     k_l2_warm<<<gpu_sm_count(), 256, 0, s>>>((const uint4 *)p, count * (unit / 16), unit / 16, count > 1 ? stride / 16 : unit / 16, nullptr);
 }
 
-/* HOTMOE_KVWARM (an experiment, off by default; exec.cu's kv_warm_mode): one layer's K rows, then its
- * V rows, [0, *pos) read into L2 by small blocks (64 threads of at most 64 registers: they fit on a SM
- * beside the q|k|v GEMV's two 256-thread blocks), eight loads in flight a thread; rows of row16
- * 16-byte words. EL: the loads carry an L2 evict_last policy, so that the lines stay in the L2's
- * persisting set-aside (HOTMOE_KVWARM_MB) while the weights stream past them. Nothing is written. */
-template <bool EL>
-__global__ void __launch_bounds__(64, 16) k_kv_warm(const uint4 *__restrict__ k, const uint4 *__restrict__ v, const int *__restrict__ pos,
-                                                     int row16, unsigned *sink) {
-    unsigned long long pol = 0;
-    if (EL) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    auto ld = [&](const uint4 *p) {
-        uint4 r;
-        if (EL)
-            asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
-        else r = __ldg(p);
-        return r;
-    };
-    const size_t n = (size_t)*pos * row16;
-    const unsigned acc = l2_touch<8>(n, [&](size_t i) { return k + i; }, ld) ^ l2_touch<8>(n, [&](size_t i) { return v + i; }, ld);
-    if (acc == 0x9E3779B9u && sink) *sink = acc;
-}
-
-void op_kv_warm(const float *kc, const float *vc, const int *pos, int kv_dim, int blocks, int el, cudaStream_t s) {
-    if (kv_dim % 4 || blocks < 1) return;
-    (el ? k_kv_warm<true> : k_kv_warm<false>)<<<blocks, 64, 0, s>>>((const uint4 *)kc, (const uint4 *)vc, pos, kv_dim / 4, nullptr);
-}
-
 #define CB_PRE 32 /* splits whose values a merge thread loads before the weights are known */
 /* One block per q head (and row): the splits' weights exp(m_s - M) / L once (warp 0, lanes over
  * the splits, nsplit <= 64), then a thread per dim sums o_s[d] times them. Nothing to do when one

@@ -89,8 +89,6 @@ int op_router_norm_q8(const float *x, const float *y, const float *w, const floa
  * runs ~1.35x faster; after cp.async.bulk.prefetch.L2 over it, ~1.04x.) For a second stream
  * beside latency-bound launches (exec.cu's HOTMOE_OWARM). */
 void op_l2_warm(const void *p, size_t count, size_t unit, size_t stride, cudaStream_t s);
-/* HOTMOE_KVWARM (experiment): one layer's K and V rows [0, *pos) read into L2 (el: with an evict_last policy) */
-void op_kv_warm(const float *kc, const float *vc, const int *pos, int kv_dim, int blocks, int el, cudaStream_t s);
 /* merge 0 (a diagnostic, HOTMOE_DIAG_SKIP=merge): the attention without its merge, out and xq left as they were */
 void op_attn_decode_q8(const float *q, const float *kcache, const float *vcache, float *out, void *xq, float *part, int n_head,
                        int n_head_kv, int hd, int n_ctx, const int *pos, cudaStream_t s, int merge = 1, int form = 0);
