@@ -1213,28 +1213,23 @@ __global__ void __launch_bounds__(32 * G, 2) k_attn_quad(const float *__restrict
 /* k_attn_quad<G>'s shared memory: a K and a V tile, q, the scores, probabilities, rescales, m and l */
 static size_t attn_quad_smem(int G) { return sizeof(float) * ((size_t)32 * (132 + 128) + (size_t)G * 128 + (size_t)2 * G * 32 + 3 * G); }
 
-/* Words [0, n16) of at(.) this thread's by a grid-stride loop, U 16-byte loads (ld) in flight; an
- * xor of every word is returned, which the callers keep so that no load is dropped (their store never
- * happens: only one value would make it) */
-template <int U, class AT, class LD>
-static __device__ __forceinline__ unsigned l2_touch(size_t n16, AT at, LD ld) {
+/* op_l2_warm: word i of the spans (u16 words each, s16 apart) by a grid-stride loop, eight loads in
+ * flight a thread; an xor of every word is kept so that no load is dropped (the store never happens:
+ * only one value would make it) */
+__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink) {
+    constexpr int U = 8;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    auto at = [&](size_t i) { return p + i / u16 * s16 + i % u16; };
     unsigned acc = 0;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     for (; i + (U - 1) * stride < n16; i += U * stride) {
         uint4 v[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) v[u] = ld(at(i + u * stride));
+        for (int u = 0; u < U; u++) v[u] = __ldg(at(i + u * stride));
 #pragma unroll
         for (int u = 0; u < U; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
-    for (; i < n16; i += stride) { const uint4 v = ld(at(i)); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
-    return acc;
-}
-
-/* op_l2_warm: word i of the spans (u16 words each, s16 apart), eight loads in flight a thread */
-__global__ void __launch_bounds__(256) k_l2_warm(const uint4 *__restrict__ p, size_t n16, size_t u16, size_t s16, unsigned *sink) {
-    const unsigned acc = l2_touch<8>(n16, [&](size_t i) { return p + i / u16 * s16 + i % u16; }, [](const uint4 *q) { return __ldg(q); });
+    for (; i < n16; i += stride) { const uint4 v = __ldg(at(i)); acc ^= v.x ^ v.y ^ v.z ^ v.w; }
     if (acc == 0x9E3779B9u && sink) *sink = acc;
 }
 
