@@ -189,6 +189,19 @@ template <> struct q8_b32<Q8W_Q5_1> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
+/* the 16-byte words of a partial last chunk (nbl bytes of GGUF blocks) that hold data in the
+ * interleaved layout: its blocks' bytes, or for q4r the d's word and a word a block. The kernel
+ * reads only these; the rest of the slot is zero and, lanes being laid out lane-index-major, whole
+ * spans of it are never fetched (air's routed down reads 800 of 864 bytes a row). */
+template <class T> struct q8_partw {
+    static constexpr bool v = q8_b32<T>::v;
+    __device__ static int words(int nbl) { return (nbl + 15) >> 4; }
+};
+template <> struct q8_partw<Q8W_Q4R> {
+    static constexpr bool v = true;
+    __device__ static int words(int nbl) { return 1 + nbl / 18; }
+};
+
 /* slot sl's matrices from its expert id on affine tables (p.astride > 0); an id < 0 is a skipped slot */
 template <int NMAT>
 __device__ __forceinline__ void q8_aff_slot(const q8_params &p, const uint8_t *(*wp)[Q8_MAXK], int sl, int id) {
@@ -252,8 +265,9 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
     /* A == 0: the matrices are interleaved per warp (gpu_q8_inter_pack): chunks padded to CBP bytes,
-     * the word j of the chunk a lane takes at step t at (t * RW * L * CBP) + j * RW * L * 16 + 16 *
-     * lane-in-matrix from the start of its rows' group of RW; every load of a warp reads whole lines */
+     * the word j of the chunk a lane takes at step t at (t * RW * L * CBP) + j * RW * L * 16 +
+     * 16 * (li * RW + row % RW) from the start of its rows' group of RW; every load of a warp reads
+     * whole lines, and the lanes with the same li (the same chunk of their rows) are side by side */
     constexpr bool INTER = A == 0;
     constexpr int CBP = (T::CB + 15) & ~15;
     constexpr int NW = INTER ? q8_nw(CBP, 16) : q8_nw(T::CB, A);
@@ -384,7 +398,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         if (ok) {
             if constexpr (INTER) {
                 const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
-                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)(((row & (RW - 1)) << p.lshift) + li) * 16;
+                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)(li * RW + (row & (RW - 1))) * 16;
             } else {
                 rp = wp[m][slot] + (size_t)row * rs;
             }
@@ -393,9 +407,11 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         auto load = [&](int c, uint32_t *w) {
             if constexpr (INTER) {
                 const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
+                /* a partial last chunk: only its words with data (the rest zero, as in memory) */
+                const int nw = q8_partw<T>::v && c == p.nch ? q8_partw<T>::words(p.nbl) : CBP / 16;
 #pragma unroll
                 for (int j = 0; j < CBP / 16; j++) {
-                    const uint4 u = q8_ldw(b + j * jstep);
+                    const uint4 u = j < nw ? q8_ldw(b + j * jstep) : make_uint4(0u, 0u, 0u, 0u);
                     w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
                 }
 #pragma unroll
@@ -963,8 +979,10 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
  * A matrix of nrows x ncols of a q8-path type whose launches take 1 << ls lanes a row (tok expert
  * slots a token, nmat 2 for gate|up): rows in groups of RW = (32 >> ls) / nmat (a warp's rows of
  * it in one round), each row's chunks padded to CBP = CB rounded up to 16 bytes (a partial last
- * chunk zero-filled), chunk c = li + t L of row r at group + t RW L CBP + j RW L 16 + 16 ((r % RW) L
- * + li) for its word j. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and type). */
+ * chunk zero-filled), chunk c = li + t L of row r at group + t RW L CBP + j RW L 16 + 16 (li RW
+ * + r % RW) for its word j: lane-index-major, so that the words a warp never reads (the last step's
+ * empty slots, a partial chunk's zero tail: q8_partw) lie in whole spans of RW 16 bytes that no
+ * load touches. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and type). */
 static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int *cb, int *cbp, int *nch, int *ls, int *rw) {
     const q8_type *t = q8_find(type);
     if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return -1;
@@ -1054,7 +1072,7 @@ extern "C" int gpu_q8_inter_pack_src(int type, const void *const *src, const int
                     from = tmp;
                 }
                 const int li = c % L, t = c / L;
-                uint8_t *g = d + (size_t)(r / rw - gb) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
+                uint8_t *g = d + (size_t)(r / rw - gb) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)((li * rw + r % rw) * 16);
                 for (int j = 0; j * 16 < nb; j++) {
                     const int n = nb - 16 * j < 16 ? nb - 16 * j : 16;
                     memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);

@@ -411,7 +411,7 @@ int pf_deq_tab(int type, const void *const *tab, const int *ids, int nslots, int
 /* ---- dequantization of experts in the decode GEMV's interleaved layout (gpu_q8_inter_pack) ----
  * A matrix is tiles of Q = RW L chunk slots (RW rows of a warp, L lanes a row), each slot a 256-element
  * chunk padded to CBP bytes; word j of slot q at tile + 16 (j Q + q); tile (row group gr, step t) at
- * (gr S + t) Q CBP (S steps of L chunks a row). Slot q holds chunk t L + q % L of row gr RW + q / L. A
+ * (gr S + t) Q CBP (S steps of L chunks a row). Slot q holds chunk t L + q / RW of row gr RW + q % RW. A
  * block copies a tile's words to shared memory as Q GGUF chunks and runs the types' deq4 on them
  * (bitwise k_pf_deq_tab16's values); chunks past a row's end (the last step's empty slots, a partial
  * last chunk's tail) write nothing. */
@@ -433,9 +433,9 @@ __global__ void __launch_bounds__(256) k_pf_deq_inter(const void *const *tab, co
         const int gr = tile / steps, t = tile - gr * steps;
         for (int i = threadIdx.x; i < Q * 16; i += blockDim.x) {
             const int q = i >> 4, u = i & 15;
-            const int col = ((t << ls) + (q & (L - 1))) * 256 + 16 * u;
+            const int col = ((t << ls) + q / rw) * 256 + 16 * u;
             if (col >= ncols) continue;
-            deq16<T>(sm + q * CBP + (16 * u / T::QK) * T::BS, 16 * u % T::QK / 4, d + (size_t)(gr * rw + q / L) * ncols + col);
+            deq16<T>(sm + q * CBP + (16 * u / T::QK) * T::BS, 16 * u % T::QK / 4, d + (size_t)(gr * rw + q % rw) * ncols + col);
         }
         __syncthreads();
     }
