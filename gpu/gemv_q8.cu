@@ -271,13 +271,16 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     constexpr bool INTER = A == 0;
     constexpr int CBP = (T::CB + 15) & ~15;
     constexpr int NW = INTER ? q8_nw(CBP, 16) : q8_nw(T::CB, A);
+    /* interleaved: a slot's bytes; TAIL: the chunk's last word is a 2-byte tail of its own (Q6_K) */
+    constexpr int SB = HM_Q8_SLOT_BYTES(T::CB), WF = T::CB / 16;
+    constexpr bool TAIL = SB % 16 != 0;
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
     const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
     const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
-    const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP : (size_t)p.nch * T::CB + p.nbl;
+    const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * SB : (size_t)p.nch * T::CB + p.nbl;
     const int base0 = (Q8_BX * (Q8_THREADS / 32) + warp) * gpw;
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT. A group's
      * items are base0 + gi + s * tg: its matrix m is fixed (tg and base0 are multiples of NMAT) and
@@ -395,15 +398,17 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         /* this lane's chunks: rp + c CB (GGUF rows), or interleaved at rp + (c / L) RW L CBP, word j
          * of each RW L 16 bytes further */
         const uint8_t *rp = nullptr;
+        int lo = 0;   /* interleaved: the lane's place in a step's word (li RW + row % RW) */
         if (ok) {
             if constexpr (INTER) {
                 const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
-                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)(li * RW + (row & (RW - 1))) * 16;
+                lo = li * RW + (row & (RW - 1));
+                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)lo * 16;
             } else {
                 rp = wp[m][slot] + (size_t)row * rs;
             }
         }
-        const size_t tstep = (size_t)(gpw / NMAT) * L * CBP, jstep = (size_t)(gpw / NMAT) * L * 16;
+        const size_t tstep = (size_t)(gpw / NMAT) * L * SB, jstep = (size_t)(gpw / NMAT) * L * 16;
         auto load = [&](int c, uint32_t *w) {
             if constexpr (INTER) {
                 const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
@@ -411,6 +416,11 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 const int nw = q8_partw<T>::v && c == p.nch ? q8_partw<T>::words(p.nbl) : CBP / 16;
 #pragma unroll
                 for (int j = 0; j < CBP / 16; j++) {
+                    if (TAIL && j == WF) {   /* the tail: 2 bytes a lane after the step's words */
+                        w[4 * j] = q8_ldt(b + j * jstep - 14 * lo);
+                        w[4 * j + 1] = w[4 * j + 2] = w[4 * j + 3] = 0;
+                        continue;
+                    }
                     const uint4 u = j < nw ? q8_ldw(b + j * jstep) : make_uint4(0u, 0u, 0u, 0u);
                     w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
                 }
@@ -978,11 +988,13 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
 /* ---- the interleaved layout (resident expert matrices by default; HOTMOE_INTER=0: GGUF rows) ----
  * A matrix of nrows x ncols of a q8-path type whose launches take 1 << ls lanes a row (tok expert
  * slots a token, nmat 2 for gate|up): rows in groups of RW = (32 >> ls) / nmat (a warp's rows of
- * it in one round), each row's chunks padded to CBP = CB rounded up to 16 bytes (a partial last
- * chunk zero-filled), chunk c = li + t L of row r at group + t RW L CBP + j RW L 16 + 16 (li RW
- * + r % RW) for its word j: lane-index-major, so that the words a warp never reads (the last step's
- * empty slots, a partial chunk's zero tail: q8_partw) lie in whole spans of RW 16 bytes that no
- * load touches. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and type). */
+ * it in one round), each row's chunks in slots of SB = HM_Q8_SLOT_BYTES(CB) (CB padded to 16 bytes,
+ * a partial last chunk zero-filled; Q6_K's 210 unpadded), chunk c = li + t L of row r at group +
+ * t RW L SB + j RW L 16 + 16 (li RW + r % RW) for its word j, and (Q6_K) its 2-byte tail at group +
+ * t RW L SB + 13 RW L 16 + 2 (li RW + r % RW): lane-index-major, so that the words a warp never
+ * reads (the last step's empty slots, a partial chunk's zero tail: q8_partw) lie in whole spans of
+ * RW 16 bytes that no load touches. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and
+ * type). */
 static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int *cb, int *cbp, int *nch, int *ls, int *rw) {
     const q8_type *t = q8_find(type);
     if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return -1;
@@ -995,7 +1007,7 @@ static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int 
     case HM_TYPE_Q8_0: *cb = Q8W_Q8_0::CB; break;
     default: return -1;
     }
-    *cbp = (*cb + 15) & ~15;
+    *cbp = HM_Q8_SLOT_BYTES(*cb);
     *nch = (ncols + Q8_CHUNK - 1) / Q8_CHUNK;
     *ls = q8_lshift_of(*nch, nrows, nmat, tok < 1 ? 1 : tok, q8_inter_bps(type));
     *rw = (32 >> *ls) / nmat;
@@ -1071,11 +1083,12 @@ extern "C" int gpu_q8_inter_pack_src(int type, const void *const *src, const int
                     else { q4r_pack_chunk(from, nb, tmp); nb = cb; }
                     from = tmp;
                 }
-                const int li = c % L, t = c / L;
-                uint8_t *g = d + (size_t)(r / rw - gb) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)((li * rw + r % rw) * 16);
+                const int li = c % L, t = c / L, lo = li * rw + r % rw;
+                uint8_t *g = d + (size_t)(r / rw - gb) * rw * nch * cbp + (size_t)t * rw * L * cbp;   /* the step */
                 for (int j = 0; j * 16 < nb; j++) {
                     const int n = nb - 16 * j < 16 ? nb - 16 * j : 16;
-                    memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);
+                    const bool tail = cbp % 16 && j == cb / 16;   /* HM_Q8_SLOT_BYTES: 2 bytes a lane */
+                    memcpy(g + (size_t)j * rw * L * 16 + (size_t)lo * (tail ? 2 : 16), from + 16 * j, n);
                 }
             }
         }
