@@ -276,7 +276,14 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     constexpr bool TAIL = SB % 16 != 0;
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
-    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
+    /* a lane's group (its row) and its place in the group (li: chunks li, li + L, ...). Interleaved,
+     * lane li gpw + gi, so that lane k reads the k-th 16 bytes of each word's span (the layout puts
+     * the lanes of one li side by side): each quarter warp's 128-bit loads stay within one line.
+     * GGUF rows: lane gi L + li. lstep, gstep: the lanes from one li of a group to the next, and
+     * from one group to the next (the reductions' shuffles; the same sums either way) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int li = INTER ? lane >> (5 - p.lshift) : lane & (L - 1), gi = INTER ? lane & (gpw - 1) : lane >> p.lshift;
+    const int lstep = INTER ? gpw : 1, gstep = INTER ? 1 : L;
     const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
@@ -455,9 +462,9 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 }
 #pragma unroll
             for (int b = 0; b < NB; b++) {
-                for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
+                for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o * lstep);
                 if (NMAT == 2) {   /* as the one-vector kernel's: the odd group's sum is up */
-                    const float up = __shfl_down_sync(0xFFFFFFFFu, acc[b], L);
+                    const float up = __shfl_down_sync(0xFFFFFFFFu, acc[b], gstep);
                     if (li == 0 && ok && !(gi & 1) && b < p.nb) p.y[(vb + b) * p.yb_stride + row] = acc[b] / (1.f + expf(-acc[b])) * up;
                 } else if (li == 0 && ok && b < p.nb) p.y[(vb + b) * p.yb_stride + row] = acc[b];
             }
@@ -471,9 +478,9 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 load(c, w);
                 acc += T::dot(w, xs + c * Q8_REC);
             }
-        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o * lstep);
         if (NMAT == 2) {
-            const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
+            const float up = __shfl_down_sync(0xFFFFFFFFu, acc, gstep); /* the odd group's sum */
             if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
         } else if (EPI) {
             if (li == 0 && ok) esy[row - Q8_BX * ER] = acc;
