@@ -276,14 +276,19 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     constexpr bool TAIL = SB % 16 != 0;
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
-    /* a lane's group (its row) and its place in the group (li: chunks li, li + L, ...). Interleaved,
-     * lane li gpw + gi, so that lane k reads the k-th 16 bytes of each word's span (the layout puts
-     * the lanes of one li side by side): each quarter warp's 128-bit loads stay within one line.
-     * GGUF rows: lane gi L + li. lstep, gstep: the lanes from one li of a group to the next, and
-     * from one group to the next (the reductions' shuffles; the same sums either way) */
+    /* a lane's group gi (item base + gi: row gi / NMAT of matrix gi % NMAT) and its place li in the
+     * group (chunks li, li + L, ...). Interleaved: lanes [H m, H m + H) take matrix m (H = 32 / NMAT),
+     * lane H m + q the q-th 16 bytes of each of that matrix's word spans, i.e. li = q / RW and row
+     * q % RW of the warp's RW (the layout puts the rows of one li side by side). So each quarter
+     * warp's 128-bit loads are 128 consecutive bytes of one matrix: one line (the lane-minor form
+     * before spread a gate|up quarter over two half lines). GGUF rows: lane gi L + li. lstep: the
+     * lanes from one li of a group to the next (the reduction's shuffles); gstep: from a gate
+     * group to its up group (the same sums either way) */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int li = INTER ? lane >> (5 - p.lshift) : lane & (L - 1), gi = INTER ? lane & (gpw - 1) : lane >> p.lshift;
-    const int lstep = INTER ? gpw : 1, gstep = INTER ? 1 : L;
+    const int hsh = NMAT == 2 ? 4 : 5, rsh = hsh - p.lshift, lq = lane & ((1 << hsh) - 1);   /* log2 H, log2 RW, q */
+    const int li = INTER ? lq >> rsh : lane & (L - 1);
+    const int gi = INTER ? (lq & ((1 << rsh) - 1)) * NMAT + (lane >> hsh) : lane >> p.lshift;
+    const int lstep = INTER ? 1 << rsh : 1, gstep = INTER ? 1 << hsh : L;
     const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
