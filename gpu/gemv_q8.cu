@@ -410,12 +410,11 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         /* this lane's chunks: rp + c CB (GGUF rows), or interleaved at rp + (c / L) RW L CBP, word j
          * of each RW L 16 bytes further */
         const uint8_t *rp = nullptr;
-        int lo = 0;   /* interleaved: the lane's place in a step's word (li RW + row % RW) */
         if (ok) {
             if constexpr (INTER) {
                 const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
-                lo = li * RW + (row & (RW - 1));
-                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)lo * 16;
+                /* the lane's place in a step's word, li RW + row % RW, is lq (row % RW stays q % RW: rows advance by multiples of RW) */
+                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)lq * 16;
             } else {
                 rp = wp[m][slot] + (size_t)row * rs;
             }
@@ -429,7 +428,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
 #pragma unroll
                 for (int j = 0; j < CBP / 16; j++) {
                     if (TAIL && j == WF) {   /* the tail: 2 bytes a lane after the step's words */
-                        w[4 * j] = q8_ldt(b + j * jstep - 14 * lo);
+                        w[4 * j] = q8_ldt(b + j * jstep - 14 * lq);
                         w[4 * j + 1] = w[4 * j + 2] = w[4 * j + 3] = 0;
                         continue;
                     }
