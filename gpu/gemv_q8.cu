@@ -189,6 +189,19 @@ template <> struct q8_b32<Q8W_Q5_1> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_Q8_0> { static constexpr bool v = true; };
 template <> struct q8_b32<Q8W_MXFP4> { static constexpr bool v = true; };
 
+/* the 16-byte words of a partial last chunk (nbl bytes of GGUF blocks) that hold data in the
+ * interleaved layout: its blocks' bytes, or for q4r the d's word and a word a block. The kernel
+ * reads only these; the rest of the slot is zero and, lanes being laid out lane-index-major, whole
+ * spans of it are never fetched (air's routed down reads 800 of 864 bytes a row). */
+template <class T> struct q8_partw {
+    static constexpr bool v = q8_b32<T>::v;
+    __device__ static int words(int nbl) { return (nbl + 15) >> 4; }
+};
+template <> struct q8_partw<Q8W_Q4R> {
+    static constexpr bool v = true;
+    __device__ static int words(int nbl) { return 1 + nbl / 18; }
+};
+
 /* slot sl's matrices from its expert id on affine tables (p.astride > 0); an id < 0 is a skipped slot */
 template <int NMAT>
 __device__ __forceinline__ void q8_aff_slot(const q8_params &p, const uint8_t *(*wp)[Q8_MAXK], int sl, int id) {
@@ -252,18 +265,34 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     __shared__ const uint8_t *wp[NMAT][Q8_MAXK];  /* matrix of each slot (flat) or of this slot */
     constexpr bool PART = q8_b32<T>::v && A == 1; /* rows ending in a partial chunk come here */
     /* A == 0: the matrices are interleaved per warp (gpu_q8_inter_pack): chunks padded to CBP bytes,
-     * the word j of the chunk a lane takes at step t at (t * RW * L * CBP) + j * RW * L * 16 + 16 *
-     * lane-in-matrix from the start of its rows' group of RW; every load of a warp reads whole lines */
+     * the word j of the chunk a lane takes at step t at (t * RW * L * CBP) + j * RW * L * 16 +
+     * 16 * (li * RW + row % RW) from the start of its rows' group of RW; every load of a warp reads
+     * whole lines, and the lanes with the same li (the same chunk of their rows) are side by side */
     constexpr bool INTER = A == 0;
     constexpr int CBP = (T::CB + 15) & ~15;
     constexpr int NW = INTER ? q8_nw(CBP, 16) : q8_nw(T::CB, A);
+    /* interleaved: a slot's bytes; TAIL: the chunk's last word is a 2-byte tail of its own (Q6_K) */
+    constexpr int SB = HM_Q8_SLOT_BYTES(T::CB), WF = T::CB / 16;
+    constexpr bool TAIL = SB % 16 != 0;
     const int e = blockIdx.y, nslot = p.flat ? p.k : 1;
     const int L = 1 << p.lshift, gpw = 32 >> p.lshift;          /* lanes per group, groups per warp */
-    const int li = threadIdx.x & (L - 1), gi = (threadIdx.x & 31) >> p.lshift, warp = threadIdx.x >> 5;
+    /* a lane's group gi (item base + gi: row gi / NMAT of matrix gi % NMAT) and its place li in the
+     * group (chunks li, li + L, ...). Interleaved: lanes [H m, H m + H) take matrix m (H = 32 / NMAT),
+     * lane H m + q the q-th 16 bytes of each of that matrix's word spans, i.e. li = q / RW and row
+     * q % RW of the warp's RW (the layout puts the rows of one li side by side). So each quarter
+     * warp's 128-bit loads are 128 consecutive bytes of one matrix: one line (the lane-minor form
+     * before spread a gate|up quarter over two half lines). GGUF rows: lane gi L + li. lstep: the
+     * lanes from one li of a group to the next (the reduction's shuffles); gstep: from a gate
+     * group to its up group (the same sums either way) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int hsh = NMAT == 2 ? 4 : 5, rsh = hsh - p.lshift, lq = lane & ((1 << hsh) - 1);   /* log2 H, log2 RW, q */
+    const int li = INTER ? lq >> rsh : lane & (L - 1);
+    const int gi = INTER ? (lq & ((1 << rsh) - 1)) * NMAT + (lane >> hsh) : lane >> p.lshift;
+    const int lstep = INTER ? 1 << rsh : 1, gstep = INTER ? 1 << hsh : L;
     const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
-    const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * CBP : (size_t)p.nch * T::CB + p.nbl;
+    const size_t rs = INTER ? (size_t)(((nchunks + L - 1) >> p.lshift) << p.lshift) * SB : (size_t)p.nch * T::CB + p.nbl;
     const int base0 = (Q8_BX * (Q8_THREADS / 32) + warp) * gpw;
     /* item it: output row it / NMAT of slot (flat) it / NMAT / nrows, matrix it % NMAT. A group's
      * items are base0 + gi + s * tg: its matrix m is fixed (tg and base0 are multiples of NMAT) and
@@ -384,18 +413,26 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         if (ok) {
             if constexpr (INTER) {
                 const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
-                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)(((row & (RW - 1)) << p.lshift) + li) * 16;
+                /* the lane's place in a step's word, li RW + row % RW, is lq (row % RW stays q % RW: rows advance by multiples of RW) */
+                rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)lq * 16;
             } else {
                 rp = wp[m][slot] + (size_t)row * rs;
             }
         }
-        const size_t tstep = (size_t)(gpw / NMAT) * L * CBP, jstep = (size_t)(gpw / NMAT) * L * 16;
+        const size_t tstep = (size_t)(gpw / NMAT) * L * SB, jstep = (size_t)(gpw / NMAT) * L * 16;
         auto load = [&](int c, uint32_t *w) {
             if constexpr (INTER) {
                 const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
+                /* a partial last chunk: only its words with data (the rest zero, as in memory) */
+                const int nw = q8_partw<T>::v && c == p.nch ? q8_partw<T>::words(p.nbl) : CBP / 16;
 #pragma unroll
                 for (int j = 0; j < CBP / 16; j++) {
-                    const uint4 u = q8_ldw(b + j * jstep);
+                    if (TAIL && j == WF) {   /* the tail: 2 bytes a lane after the step's words */
+                        w[4 * j] = q8_ldt(b + j * jstep - 14 * lq);
+                        w[4 * j + 1] = w[4 * j + 2] = w[4 * j + 3] = 0;
+                        continue;
+                    }
+                    const uint4 u = j < nw ? q8_ldw(b + j * jstep) : make_uint4(0u, 0u, 0u, 0u);
                     w[4 * j] = u.x; w[4 * j + 1] = u.y; w[4 * j + 2] = u.z; w[4 * j + 3] = u.w;
                 }
 #pragma unroll
@@ -429,9 +466,9 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 }
 #pragma unroll
             for (int b = 0; b < NB; b++) {
-                for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o);
+                for (int o = L >> 1; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(0xFFFFFFFFu, acc[b], o * lstep);
                 if (NMAT == 2) {   /* as the one-vector kernel's: the odd group's sum is up */
-                    const float up = __shfl_down_sync(0xFFFFFFFFu, acc[b], L);
+                    const float up = __shfl_down_sync(0xFFFFFFFFu, acc[b], gstep);
                     if (li == 0 && ok && !(gi & 1) && b < p.nb) p.y[(vb + b) * p.yb_stride + row] = acc[b] / (1.f + expf(-acc[b])) * up;
                 } else if (li == 0 && ok && b < p.nb) p.y[(vb + b) * p.yb_stride + row] = acc[b];
             }
@@ -445,9 +482,9 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 load(c, w);
                 acc += T::dot(w, xs + c * Q8_REC);
             }
-        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o);
+        for (int o = L >> 1; o > 0; o >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, o * lstep);
         if (NMAT == 2) {
-            const float up = __shfl_down_sync(0xFFFFFFFFu, acc, L); /* the odd group's sum */
+            const float up = __shfl_down_sync(0xFFFFFFFFu, acc, gstep); /* the odd group's sum */
             if (li == 0 && ok && !(gi & 1)) ybase[slot * p.y_stride + row] = acc / (1.f + expf(-acc)) * up;
         } else if (EPI) {
             if (li == 0 && ok) esy[row - Q8_BX * ER] = acc;
@@ -962,9 +999,13 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
 /* ---- the interleaved layout (resident expert matrices by default; HOTMOE_INTER=0: GGUF rows) ----
  * A matrix of nrows x ncols of a q8-path type whose launches take 1 << ls lanes a row (tok expert
  * slots a token, nmat 2 for gate|up): rows in groups of RW = (32 >> ls) / nmat (a warp's rows of
- * it in one round), each row's chunks padded to CBP = CB rounded up to 16 bytes (a partial last
- * chunk zero-filled), chunk c = li + t L of row r at group + t RW L CBP + j RW L 16 + 16 ((r % RW) L
- * + li) for its word j. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and type). */
+ * it in one round), each row's chunks in slots of SB = HM_Q8_SLOT_BYTES(CB) (CB padded to 16 bytes,
+ * a partial last chunk zero-filled; Q6_K's 210 unpadded), chunk c = li + t L of row r at group +
+ * t RW L SB + j RW L 16 + 16 (li RW + r % RW) for its word j, and (Q6_K) its 2-byte tail at group +
+ * t RW L SB + 13 RW L 16 + 2 (li RW + r % RW): lane-index-major, so that the words a warp never
+ * reads (the last step's empty slots, a partial chunk's zero tail: q8_partw) lie in whole spans of
+ * RW 16 bytes that no load touches. Bytes: gpu_q8_inter_bytes (0: not possible for this shape and
+ * type). */
 static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int *cb, int *cbp, int *nch, int *ls, int *rw) {
     const q8_type *t = q8_find(type);
     if (!t || ncols <= 0 || ncols > Q8_MAX_NCOLS || ncols % (t->b32 ? 32 : Q8_CHUNK)) return -1;
@@ -977,7 +1018,7 @@ static int q8_inter_geom(int type, int ncols, int nrows, int nmat, int tok, int 
     case HM_TYPE_Q8_0: *cb = Q8W_Q8_0::CB; break;
     default: return -1;
     }
-    *cbp = (*cb + 15) & ~15;
+    *cbp = HM_Q8_SLOT_BYTES(*cb);
     *nch = (ncols + Q8_CHUNK - 1) / Q8_CHUNK;
     *ls = q8_lshift_of(*nch, nrows, nmat, tok < 1 ? 1 : tok, q8_inter_bps(type));
     *rw = (32 >> *ls) / nmat;
@@ -1053,11 +1094,12 @@ extern "C" int gpu_q8_inter_pack_src(int type, const void *const *src, const int
                     else { q4r_pack_chunk(from, nb, tmp); nb = cb; }
                     from = tmp;
                 }
-                const int li = c % L, t = c / L;
-                uint8_t *g = d + (size_t)(r / rw - gb) * rw * nch * cbp + (size_t)t * rw * L * cbp + (size_t)(((r % rw) * L + li) * 16);
+                const int li = c % L, t = c / L, lo = li * rw + r % rw;
+                uint8_t *g = d + (size_t)(r / rw - gb) * rw * nch * cbp + (size_t)t * rw * L * cbp;   /* the step */
                 for (int j = 0; j * 16 < nb; j++) {
                     const int n = nb - 16 * j < 16 ? nb - 16 * j : 16;
-                    memcpy(g + (size_t)j * rw * L * 16, from + 16 * j, n);
+                    const bool tail = cbp % 16 && j == cb / 16;   /* HM_Q8_SLOT_BYTES: 2 bytes a lane */
+                    memcpy(g + (size_t)j * rw * L * 16 + (size_t)lo * (tail ? 2 : 16), from + 16 * j, n);
                 }
             }
         }

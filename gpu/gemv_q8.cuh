@@ -250,6 +250,17 @@ __device__ __forceinline__ uint4 q8_ldw(const void *p) {
 #endif
 }
 
+/* a chunk's 2-byte tail in the interleaved layout (HM_Q8_SLOT_BYTES), read as q8_ldw reads words */
+__device__ __forceinline__ uint32_t q8_ldt(const void *p) {
+#if HM_LDP == 0 || !defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 700
+    return __ldg((const unsigned short *)p);
+#else
+    unsigned short r;
+    asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(r) : "l"(p));
+    return r;
+#endif
+}
+
 /* Loads a chunk of CB bytes at p (a multiple of A; any address when A == 1). For A == 1 it reads
  * the 16-byte words that overlap [p, p + CB) (never a word wholly outside it, so never past the
  * allocation's last 16-byte granule) and shifts them into place: two word-select stages and one

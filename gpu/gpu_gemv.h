@@ -54,6 +54,10 @@ int gpu_q8_records(const float *x, int ncols, void *xq, void *stream);
  * repack, and the registration of a device table whose matrices are so laid out (its launches must
  * take that layout's lanes). The batched prefill reads them with pf_deq_tab_inter. */
 size_t gpu_q8_inter_bytes(int type, int ncols, int nrows, int nmat, int tok);
+/* a chunk slot's bytes in that layout: a chunk of CB bytes padded to whole 16-byte words, except
+ * one of words and a 2-byte tail (Q6_K's 210: 13 words and d), whose tails lie after the step's
+ * words, 2 bytes a lane, with no padding */
+#define HM_Q8_SLOT_BYTES(cb) ((cb) % 16 == 2 ? (cb) : ((cb) + 15) & ~15)
 /* the lane shift of that layout (log2 of the lanes a row), or -1 */
 int gpu_q8_inter_lanes(int type, int ncols, int nrows, int nmat, int tok);
 /* the current device's SM count (cached per device; 132 when it cannot be read) */

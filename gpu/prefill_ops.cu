@@ -410,32 +410,35 @@ int pf_deq_tab(int type, const void *const *tab, const int *ids, int nslots, int
 
 /* ---- dequantization of experts in the decode GEMV's interleaved layout (gpu_q8_inter_pack) ----
  * A matrix is tiles of Q = RW L chunk slots (RW rows of a warp, L lanes a row), each slot a 256-element
- * chunk padded to CBP bytes; word j of slot q at tile + 16 (j Q + q); tile (row group gr, step t) at
- * (gr S + t) Q CBP (S steps of L chunks a row). Slot q holds chunk t L + q % L of row gr RW + q / L. A
+ * chunk in SB = HM_Q8_SLOT_BYTES(CB) bytes; word j of slot q at tile + 16 (j Q + q) (Q6_K: its 2-byte
+ * tail at tile + 16 (13 Q) + 2 q); tile (row group gr, step t) at (gr S + t) Q SB (S steps of L chunks
+ * a row). Slot q holds chunk t L + q / RW of row gr RW + q % RW. A
  * block copies a tile's words to shared memory as Q GGUF chunks and runs the types' deq4 on them
  * (bitwise k_pf_deq_tab16's values); chunks past a row's end (the last step's empty slots, a partial
  * last chunk's tail) write nothing. */
 template <class T>
 __global__ void __launch_bounds__(256) k_pf_deq_inter(const void *const *tab, const int *ids, const void *one, int ncols, int nrows,
                                                       int ls, int rw, int steps, __half *dst, int64_t dstride) {
-    constexpr int CB = 256 / T::QK * T::BS, CBP = (CB + 15) & ~15, W = CBP / 16;
+    constexpr int CB = 256 / T::QK * T::BS, CBP = (CB + 15) & ~15, SB = HM_Q8_SLOT_BYTES(CB), W = SB / 16;
     __shared__ __align__(16) uint8_t sm[32 * CBP];
     const int L = 1 << ls, Q = rw * L, ntiles = nrows / rw * steps;
-    const uint4 *src = (const uint4 *)(one ? one : tab[ids[blockIdx.y]]);
+    const uint8_t *src = (const uint8_t *)(one ? one : tab[ids[blockIdx.y]]);
     __half *d = dst + blockIdx.y * dstride;
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
-        const uint4 *ts = src + (size_t)tile * Q * W;
+        const uint4 *ts = (const uint4 *)(src + (size_t)tile * Q * SB);
         for (int w = threadIdx.x; w < Q * W; w += blockDim.x) {
             const int j = w / Q, q = w - j * Q;
             *(uint4 *)(sm + q * CBP + 16 * j) = __ldg(ts + w);
         }
+        if (SB % 16)   /* the 2-byte tails after the words */
+            for (int q = threadIdx.x; q < Q; q += blockDim.x) *(unsigned short *)(sm + q * CBP + 16 * W) = __ldg((const unsigned short *)(ts + Q * W) + q);
         __syncthreads();
         const int gr = tile / steps, t = tile - gr * steps;
         for (int i = threadIdx.x; i < Q * 16; i += blockDim.x) {
             const int q = i >> 4, u = i & 15;
-            const int col = ((t << ls) + (q & (L - 1))) * 256 + 16 * u;
+            const int col = ((t << ls) + q / rw) * 256 + 16 * u;
             if (col >= ncols) continue;
-            deq16<T>(sm + q * CBP + (16 * u / T::QK) * T::BS, 16 * u % T::QK / 4, d + (size_t)(gr * rw + q / L) * ncols + col);
+            deq16<T>(sm + q * CBP + (16 * u / T::QK) * T::BS, 16 * u % T::QK / 4, d + (size_t)(gr * rw + q % rw) * ncols + col);
         }
         __syncthreads();
     }
