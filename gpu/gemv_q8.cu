@@ -279,11 +279,10 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     /* a lane's group gi (item base + gi: row gi / NMAT of matrix gi % NMAT) and its place li in the
      * group (chunks li, li + L, ...). Interleaved: lanes [H m, H m + H) take matrix m (H = 32 / NMAT),
      * lane H m + q the q-th 16 bytes of each of that matrix's word spans, i.e. li = q / RW and row
-     * q % RW of the warp's RW (the layout puts the rows of one li side by side). So each quarter
-     * warp's 128-bit loads are 128 consecutive bytes of one matrix: one line (the lane-minor form
-     * before spread a gate|up quarter over two half lines). GGUF rows: lane gi L + li. lstep: the
-     * lanes from one li of a group to the next (the reduction's shuffles); gstep: from a gate
-     * group to its up group (the same sums either way) */
+     * q % RW of the warp's RW rows of a matrix (the layout puts the rows of one li side by side), so
+     * each quarter warp's 128-bit loads are one line of one matrix. GGUF rows: lane gi L + li.
+     * lstep: the lanes from one li of a group to the next (the reduction's shuffles); gstep: from a
+     * gate group to its up group */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hsh = NMAT == 2 ? 4 : 5, rsh = hsh - p.lshift, lq = lane & ((1 << hsh) - 1);   /* log2 H, log2 RW, q */
     const int li = INTER ? lq >> rsh : lane & (L - 1);
