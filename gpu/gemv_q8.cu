@@ -287,7 +287,8 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const int hsh = NMAT == 2 ? 4 : 5, rsh = hsh - p.lshift, lq = lane & ((1 << hsh) - 1);   /* log2 H, log2 RW, q */
     const int li = INTER ? lq >> rsh : lane & (L - 1);
     const int gi = INTER ? (lq & ((1 << rsh) - 1)) * NMAT + (lane >> hsh) : lane >> p.lshift;
-    const int lstep = INTER ? 1 << rsh : 1, gstep = INTER ? 1 << hsh : L;
+    const int RW = INTER ? 1 << rsh : 1;   /* interleaved: a matrix's rows a warp takes in a round */
+    const int lstep = INTER ? RW : 1, gstep = INTER ? 1 << hsh : L;
     const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
@@ -411,14 +412,13 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         const uint8_t *rp = nullptr;
         if (ok) {
             if constexpr (INTER) {
-                const int RW = gpw / NMAT;   /* a matrix's rows a warp takes in a round (a power of two) */
                 /* the lane's place in a step's word, li RW + row % RW, is lq (row % RW stays q % RW: rows advance by multiples of RW) */
                 rp = wp[m][slot] + (size_t)(row & ~(RW - 1)) * rs + (size_t)lq * 16;
             } else {
                 rp = wp[m][slot] + (size_t)row * rs;
             }
         }
-        const size_t tstep = (size_t)(gpw / NMAT) * L * SB, jstep = (size_t)(gpw / NMAT) * L * 16;
+        const size_t tstep = (size_t)RW * L * SB, jstep = (size_t)RW * L * 16;
         auto load = [&](int c, uint32_t *w) {
             if constexpr (INTER) {
                 const uint8_t *b = rp + (size_t)(c >> p.lshift) * tstep;
