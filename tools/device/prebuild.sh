@@ -37,8 +37,9 @@ rm -rf build-pre && mkdir -p build-pre/stage
 for f in $files; do mkdir -p "build-pre/stage/$(dirname "$f")"; cp "$f" "build-pre/stage/$f"; strip "build-pre/stage/$f"; done
 for a in $alts; do
   n=${a%%=*} d=${a#*=}; o=build-pre/stage/build-alt${n:+-$n}; mkdir -p $o
-  for t in bench_decode test_gpu_gemv test_gpu_model; do
-    if [ -x "$d/$t" ]; then cp "$d/$t" $o/ && strip $o/$t; fi
+  for t in bench_decode test_gpu_gemv test_gpu_model; do   # a cmake build dir keeps the tests in tests/
+    f=$d/$t; [ -x "$f" ] || f=$d/tests/$t
+    if [ -x "$f" ]; then cp "$f" $o/ && strip $o/$t; fi
   done
   if [ -f "$d/COMMIT" ]; then cp "$d/COMMIT" $o/
   else git -C "$d" rev-parse HEAD > $o/COMMIT 2>/dev/null || echo "${n:-alt}" > $o/COMMIT; fi
