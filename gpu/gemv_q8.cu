@@ -286,8 +286,8 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int hsh = NMAT == 2 ? 4 : 5, rsh = hsh - p.lshift, lq = lane & ((1 << hsh) - 1);   /* log2 H, log2 RW, q */
     const int li = INTER ? lq >> rsh : lane & (L - 1);
-    const int gi = INTER ? (lq & ((1 << rsh) - 1)) * NMAT + (lane >> hsh) : lane >> p.lshift;
     const int RW = INTER ? 1 << rsh : 1;   /* interleaved: a matrix's rows a warp takes in a round */
+    const int gi = INTER ? (lq & (RW - 1)) * NMAT + (lane >> hsh) : lane >> p.lshift;
     const int lstep = INTER ? RW : 1, gstep = INTER ? 1 << hsh : L;
     const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
