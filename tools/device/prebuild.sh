@@ -14,9 +14,11 @@ J=${JOBS:-$(nproc)}
 cmake -S . -B build-dev -DHOTMOE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
       -DHM_TESTS_DIR=tests -DHM_TEST_BUILD_DIR=build-dev >/dev/null
 cmake --build build-dev -j"$J" --target $T
+# a target's binary in build dir $1: at its top, or in tests/ (where cmake puts the tests)
+bin_of() { if [ -x "$1/$2" ]; then echo "$1/$2"; else echo "$1/tests/$2"; fi; }
 files=""
 for t in $T; do
-  f=build-dev/$t; [ -x "$f" ] || f=build-dev/tests/$t
+  f=$(bin_of build-dev $t)
   [ -x "$f" ] || { echo "prebuild: no binary for $t" >&2; exit 1; }
   files="$files $f"
 done
@@ -37,8 +39,8 @@ rm -rf build-pre && mkdir -p build-pre/stage
 for f in $files; do mkdir -p "build-pre/stage/$(dirname "$f")"; cp "$f" "build-pre/stage/$f"; strip "build-pre/stage/$f"; done
 for a in $alts; do
   n=${a%%=*} d=${a#*=}; o=build-pre/stage/build-alt${n:+-$n}; mkdir -p $o
-  for t in bench_decode test_gpu_gemv test_gpu_model; do   # a cmake build dir keeps the tests in tests/
-    f=$d/$t; [ -x "$f" ] || f=$d/tests/$t
+  for t in bench_decode test_gpu_gemv test_gpu_model; do
+    f=$(bin_of "$d" $t)
     if [ -x "$f" ]; then cp "$f" $o/ && strip $o/$t; fi
   done
   if [ -f "$d/COMMIT" ]; then cp "$d/COMMIT" $o/
