@@ -288,7 +288,7 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     const int li = INTER ? lq >> rsh : lane & (L - 1);
     const int RW = INTER ? 1 << rsh : 1;   /* interleaved: a matrix's rows a warp takes in a round */
     const int gi = INTER ? (lq & (RW - 1)) * NMAT + (lane >> hsh) : lane >> p.lshift;
-    const int lstep = INTER ? RW : 1, gstep = INTER ? 1 << hsh : L;
+    const int lstep = RW, gstep = INTER ? 1 << hsh : L;
     const int tg = Q8_GDX * (Q8_THREADS >> p.lshift);         /* groups in this slot's grid */
     const int nchunks = p.nch + (p.nbl > 0);
     /* interleaved: a row's chunk slots, whole steps of L (lanes past the row's chunks leave theirs empty) */
