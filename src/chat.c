@@ -108,7 +108,7 @@ static void dumps(sbuf *b, const cJSON *x, int depth) {
 char *chat_json_dumps(const cJSON *x) { sbuf b = { 0 }; dumps(&b, x, 0); return sb_take(&b); }
 
 cJSON *chat_json_parse(const char *s) {
-    return s && hm_json_nesting_ok(s, strlen(s), HM_JSON_MAX_DEPTH, NULL) ? cJSON_Parse(s) : NULL;
+    return s && hm_json_scan(s, strlen(s), HM_JSON_MAX_DEPTH, NULL) == HM_JSON_OK ? cJSON_Parse(s) : NULL;
 }
 
 /* ---------------------------------------------------------------- conversations */

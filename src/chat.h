@@ -52,7 +52,8 @@ char *chat_render(int family, const chat_conv *c);
  * ", " and ": " separators, key order kept, non-ASCII raw. malloc'd. */
 char *chat_json_dumps(const cJSON *x);
 /* cJSON_Parse of text from a request or a model's reply, NULL also when it nests deeper than
- * HM_JSON_MAX_DEPTH (util.h: the server's threads have small stacks) or s is NULL. */
+ * HM_JSON_MAX_DEPTH (util.h: the server's threads have small stacks), a string holds \u0000 (cJSON
+ * would cut it there; util.h's hm_json_scan) or s is NULL. */
 cJSON *chat_json_parse(const char *s);
 
 /* ---- reply parsing (chat_parse.c) ---- */

@@ -29,22 +29,28 @@ void *hm_calloc(size_t n, size_t sz) { void *p = calloc(n ? n : 1, sz ? sz : 1);
 char *hm_strdup(const char *s) { return hm_strndup(s, strlen(s)); }
 char *hm_strndup(const char *s, size_t n) { char *p = hm_malloc(n + 1); memcpy(p, s, n); p[n] = 0; return p; }
 
-int hm_json_nesting_ok(const char *s, size_t n, int max, size_t *at) {
+int hm_json_scan(const char *s, size_t n, int max, size_t *at) {
+    const char *z = memchr(s, 0, n);
+    if (z) { if (at) *at = (size_t)(z - s); return HM_JSON_NUL; }
     int d = 0, str = 0;
     for (size_t i = 0; i < n; i++) {
         const char c = s[i];
         if (str) {
-            if (c == '\\') i++;
-            else if (c == '"') str = 0;
+            if (c == '\\') {
+                if (n - i > 5 && !memcmp(s + i + 1, "u0000", 5)) { if (at) *at = i; return HM_JSON_NUL; }
+                i++;
+            } else if (c == '"') {
+                str = 0;
+            }
         } else if (c == '"') {
             str = 1;
         } else if (c == '[' || c == '{') {
-            if (++d > max) { if (at) *at = i; return 0; }
+            if (++d > max) { if (at) *at = i; return HM_JSON_DEEP; }
         } else if ((c == ']' || c == '}') && d > 0) {
             d--;
         }
     }
-    return 1;
+    return HM_JSON_OK;
 }
 
 char *hm_read_file(const char *path, size_t *len, hm_error *e) {

@@ -24,14 +24,19 @@ void *hm_calloc(size_t n, size_t sz);
 char *hm_strdup(const char *s);
 char *hm_strndup(const char *s, size_t n);
 
-/* JSON text nests arrays and objects at most max deep: 1, else 0 with *at (when not NULL) the byte
- * that goes one deeper. Brackets inside strings do not count (a backslash escapes the next byte, as
- * cJSON reads them), so cJSON never recurses deeper than this says. cJSON recurses at every level
- * (to its own limit of 1000, ~190 KB of stack) and the HTTP server's threads are civetweb's, with
- * stacks of ~100 KB (a body of 100,000 '[' overflowed one at ~410 levels): text from a client or a
- * model is checked with this before it is parsed. */
+/* JSON text from a client or a model, checked before cJSON parses it: HM_JSON_OK, or why it may not
+ * be parsed, with *at (when not NULL) the byte where:
+ * - HM_JSON_DEEP: it nests arrays and objects more than max deep (at: the byte that goes one
+ *   deeper). Brackets inside strings do not count (a backslash escapes the next byte, as cJSON reads
+ *   them), so cJSON never recurses deeper than this says. cJSON recurses at every level (to its own
+ *   limit of 1000, ~190 KB of stack) and the HTTP server's threads are civetweb's, with stacks of
+ *   ~100 KB (a body of 100,000 '[' overflowed one at ~410 levels).
+ * - HM_JSON_NUL: it holds a NUL byte, or a string holds the escape \u0000 (at: the NUL or the
+ *   backslash). cJSON's strings are C strings, so it would cut that string there and the rest of it
+ *   would be lost without a word ("a\u0000bc" read as "a"). */
 #define HM_JSON_MAX_DEPTH 64
-int hm_json_nesting_ok(const char *s, size_t n, int max, size_t *at);
+enum { HM_JSON_OK = 0, HM_JSON_DEEP, HM_JSON_NUL };
+int hm_json_scan(const char *s, size_t n, int max, size_t *at);
 
 /* Reads a whole file into a NUL-terminated buffer; *len gets the size without the NUL. */
 char *hm_read_file(const char *path, size_t *len, hm_error *e);

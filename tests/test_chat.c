@@ -160,14 +160,39 @@ static void test_json_dumps(void) {
 
 static void test_nesting(void) {
     size_t at = 0;
-    CHECK(hm_json_nesting_ok("[[]]", 4, 2, NULL), "[[]] at 2 deep");
-    CHECK(!hm_json_nesting_ok("[[]]", 4, 1, &at) && at == 1, "[[]] over 1 deep: expected byte 1, got %zu", at);
+    CHECK(hm_json_scan("[[]]", 4, 2, NULL) == HM_JSON_OK, "[[]] at 2 deep");
+    CHECK(hm_json_scan("[[]]", 4, 1, &at) == HM_JSON_DEEP && at == 1, "[[]] over 1 deep: expected byte 1, got %zu", at);
     const char *obj = "{\"a\": [{\"b\": [1]}], \"c\": {}}";
-    CHECK(hm_json_nesting_ok(obj, strlen(obj), 4, NULL), "4 deep at 4");
-    CHECK(!hm_json_nesting_ok(obj, strlen(obj), 3, &at) && at == 13, "4 deep over 3: expected byte 13, got %zu", at);
+    CHECK(hm_json_scan(obj, strlen(obj), 4, NULL) == HM_JSON_OK, "4 deep at 4");
+    CHECK(hm_json_scan(obj, strlen(obj), 3, &at) == HM_JSON_DEEP && at == 13, "4 deep over 3: expected byte 13, got %zu", at);
     const char *str = "[\"[[[{{\\\"[[\", \"\\\\\", []]";   /* brackets in strings, an escaped quote, an escaped backslash */
-    CHECK(hm_json_nesting_ok(str, strlen(str), 2, NULL), "brackets inside strings counted: %s", str);
-    CHECK(!hm_json_nesting_ok(str, strlen(str), 1, &at) && at == strlen(str) - 3, "the array after the strings: byte %zu of %s", at, str);
+    CHECK(hm_json_scan(str, strlen(str), 2, NULL) == HM_JSON_OK, "brackets inside strings counted: %s", str);
+    CHECK(hm_json_scan(str, strlen(str), 1, &at) == HM_JSON_DEEP && at == strlen(str) - 3, "the array after the strings: byte %zu of %s", at, str);
+}
+
+/* a NUL, raw or as the escape \u0000 in a string, is refused where it stands (cJSON would cut the
+ * string there); an escaped backslash before "u0000", \u0001 and \u000 at the end are not NULs */
+static void test_nul(void) {
+    static const struct { const char *s; size_t n; int want; size_t at; } c[] = {
+        { "{\"c\": \"a\\u0000bc\"}", 0, HM_JSON_NUL, 8 },
+        { "[\"x\", \"\\u00001\"]", 0, HM_JSON_NUL, 7 },
+        { "[\"\\\\u0000\"]", 0, HM_JSON_OK, 0 },     /* ["\\u0000"]: a backslash, then the text u0000 */
+        { "[\"\\u0001\"]", 0, HM_JSON_OK, 0 },
+        { "[\"ab\\u000", 0, HM_JSON_OK, 0 },          /* cut short: cJSON's to refuse, not a NUL */
+        { "{\"c\": \"a\0b\"}", 12, HM_JSON_NUL, 8 }, /* a zero byte inside a string */
+        { "[1]\0", 4, HM_JSON_NUL, 3 },                /* and outside one */
+        { "[\"\\\0\"]", 6, HM_JSON_NUL, 3 },        /* and right after a backslash */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const size_t n = c[i].n ? c[i].n : strlen(c[i].s);
+        size_t at = 99;
+        const int got = hm_json_scan(c[i].s, n, 8, &at);
+        CHECK(got == c[i].want && (got == HM_JSON_OK || at == c[i].at), "case %zu (%zu bytes): expected %d at %zu, got %d at %zu",
+              i, n, c[i].want, c[i].at, got, at);
+    }
+    cJSON *j = chat_json_parse("{\"arguments\": \"x\\u0000y\"}");
+    CHECK(!j, "chat_json_parse took a string with \\u0000");
+    cJSON_Delete(j);
 }
 
 /* n opening brackets then n closing ones, between pre and post */
@@ -233,6 +258,7 @@ static void test_deep_json(void) {
 
 int main(void) {
     test_nesting();
+    test_nul();
     test_deep_json();
     test_json_dumps();
     test_detect();

@@ -187,6 +187,9 @@ def test_errors(s):
     err(st, js, 400, ["not valid JSON"])
     st, js, _, _ = s.req("POST", CHAT, raw=b'[1,2]')
     err(st, js, 400, ["expected a JSON object"])
+    # a NUL would cut the string in C: refused, not read as "a"
+    err(*s.req("POST", CHAT, raw=b'{"messages": [{"role": "user", "content": "a\\u0000bc"}]}')[:2], 400, ["NUL", "\\u0000", "byte 44"])
+    err(*s.req("POST", CHAT, raw=b'{"messages": [{"role": "user", "content": "a\x00bc"}]}')[:2], 400, ["NUL", "zero byte", "byte 44"])
     err(*s.req("POST", CHAT, {"messages": "hi"})[:2], 400, ["'messages'", "expected an array"])
     err(*s.req("POST", CHAT, {"messages": [{"role": 5}]})[:2], 400, ["role", "expected a string"])
     err(*s.req("POST", CHAT, {"messages": msgs(), "temperature": "hot"})[:2], 400, ["'temperature'", "expected a number"])

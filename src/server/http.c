@@ -219,10 +219,15 @@ static int dispatch(struct mg_connection *c, void *cbdata) {
         char *body = read_body(&h, &n);
         if (!body) return 1;
         const char *err = NULL;
-        size_t deep = 0;
-        if (!hm_json_nesting_ok(body, n, HM_JSON_MAX_DEPTH, &deep)) {   /* cJSON would recurse past the thread's stack */
-            http_error(&h, 400, "invalid_request_error", "request body nests arrays and objects more than %d deep (at byte %zu of %zu)",
-                       HM_JSON_MAX_DEPTH, deep, n);
+        size_t where = 0;
+        const int why = hm_json_scan(body, n, HM_JSON_MAX_DEPTH, &where);
+        if (why != HM_JSON_OK) {   /* cJSON would recurse past the thread's stack, or cut a string at a NUL */
+            if (why == HM_JSON_DEEP)
+                http_error(&h, 400, "invalid_request_error", "request body nests arrays and objects more than %d deep (at byte %zu of %zu)",
+                           HM_JSON_MAX_DEPTH, where, n);
+            else
+                http_error(&h, 400, "invalid_request_error", "request body holds a NUL character (%s at byte %zu of %zu); expected text "
+                           "without U+0000: a string would be cut there", body[where] ? "the escape \\u0000" : "a zero byte", where, n);
             free(body);
             return 1;
         }

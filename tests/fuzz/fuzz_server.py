@@ -6,7 +6,7 @@ deep arrays; bodies truncated, byte-flipped or 100,000 '[' deep; other methods; 
 off), and stops at the first request after which the server is gone. Prints the HTTP codes seen.
 Best on the sanitizer build (tools/test.sh's build-asan): its log then names the fault.
 Found so far (session 51): a body nested 100,000 deep, and a GLM tool call's arguments nested
-deep, overflowed a civetweb worker's stack (util.h's hm_json_nesting_ok).
+deep, overflowed a civetweb worker's stack (util.h's hm_json_scan).
 
 usage: tests/fuzz/fuzz_server.py HOTMOE_BIN MODEL_DIR SECONDS [SEED [serve options...]]
    e.g. tests/fuzz/fuzz_server.py build-asan/hotmoe tests/fixtures/glm4moe 300 1 --chat-template glm-4.5
