@@ -253,9 +253,8 @@ static int route_fuse_on(void) {
  * stream at the least priority, the second stream after it as before, so that the shared expert
  * goes first and the warm does not. Block order only: every sum and token the same. */
 static int graph_prio(void) {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("HOTMOE_GRAPH_PRIO"); v = e && e[0] >= '0' && e[0] <= '4' && !e[1] ? e[0] - '0' : 0; }
-    return v;
+    static std::atomic<int> c(-1);
+    return hm_env_digit("HOTMOE_GRAPH_PRIO", 0, 4, 0, c);
 }
 
 /* HOTMOE_ROUTER_EARLY: the router GEMV of a layer whose routed gate/up launch runs the top-k lets
@@ -1329,7 +1328,7 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
     {   /* HOTMOE_GRAPH_PRIO: the streams' priorities (least is the default) */
         int least = 0, greatest = 0;
         const int gp = graph_prio();
-        if (gp && gp != 3) CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
         const int p1 = gp == 1 ? greatest : least, p2 = gp == 2 || gp == 4 ? greatest : least;
         CK(cudaStreamCreateWithPriority(&g->s, cudaStreamNonBlocking, p1));
         CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, p2));
