@@ -240,23 +240,6 @@ static int route_fuse_on(void) {
     return v;
 }
 
-/* HOTMOE_GRAPH_PRIO (an experiment; 0, the default, as before): the step graphs' kernel nodes run at
- * the priorities of the streams they were captured from (cudaGraphInstantiateFlagUseNodePriority).
- * Without that flag every node runs at the launch stream's priority, whatever its capture stream's
- * was: HOTMOE_S2_PRIO (bench/README, twenty-sixth and forty-eighth passes) set the second stream's
- * priority without it, so those "neutral" results measured nothing; only the tenth pass's
- * HOTMOE_STREAM_PRIO kept node priorities, on a step long since rewritten. When blocks of both
- * streams wait for SM slots, the higher priority's are dispatched first. 1: the step's stream (the
- * critical path) at the device's greatest priority, the second stream (v, the o-projection's warm,
- * the shared expert) at the least; 2: the other way round; 3: the flag alone, both at the default
- * (a control); 4: as 2, but the o-projection's warm (launched beside the attention) on a third
- * stream at the least priority, the second stream after it as before, so that the shared expert
- * goes first and the warm does not. Block order only: every sum and token the same. */
-static int graph_prio(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_digit("HOTMOE_GRAPH_PRIO", 0, 4, 0, c);
-}
-
 /* HOTMOE_ROUTER_EARLY: the router GEMV of a layer whose routed gate/up launch runs the top-k lets
  * that launch start right after its PDL wait, and the launch copies x's records before its own
  * wait (they come from the norm before the router). 1 (default): in layers without a shared
@@ -715,13 +698,8 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
             size_t sb = 0, gb = 0;
             if (!gpu_q8_inter_groups(l->wo.type, (int)l->wo.ne0, (int)l->wo.ne1, 1, 1, &ng, &sb, &gb)) {
                 cudaEventRecord(g->ev_warm, s);
-                cudaStream_t ws = g->s3 ? g->s3 : g->s2;   /* HOTMOE_GRAPH_PRIO=4: its own stream, s2 after it as before */
-                cudaStreamWaitEvent(ws, g->ev_warm, 0);
-                op_l2_warm(l->wo.d, (size_t)ng, sb, gb, ws);
-                if (g->s3) {
-                    cudaEventRecord(g->ev_warm2, g->s3);
-                    cudaStreamWaitEvent(g->s2, g->ev_warm2, 0);
-                }
+                cudaStreamWaitEvent(g->s2, g->ev_warm, 0);
+                op_l2_warm(l->wo.d, (size_t)ng, sb, gb, g->s2);
             }
         }
         if (!diag_skip(D_POST) && !epi)
@@ -1033,7 +1011,7 @@ static int capture(gpu_exec *g, int nb, int with_logits, int seq, cudaGraphExec_
     if (nb) record_step_batch(g, nb, with_logits == 2);
     else record_step(g, with_logits, seq, form);
     CK(cudaStreamEndCapture(g->s, &graph));
-    CK(cudaGraphInstantiate(out, graph, graph_prio() ? cudaGraphInstantiateFlagUseNodePriority : 0));
+    CK(cudaGraphInstantiate(out, graph, 0));
     cudaGraphDestroy(graph);
     return 0;
 bad:
@@ -1325,20 +1303,8 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
             }
         }
     }
-    {   /* HOTMOE_GRAPH_PRIO: the streams' priorities (least is the default) */
-        int least = 0, greatest = 0;
-        const int gp = graph_prio();
-        CK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        const int p1 = gp == 1 ? greatest : least, p2 = gp == 2 || gp == 4 ? greatest : least;
-        CK(cudaStreamCreateWithPriority(&g->s, cudaStreamNonBlocking, p1));
-        CK(cudaStreamCreateWithPriority(&g->s2, cudaStreamNonBlocking, p2));
-        if (gp == 4) {
-            CK(cudaStreamCreateWithPriority(&g->s3, cudaStreamNonBlocking, least));
-            CK(cudaEventCreateWithFlags(&g->ev_warm2, cudaEventDisableTiming));
-        }
-        if (gp) fprintf(stderr, "hotmoe: HOTMOE_GRAPH_PRIO=%d: step stream priority %d, second stream %d%s (node priorities kept)\n", gp,
-                        p1, p2, gp == 4 ? ", the warm's stream the least" : "");
-    }
+    CK(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&g->s2, cudaStreamNonBlocking));
     CK(cudaEventCreateWithFlags(&g->ev_fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_warm, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&g->ev_join, cudaEventDisableTiming));
@@ -1969,11 +1935,9 @@ extern "C" void gpu_exec_free(gpu_exec *g) {
     for (int il = 0; g->L && il < g->m->cfg.n_layer; il++) free(g->L[il].cache);
     if (g->s) cudaStreamDestroy(g->s);
     if (g->s2) cudaStreamDestroy(g->s2);
-    if (g->s3) cudaStreamDestroy(g->s3);
     if (g->side) cudaStreamDestroy(g->side);
     if (g->ev_fork) cudaEventDestroy(g->ev_fork);
     if (g->ev_warm) cudaEventDestroy(g->ev_warm);
-    if (g->ev_warm2) cudaEventDestroy(g->ev_warm2);
     if (g->ev_join) cudaEventDestroy(g->ev_join);
     if (g->side_fork) cudaEventDestroy(g->side_fork);
     for (int b = 0; b < 2; b++) {

@@ -88,8 +88,7 @@ struct gpu_exec {
     float *h_xout;                        /* pinned: the residual stream after layer l1 - 1 (no head) */
     cudaStream_t s;
     cudaStream_t s2;                      /* v and the shared expert, forked from s and joined per layer */
-    cudaStream_t s3;                      /* HOTMOE_GRAPH_PRIO=4: the o-projection's warm at the least priority */
-    cudaEvent_t ev_fork, ev_join, ev_warm, ev_warm2;
+    cudaEvent_t ev_fork, ev_join, ev_warm;
     cudaStream_t side;                    /* --cold cpu: swap-in copies (--swap-async) and the exchange's */
     cudaEvent_t side_fork, side_join;
     cudaEvent_t ov_fork, ov_join;         /* --overlap-misses: the copies' fork and join, per layer */
