@@ -25,12 +25,18 @@ def load(path):
     return rows, ends
 
 
+def mid_layer(rows, n_layer):
+    """a MoE layer's kernel count (the dense layer and the head have fewer) and the middle
+    layer's first index"""
+    per = round(len(rows) / n_layer)
+    return per, (n_layer // 2) * per
+
+
 def layer_means(rows, ends, n_layer):
     """per kernel of a MoE layer (the middle layer's sequence of shapes), the means over the
     layers whose kernels have that sequence: to next, work (None without ends), blocks spread,
     placed early; and how many layers matched"""
-    per = round(len(rows) / n_layer)
-    mid = (n_layer // 2) * per
+    per, mid = mid_layer(rows, n_layer)
     shape = [rows[i][:2] for i in range(mid, mid + per)]
     acc = [[0.0, 0.0, 0.0, 0.0, 0] for _ in range(per)]
     n = 0
@@ -86,8 +92,7 @@ print(f"{'grid x block':>16} {'launches':>8} {'to next us':>10} {'placed early u
 for (g, b), (n, d, e, sp) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
     print(f"{g:>8} x {b:<5} {n:>8} {d / n:>10.2f} {e / n:>15.2f} {sp / n:>16.2f} {d:>9.1f}")
 if n_layer:
-    per = round(len(rows) / n_layer)   # a MoE layer's kernels (the dense layer and the head have fewer)
-    mid = (n_layer // 2) * per
+    per, mid = mid_layer(rows, n_layer)
     print(f"\none layer ({per} kernels from index {mid}):")
     for i in range(mid, min(mid + per, len(rows) - 1)):
         g, b, nb, arr, r0, r1 = rows[i]
