@@ -109,6 +109,10 @@ struct q8_params {
     int edry;   /* gemv_q8_try_post's check only (the pointers may be NULL): 0 when the launch would take it, nothing launched */
     int idpre;  /* affine expert launches (HOTMOE_XEARLY bit 2): the slots' ids loaded before x is staged, their matrices after */
     int64_t xqb_stride;   /* nb > 1 with xq: vector b's records at xq + b * xqb_stride */
+    /* tk != NULL (HOTMOE_HEAD_TK, gemv_q8_tk_kernel): the warps take units of tk_steps of their
+     * steps by ticket from tk[0] (tk[1] counts the warps done; the last one zeroes both) */
+    unsigned *tk;
+    int tk_steps;
 };
 #define Q8_NB 4 /* the most vectors one launch of the batched kernel multiplies by a matrix */
 
@@ -256,7 +260,7 @@ __device__ __forceinline__ float *q8_ybase(const q8_params &p, int e) {
  * end in a partial chunk). */
 /* The body takes its block's index along x and the grid's width (bx, gdx): gemv_q8_kernel passes
  * blockIdx.x and gridDim.x, gemv_q8_pair_kernel each matrix's share of its grid. */
-template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR>
+template <class T, int NMAT, int A, int NB, bool ROUTE, bool AFF, bool EPI, bool NOPF, bool PAIR, bool TK = false>
 __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned bx, const unsigned gdx) {
     /* the block's index along x and the grid's width (PAIR: its matrix's share of the pair's grid) */
 #define Q8_BX (PAIR ? bx : blockIdx.x)
@@ -401,8 +405,36 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
     if (!p.flat && !wp[0][0]) return;   /* this block's slot is skipped (uniform over the block) */
 
     float *ybase = q8_ybase(p, e);
+    /* TK (one plain matrix, NMAT 1, NB 1): units of p.tk_steps of a warp's steps (gpw items each,
+     * contiguous). Warp w takes unit w first, then unit W + t for each ticket t it draws from
+     * p.tk[0] (W: the grid's warps), each drawn a unit ahead (lane 0), so that its round trip hides
+     * behind the unit's loads. A row's sums are the indexed kernel's: the same lanes, the same
+     * order. An active warp draws once more than its tickets, so a launch draws exactly its units. */
+    int tks = 0, tkt = 0;
+    const int tkw = Q8_GDX * (Q8_THREADS / 32), tkg = base0 / gpw, tku = TK ? p.tk_steps * gpw : 1;
+    const int tkn = TK ? (p.nitems + tku - 1) / tku : 0;
+    int base = base0;
+    if constexpr (TK) {
+        base = tkg < tkn ? tkg * tku : INT_MAX;
+        if (lane == 0 && tkg < tkn) tkt = (int)atomicAdd(p.tk, 1u);
+    }
+    /* the warp's step after the one at b (TK): within its unit, or the next unit's first (adv:
+     * take it and draw the one after) */
+    auto tk_after = [&](int b, bool adv) {
+        if (tks + 1 < p.tk_steps) {
+            if (adv) tks++;
+            return b + gpw;
+        }
+        const int u = tkw + __shfl_sync(0xFFFFFFFFu, tkt, 0);
+        if (adv) {
+            tks = 0;
+            if (u < tkn && lane == 0) tkt = (int)atomicAdd(p.tk, 1u);
+        }
+        return u < tkn ? u * tku : INT_MAX;
+    };
     /* warp-uniform steps (the shuffles need every lane) */
-    for (int base = base0; base < p.nitems; base += tg) {
+    for (; base < p.nitems; base = TK ? tk_after(base, true) : base + tg) {
+        if constexpr (TK) row = base + gi;
         /* warp 0 has the block's most rounds: its last one starts the block's last */
         if (p.trig && threadIdx.x == 0 && base + tg >= p.nitems && (p.trig != 2 || base > base0)) hm_pdl_trigger();
         const int it = base + gi;
@@ -441,8 +473,13 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
                 else if constexpr (PART) q8_load_part<T::CB>(rp + (size_t)c * T::CB, w, p.nbl);
             }
         };
-        advance(&wslot, &wrow);
-        prefetch_warp(base + tg, wslot, wrow);
+        if constexpr (TK) {
+            const int nb = tk_after(base, false);
+            prefetch_warp(nb, 0, nb);
+        } else {
+            advance(&wslot, &wrow);
+            prefetch_warp(base + tg, wslot, wrow);
+        }
         if constexpr (NB > 1) {   /* one slot (NMAT 2: SwiGLU over gate and up): nb sums per row */
             float acc[NB];
 #pragma unroll
@@ -492,6 +529,12 @@ __device__ __forceinline__ void gemv_q8_body(const q8_params &p, const unsigned 
         }
         advance(&slot, &row);
     }
+    if constexpr (TK) {   /* the last active warp to finish zeroes the counters for the next launch */
+        if (lane == 0 && tkg < tkn) {
+            __threadfence();
+            if (atomicAdd(p.tk + 1, 1u) == (unsigned)min(tkw, tkn) - 1) { atomicExch(p.tk, 0u); atomicExch(p.tk + 1, 0u); }
+        }
+    }
     if constexpr (EPI) {   /* k_qkv_post's bias and rotation (qkv_post_head), then the row to q or the cache */
         __syncthreads();
         const int t = threadIdx.x, on = t < ER && erow < p.nrows;
@@ -519,6 +562,12 @@ __global__ void __launch_bounds__(Q8_THREADS, BPS) gemv_q8_kernel(const q8_param
     gemv_q8_body<T, NMAT, A, NB, ROUTE, AFF, EPI, NOPF, false>(p, 0, 0);
 }
 
+/* One plain interleaved matrix, its units by ticket (q8_params' tk; HOTMOE_HEAD_TK) */
+template <class T>
+__global__ void __launch_bounds__(Q8_THREADS, 2) gemv_q8_tk_kernel(const q8_params p) {
+    gemv_q8_body<T, 1, 0, 1, false, false, false, true, false, true>(p, 0, 0);
+}
+
 /* Two plain interleaved matrices of one x with the post epilogue (q8_params' ed1) in one launch:
  * blocks [0, nb1) take p1 (T1, NOPF1), the rest p2 (T2), each block its matrix's kernel as a
  * launch of its own would run it (the same lanes, rows and sums). For q|k and v (gpu_q8_pair_begin,
@@ -542,6 +591,30 @@ static int q8_sm_count(void) {   /* the current device's SMs, cached per device 
     return n;
 }
 extern "C" int gpu_sm_count(void) { return q8_sm_count(); }
+
+/* HOTMOE_HEAD_TK=S (1..64; 0, the default: off): a plain interleaved matrix of 64K rows or more (the
+ * output head) runs gemv_q8_tk_kernel, its warps' units of S steps by ticket (q8_params' tk), so
+ * that the SMs that read faster take more of it. The counters: one pair a device (the head's
+ * launches on a device follow one another). */
+__device__ unsigned g_q8_tk[2];
+static unsigned *q8_tk_counter(void) {
+    static std::atomic<unsigned *> cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) dev = 0;
+    std::atomic<unsigned *> &c = cache[dev < 64 ? dev : 63];
+    unsigned *p = c.load(std::memory_order_relaxed);
+    if (!p) {
+        void *a = NULL;
+        if (cudaGetSymbolAddress(&a, g_q8_tk) != cudaSuccess) return NULL;
+        p = (unsigned *)a;
+        c.store(p, std::memory_order_relaxed);
+    }
+    return p;
+}
+static int q8_head_tk(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_int("HOTMOE_HEAD_TK", 0, 64, 0, c);
+}
 
 /* HOTMOE_NOPF: which plain interleaved matrices' launches do NOT ask L2 for their first rows before
  * their PDL wait (gemv_q8_kernel's NOPF instances). 3 (the default): those of at least 16 MB (air's
@@ -647,6 +720,8 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
                     if constexpr (std::is_same<T, Q8W_Q6_K>::value)
                         if (q.pending && !nopf && smem == q.smem) { q8_pair_go<T>(p, grid.x, s); q.pending = 0; q.paired = 1; return; }
                 }
+                if constexpr (!E)
+                    if (p.tk) { hm_launch(gemv_q8_tk_kernel<T>, grid, Q8_THREADS, smem, s, p); return; }
                 if (nopf) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E, true>, grid, Q8_THREADS, smem, s, p);
                 else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E>, grid, Q8_THREADS, smem, s, p);
             };
@@ -877,6 +952,10 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
         return 0;
     }
+    if (ils >= 0 && nmat == 1 && nslices == 1 && !p.tab0 && !p.ed1 && p.nb == 1 && bps == 2 && p.nitems >= 65536 && q8_head_tk() > 0) {
+        p.tk = q8_tk_counter();
+        p.tk_steps = q8_head_tk();
+    }
     const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
@@ -939,7 +1018,7 @@ int gemv_q8_try(int type, const void *w, const void *const *tab0, const void *co
     /* a row not a multiple of 16 bytes needs the unaligned loader: the 32-element types have it */
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, x_stride, y, y_stride, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, xg, yg, ygs,
                     tok < 1 ? 1 : tok, (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, NULL, 0 };
     return t->run(p, k, nmat, (cudaStream_t)stream);
 }
 
@@ -954,7 +1033,7 @@ int gemv_q8_try_post(int type, const void *w, const float *x, const void *xq, in
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, NULL, NULL, NULL, x, 0, d0, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0 };
+                    b0, b1, d0, d1, pos, rows0, hd, n_rot, kvd, theta, dry, 0, 0, NULL, 0 };
     return t->run(p, 1, 1, (cudaStream_t)stream);
 }
 
@@ -975,7 +1054,7 @@ int gemv_q8_try_routed(int type, const void *const *tab0, const void *const *tab
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { NULL, tab0, tab1, rids, x, 0, act, nrows, ncols, nrows, k, 0, 0, 0, nch, nbl, 1, 0, 0, 1, 1, 0, k,
                     (const uint8_t *)xq, 0, xq_ready ? 1 : (q8_xearly() & 1) ? 2 : 0, rlog, rbias, rn, rfn, rnorm, rscale, rids, rw, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, 0, NULL, 0 };
     return t->run(p, k, 2, (cudaStream_t)stream);
 }
 
@@ -991,7 +1070,7 @@ int gemv_q8_try_batch(int type, const void *w, const float *x, int64_t xb_stride
     const int nch = ncols / Q8_CHUNK, nbl = ncols % Q8_CHUNK / 32 * t->bs32;
     q8_params p = { (const uint8_t *)w, tab0, tab1, ids, x, 0, y, 0, ncols, nrows, 1, 0, 0, 0, nch, nbl, nb, xb_stride, yb_stride, 1, 1, 0, 1,
                     (const uint8_t *)xq, 0, 0, NULL, NULL, 0, 0, 0, 0.f, NULL, NULL, NULL, NULL, 0,
-                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, xq ? xq_stride : 0 };
+                    NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0.f, 0, 0, xq ? xq_stride : 0, NULL, 0 };
     return t->run(p, 1, nmat, (cudaStream_t)stream);
 }
 
