@@ -611,10 +611,10 @@ static unsigned *q8_tk_counter(void) {
     }
     return p;
 }
-static int q8_head_tk(void) {
-    static std::atomic<int> c(-1);
-    return hm_env_int("HOTMOE_HEAD_TK", 0, 64, 0, c);
-}
+static std::atomic<int> g_head_tk(-1);
+static int q8_head_tk(void) { return hm_env_int("HOTMOE_HEAD_TK", 0, 64, 0, g_head_tk); }
+/* sets HOTMOE_HEAD_TK's value (0..64; -1: the environment's again), for the tests */
+extern "C" void gpu_q8_set_head_tk(int steps) { g_head_tk.store(steps < -1 ? -1 : steps > 64 ? 64 : steps); }
 
 /* HOTMOE_NOPF: which plain interleaved matrices' launches do NOT ask L2 for their first rows before
  * their PDL wait (gemv_q8_kernel's NOPF instances). 3 (the default): those of at least 16 MB (air's

@@ -1441,6 +1441,57 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     cudaFree(dq); cudaFree(dw); cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
 }
 
+/* The head's units by ticket (gpu_q8_set_head_tk, HOTMOE_HEAD_TK): an interleaved matrix of nrows
+ * rows, x by gpu_gemv_q8x at each unit size, twice in a row (the second launch finds the counters
+ * the first one zeroed), every output poisoned before: bitwise the indexed kernel's rows. */
+static void test_head_tk(int type, int ncols, int nrows) {
+    char what[160];
+    snprintf(what, sizeof what, "head %d x %d, units by ticket", nrows, ncols);
+    const size_t ib = gpu_q8_inter_bytes(type, ncols, nrows, 1, 1), rb = hm_row_size(type, ncols) * nrows;
+    if (!ib) { report(0, what, hm_type_get(type)->name, "gpu_q8_inter_bytes: 0"); return; }
+    std::vector<uint8_t> a(rb), in(ib);
+    fill_weights(type, a.data(), (int64_t)nrows * ncols);
+    if (gpu_q8_inter_pack(type, a.data(), ncols, nrows, 1, 1, in.data())) { report(0, what, hm_type_get(type)->name, "pack"); return; }
+    std::vector<uint8_t>().swap(a);
+    void *di = dev_upload(in.data(), ib);
+    std::vector<uint8_t>().swap(in);
+    if (gpu_q8_inter_register((const void *const *)di, type, ncols, nrows, 1, 1)) { report(0, what, hm_type_get(type)->name, "register"); return; }
+    std::vector<float> x(ncols);
+    for (auto &v : x) v = rndf();
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * ncols), *y;
+    void *xq;
+    CK(cudaMalloc(&xq, gpu_q8_records_bytes(ncols) + 16));
+    CK(cudaMalloc(&y, sizeof(float) * nrows));
+    std::vector<float> want(nrows), got(nrows);
+    int rc = gpu_q8_records(dx, ncols, xq, NULL), bad = 0;
+    char msg[200] = "";
+    const int steps[] = { 0, 1, 3, 4, 64 };
+    for (int si = 0; si < 5 && !rc && !bad; si++) {
+        gpu_q8_set_head_tk(steps[si]);
+        for (int rep = 0; rep < 2 && !rc && !bad; rep++) {
+            CK(cudaMemset(y, 0xFF, sizeof(float) * nrows));
+            rc = gpu_gemv_q8x(type, di, dx, xq, y, ncols, nrows, NULL);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(si ? got.data() : want.data(), y, sizeof(float) * nrows, cudaMemcpyDeviceToHost));
+            if (!si) {
+                for (int r = 0; r < nrows && !bad; r++)
+                    if (!isfinite(want[r])) { bad = 1; snprintf(msg, sizeof msg, "indexed: row %d not written (%g)", r, want[r]); }
+                continue;
+            }
+            for (int r = 0; r < nrows && !bad; r++)
+                if (memcmp(&got[r], &want[r], 4)) {
+                    bad = 1;
+                    snprintf(msg, sizeof msg, "%d steps a unit, launch %d: row %d: %.9g, indexed %.9g", steps[si], rep + 1, r, got[r], want[r]);
+                }
+        }
+    }
+    gpu_q8_set_head_tk(-1);
+    report(!rc && !bad, what, hm_type_get(type)->name,
+           rc ? gpu_gemv_error() : bad ? msg : "1, 3, 4 and 64 steps a unit, two launches each: bitwise the indexed kernel's rows");
+    gpu_q8_inter_unregister((const void *const *)di);
+    CK(cudaFree(di)); CK(cudaFree(dx)); CK(cudaFree(xq)); CK(cudaFree(y));
+}
+
 /* The q/k/v post in the GEMVs' epilogues (gpu_gemv_q8x_post, HOTMOE_QK_EPI): an interleaved q|k
  * matrix (rows0 q rows, heads of hd, n_rot rotated dims) and a v matrix, each x by its launch with
  * the bias, the rotation at pos and the cache rows written there, against gpu_gemv_q8x then
@@ -1775,6 +1826,8 @@ int main(int argc, char **argv) {
     test_inter_mat(HM_TYPE_Q6_K, 4096, 1024);     /* air's v */
     test_inter_mat(HM_TYPE_Q4_K, 12288, 4096);    /* air's o-projection */
     test_inter_mat(HM_TYPE_Q6_K, 4096, 65536);    /* a head's rows (tall) */
+    test_head_tk(HM_TYPE_Q6_K, 4096, 151552);     /* air's head, its units by ticket */
+    test_head_tk(HM_TYPE_Q6_K, 4096, 70000);      /* a partial last unit at 3 and 64 steps */
     test_inter_mat(HM_TYPE_Q4_K, 2048, 4608);     /* a3b's q|k */
     test_inter_mat(HM_TYPE_Q6_K, 2048, 512);      /* a3b's v */
     test_inter_mat(HM_TYPE_Q4_0, 1408, 4096);     /* a partial last chunk */
