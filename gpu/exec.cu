@@ -298,6 +298,18 @@ static int owarm_on(void) {
     return hm_env_digit("HOTMOE_OWARM", 0, 1, 1, c);
 }
 
+/* HOTMOE_SHDOWN_GRID=n (0, the default: the launcher's grid): a MoE layer's shared down on at most n
+ * blocks, more rounds each, the same lanes and sums. Its 128 blocks (air) are placed ~6 us into the
+ * routed gate/up: the 44 that fit beside it at once, the rest one by one as gate/up blocks leave,
+ * and the routed down's blocks are placed only after the last of them (bench/README.md, seventy-first
+ * pass: its wait returns 1.16 us after the gate/up's end, against ~0.65 at the other boundaries).
+ * On at most 44 blocks it would be placed at once, beside the gate/up, in the SMs that hold two of
+ * its blocks instead of three. */
+static int shdown_grid(void) {
+    static std::atomic<int> c(-1);
+    return hm_env_int("HOTMOE_SHDOWN_GRID", 0, 4096, 0, c);
+}
+
 /* HOTMOE_QKV_PAIR: with the post in the epilogues, q|k and v (of another type: Q4_K or Q5_K, then
  * Q6_K) in one launch (gpu_q8_pair_begin), a PDL chain q|k|v -> attention, instead of v beside q|k
  * on the second stream, whose join made the attention's launch wait for both without PDL (KTRACE,
@@ -739,7 +751,11 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
             if (!diag_skip(D_SHARED)) {
                 gpu_gemv_experts_swiglu_q8x(x->type_gu, x->gate, x->up, g->zero_id, 1, rn2 ? g->xn2 : g->xn, rn2 ? g->xq_n2 : g->xq_n,
                                             g->sh_act, D, ff, ss);
-                if (!diag_skip(D_SHDOWN)) gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+                if (!diag_skip(D_SHDOWN)) {
+                    if (l->is_moe && shdown_grid()) gpu_q8_grid_cap(shdown_grid());
+                    gpu_gemv_experts(x->type_down, x->down, g->zero_id, 1, g->sh_act, g->sh, ff, D, ss);
+                    gpu_q8_grid_cap(0);
+                }
             }
             if (l->is_moe) cudaEventRecord(g->ev_join, ss);
             shared = g->sh;

@@ -611,6 +611,11 @@ static unsigned *q8_tk_counter(void) {
     }
     return p;
 }
+/* gpu_q8_grid_cap: the next single-vector launch's blocks at most n (0: none); thread_local, as
+ * the graphs are captured on the thread that records the step */
+static thread_local int g_grid_cap;
+extern "C" void gpu_q8_grid_cap(int n) { g_grid_cap = n > 0 ? n : 0; }
+
 static std::atomic<int> g_head_tk(-1);
 static int q8_head_tk(void) { return hm_env_int("HOTMOE_HEAD_TK", 0, 64, 0, g_head_tk); }
 /* sets HOTMOE_HEAD_TK's value (0..64; -1: the environment's again), for the tests */
@@ -956,7 +961,11 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         p.tk = q8_tk_counter();
         p.tk_steps = q8_head_tk();
     }
-    const int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
+    int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
+    if (g_grid_cap > 0 && !p.ed1) {   /* the rounds grow, the lanes and sums stay */
+        if (gx > g_grid_cap) gx = g_grid_cap;
+        g_grid_cap = 0;
+    }
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {
