@@ -1197,7 +1197,8 @@ static uint8_t *affine_arena(int E, int nm, void *const *const *src, const size_
 /* The interleaved layout (HOTMOE_INTER, gpu_q8_inter_pack): E experts' gate, up (H x I... rows of
  * ncols) and down matrices in the GGUF layout and interleaved for tok slots a token; the SwiGLU
  * launch of k slots, the down launch, and the same for nb tokens at once (x rows, one slot group
- * each) give bitwise the GGUF layout's results. */
+ * each) give bitwise the GGUF layout's results. One token: also the down launch on at most 44 and
+ * 7 blocks (gpu_q8_grid_cap, HOTMOE_SHDOWN_GRID: more rounds a block, the same sums). */
 static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     const int E = 16;
     char what[160];
@@ -1249,19 +1250,23 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     std::vector<float> x((size_t)nb * H);
     for (auto &v : x) v = rndf();
     int *dids = (int *)dev_upload(ids.data(), sizeof(int) * K);
-    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[3], *y[3];
-    for (int v = 0; v < 3; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
+    float *dx = (float *)dev_upload(x.data(), sizeof(float) * x.size()), *act[5], *y[5];
+    const int NV = nb == 1 ? 5 : 3;
+    for (int v = 0; v < NV; v++) { CK(cudaMalloc(&act[v], sizeof(float) * K * I)); CK(cudaMalloc(&y[v], sizeof(float) * K * H)); }
     int rc = 0;
-    for (int v = 0; v < 3; v++) {   /* 0: GGUF layout, 1: interleaved, 2: interleaved in the arena, read affine */
-        const void *const *tg = v == 0 ? t_g : v == 1 ? t_ig : t_ag, *const *tu = v == 0 ? t_u : v == 1 ? t_iu : t_au,
-                          *const *td = v == 0 ? t_d : v == 1 ? t_id : t_ad;
-        gpu_q8_affine_set(v == 2);
+    for (int v = 0; v < NV; v++) {   /* 0: GGUF layout, 1: interleaved, 2: interleaved in the arena, read affine; 3, 4: 1, 2 with the down capped */
+        const int w = v > 2 ? v - 2 : v;
+        const void *const *tg = w == 0 ? t_g : w == 1 ? t_ig : t_ag, *const *tu = w == 0 ? t_u : w == 1 ? t_iu : t_au,
+                          *const *td = w == 0 ? t_d : w == 1 ? t_id : t_ad;
+        gpu_q8_affine_set(w == 2);
         CK(cudaMemset(act[v], 0xFF, sizeof(float) * K * I)); CK(cudaMemset(y[v], 0xFF, sizeof(float) * K * H));
         if (nb == 1) rc |= gpu_gemv_experts_swiglu_q8x(tgu, tg, tu, dids, k, dx, NULL, act[v], H, I, NULL);
         else rc |= gpu_gemv_experts_swiglu_x(tgu, tg, tu, dids, K, dx, H, k, act[v], H, I, NULL);
         /* the down launch as the executor makes it: k slots a token (the lanes follow that) */
+        if (v > 2) gpu_q8_grid_cap(v == 3 ? 44 : 7);
         rc |= nb == 1 ? gpu_gemv_experts(tdn, td, dids, K, act[v], y[v], I, H, NULL)
                       : gpu_gemv_experts_y(tdn, td, dids, K, act[v], y[v], I, H, k, (int64_t)k * H, NULL);
+        gpu_q8_grid_cap(0);
         CK(cudaDeviceSynchronize());
     }
     gpu_q8_affine_set(affine0);
@@ -1272,15 +1277,17 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     int finite = 1;
     for (float v : y0) finite &= isfinite(v);
     int bad = 0;   /* the first variant whose activations or outputs differ from the GGUF layout's */
-    for (int v = 1; v < 3 && !bad; v++) {
+    for (int v = 1; v < NV && !bad; v++) {
         CK(cudaMemcpy(av.data(), act[v], na, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(yv.data(), y[v], ny, cudaMemcpyDeviceToHost));
         if (memcmp(a0.data(), av.data(), na) || memcmp(y0.data(), yv.data(), ny)) bad = v;
     }
-    static const char *differ[3] = { "", "differ", "the affine arena's differ" };
+    static const char *differ[5] = { "", "differ", "the affine arena's differ", "the down on 44 blocks differs",
+                                     "the affine down on 7 blocks differs" };
     const bool same = !rc && finite && !bad;
     report(same, what, hm_type_get(tgu)->name,
-           same ? "activations and outputs bitwise the GGUF layout's (tables and affine)"
+           same ? (NV > 3 ? "activations and outputs bitwise the GGUF layout's (tables and affine; the down on 44 and 7 blocks too)"
+                          : "activations and outputs bitwise the GGUF layout's (tables and affine)")
            : rc ? gpu_gemv_error() : bad ? differ[bad] : "not finite");
     gpu_q8_inter_unregister(t_ig); gpu_q8_inter_unregister(t_iu); gpu_q8_inter_unregister(t_id);
     gpu_q8_inter_unregister(t_ag); gpu_q8_inter_unregister(t_au); gpu_q8_inter_unregister(t_ad);
@@ -1288,7 +1295,7 @@ static void test_inter(int tgu, int tdn, int H, int I, int k, int nb) {
     for (int m = 0; m < 3; m++) cudaFree(atab[m]);
     for (int e = 0; e < E; e++) { cudaFree(hg[e]); cudaFree(hu[e]); cudaFree(hd[e]); cudaFree(ig[e]); cudaFree(iu[e]); cudaFree(id[e]); }
     cudaFree(tab); cudaFree(dids); cudaFree(dx);
-    for (int v = 0; v < 3; v++) { cudaFree(act[v]); cudaFree(y[v]); }
+    for (int v = 0; v < NV; v++) { cudaFree(act[v]); cudaFree(y[v]); }
 }
 
 /* A plain matrix (ncols x nrows rows: q|k|v, the o-projection, the head) interleaved with nmat 1 and
