@@ -585,7 +585,8 @@ extern "C" size_t gpu_exec_vram_needed_range(const hm_model *m, int n_ctx, int l
     n += sizeof(float) * ((size_t)c->n_embd * (7 + c->n_expert_used) + c->q_dim * 2 + c->kv_dim * 2 + c->n_vocab +
                           c->n_expert * 2 + (size_t)ff * (c->n_expert_used + 1) +
                           op_attn_part_floats(c->n_head, c->n_head_kv, c->head_dim));
-    n += 2 * gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + op_argmax_scratch_bytes(GPU_BATCH_MAX) + 768;
+    n += 2 * gpu_q8_records_bytes(c->n_embd) + gpu_q8_records_bytes(c->q_dim) + op_argmax_scratch_bytes(GPU_BATCH_MAX) + 768 +
+         2 * sizeof(unsigned);   /* the head's ticket counters */
     if (n_seq > 1) n += batch_workspace(c);
     return n;
 }
@@ -847,7 +848,9 @@ static void record_step(gpu_exec *g, int with_logits, int seq, int form) {
         return;
     }
     if (!with_logits) return;
+    gpu_q8_head_tk(g->head_tk);
     gpu_gemv_q8x(g->output.type, g->output.d, g->xn, g->xq_n, g->logits, D, c->n_vocab, s);
+    gpu_q8_head_tk(NULL);
     if (with_logits == 3)   /* the chain: the token stays in d_next for the next step and goes into the ring */
         op_argmax_rows(g->logits, c->n_vocab, 1, g->d_next, g->am_scratch, s, g->d_ring, g->d_ring_n, GPU_CHAIN_RING);
     else if (with_logits == 2) {   /* the greedy token only: 4 bytes come back instead of the logits */
@@ -1407,9 +1410,11 @@ extern "C" gpu_exec *gpu_exec_create_opts(const hm_model *m, int dev, int n_ctx,
         if (!(g->ids = (int *)dalloc(g, sizeof(int) * 64, err, errlen)) || !(g->zero_id = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_pos = (int *)dalloc(g, sizeof(int), err, errlen)) ||
             !(g->d_next = (int *)dalloc(g, sizeof(int) * GPU_BATCH_MAX, err, errlen)) ||
-            !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(GPU_BATCH_MAX), err, errlen)))
+            !(g->am_scratch = dalloc(g, op_argmax_scratch_bytes(GPU_BATCH_MAX), err, errlen)) ||
+            !(g->head_tk = (unsigned *)dalloc(g, 2 * sizeof(unsigned), err, errlen)))
             goto bad;
         CK(cudaMemset(g->zero_id, 0, sizeof(int)));
+        CK(cudaMemset(g->head_tk, 0, 2 * sizeof(unsigned)));
         {   /* valid, distinct ids before any router ran (HOTMOE_DIAG_SKIP=gateup, topk: the experts then stay 0, 1, ...) */
             int h[64];
             for (int i = 0; i < 64; i++) h[i] = c->n_expert > 0 ? i % c->n_expert : 0;

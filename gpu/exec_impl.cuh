@@ -109,6 +109,7 @@ struct gpu_exec {
                                              GEMVs instead of quantizing in every block; NULL: not used (HOTMOE_XQ=0) */
     int *ids, *zero_id, *d_pos;
     float *h_x, *h_logits; int *h_pos;    /* pinned */
+    unsigned *head_tk;   /* the head's ticket counters (gpu_q8_head_tk, HOTMOE_HEAD_TK) */
     int *d_next, *h_next; void *am_scratch;   /* the greedy graphs' tokens (GPU_BATCH_MAX, device and pinned), argmax scratch */
     /* the greedy chain (gpu_exec_greedy_chain): the embedding table's GGUF rows in VRAM (embd_row bytes a
        row; made at the first chain), the ring each step's argmax writes its token into (pinned, mapped: h_ring

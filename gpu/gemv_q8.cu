@@ -592,25 +592,14 @@ static int q8_sm_count(void) {   /* the current device's SMs, cached per device 
 }
 extern "C" int gpu_sm_count(void) { return q8_sm_count(); }
 
-/* HOTMOE_HEAD_TK=S (1..64; 0, the default: off): a plain interleaved matrix of 64K rows or more (the
- * output head) runs gemv_q8_tk_kernel, its warps' units of S steps by ticket (q8_params' tk), so
- * that the SMs that read faster take more of it. The counters: one pair a device (the head's
- * launches on a device follow one another). */
-__device__ unsigned g_q8_tk[2];
-static unsigned *q8_tk_counter(void) {
-    static std::atomic<unsigned *> cache[64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) dev = 0;
-    std::atomic<unsigned *> &c = cache[dev < 64 ? dev : 63];
-    unsigned *p = c.load(std::memory_order_relaxed);
-    if (!p) {
-        void *a = NULL;
-        if (cudaGetSymbolAddress(&a, g_q8_tk) != cudaSuccess) return NULL;
-        p = (unsigned *)a;
-        c.store(p, std::memory_order_relaxed);
-    }
-    return p;
-}
+/* HOTMOE_HEAD_TK=S (1..64; 0, the default: off): the launch the executor names by gpu_q8_head_tk (the
+ * output head) runs gemv_q8_tk_kernel, its warps' units of S steps by ticket from the executor's own
+ * counters (q8_params' tk), so that the SMs that read faster take more of it. thread_local, as the
+ * graphs are captured on the thread that records the step. */
+static thread_local unsigned *g_tk_next;
+static std::atomic<long> g_tk_launches;   /* launches of gemv_q8_tk_kernel (gpu_q8_tk_launches, for the tests) */
+extern "C" void gpu_q8_head_tk(unsigned *counters) { g_tk_next = counters; }
+extern "C" long gpu_q8_tk_launches(void) { return g_tk_launches.load(); }
 /* gpu_q8_grid_cap: the next single-vector launch's blocks at most n (0: none); thread_local, as
  * the graphs are captured on the thread that records the step */
 static thread_local int g_grid_cap;
@@ -726,7 +715,11 @@ static void q8_go(const q8_params &p, dim3 grid, size_t smem, cudaStream_t s) {
                         if (q.pending && !nopf && smem == q.smem) { q8_pair_go<T>(p, grid.x, s); q.pending = 0; q.paired = 1; return; }
                 }
                 if constexpr (!E)
-                    if (p.tk) { hm_launch(gemv_q8_tk_kernel<T>, grid, Q8_THREADS, smem, s, p); return; }
+                    if (p.tk) {
+                        hm_launch(gemv_q8_tk_kernel<T>, grid, Q8_THREADS, smem, s, p);
+                        g_tk_launches++;
+                        return;
+                    }
                 if (nopf) hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E, true>, grid, Q8_THREADS, smem, s, p);
                 else hm_launch(gemv_q8_kernel<T, 1, 0, 1, false, 2, false, E>, grid, Q8_THREADS, smem, s, p);
             };
@@ -957,9 +950,12 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
         return 0;
     }
-    if (ils >= 0 && nmat == 1 && nslices == 1 && !p.tab0 && !p.ed1 && p.nb == 1 && bps == 2 && p.nitems >= 65536 && q8_head_tk() > 0) {
-        p.tk = q8_tk_counter();
-        p.tk_steps = q8_head_tk();
+    if (g_tk_next) {   /* gpu_q8_head_tk's launch: a plain interleaved matrix, one vector */
+        if (ils >= 0 && nmat == 1 && nslices == 1 && !p.tab0 && !p.ed1 && p.nb == 1 && bps == 2 && q8_head_tk() > 0) {
+            p.tk = g_tk_next;
+            p.tk_steps = q8_head_tk();
+        }
+        g_tk_next = NULL;
     }
     int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
     if (g_grid_cap > 0 && !p.ed1) {   /* the rounds grow, the lanes and sums stay */

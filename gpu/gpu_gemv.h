@@ -192,10 +192,15 @@ int gpu_embed_row(int type, const void *table, size_t row_bytes, const int *tok,
  * both up to ncols 32768; other calls stay on the F32 path. The initial mode is 0 when the
  * environment variable HOTMOE_GEMV_MODE is "0", else 1. Returns 0, or -1 for another mode. */
 int gpu_gemv_set_mode(int mode);
-/* HOTMOE_HEAD_TK's value from now on (0: off; 1..64: a plain interleaved matrix of 64K rows or more,
- * the output head, runs its warps' units of that many steps by ticket, the same sums; -1: the
- * environment's), for the tests */
+/* the next single-vector q8 launch on this thread, if it is of a plain interleaved matrix (the output
+ * head), runs its warps' units of HOTMOE_HEAD_TK steps by ticket (0, the default: not), the same
+ * sums; counters: two unsigned on the device, zero, the launch's own (a launch leaves them zero),
+ * NULL: none. Spent by that launch. */
+void gpu_q8_head_tk(unsigned *counters);
+/* HOTMOE_HEAD_TK's value from now on (0..64; -1: the environment's again), for the tests */
 void gpu_q8_set_head_tk(int steps);
+/* launches by ticket so far (gpu_q8_head_tk), for the tests */
+long gpu_q8_tk_launches(void);
 
 /* The reason for the last -1 returned on this thread by a function above. */
 const char *gpu_gemv_error(void);

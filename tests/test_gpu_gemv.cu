@@ -1448,9 +1448,10 @@ static void test_inter_mat(int type, int ncols, int nrows) {
     cudaFree(dq); cudaFree(dw); cudaFree(di); cudaFree(dx); cudaFree(xq); cudaFree(y[0]); cudaFree(y[1]);
 }
 
-/* The head's units by ticket (gpu_q8_set_head_tk, HOTMOE_HEAD_TK): an interleaved matrix of nrows
- * rows, x by gpu_gemv_q8x at each unit size, twice in a row (the second launch finds the counters
- * the first one zeroed), every output poisoned before: bitwise the indexed kernel's rows. */
+/* The head's units by ticket (gpu_q8_head_tk, HOTMOE_HEAD_TK set by gpu_q8_set_head_tk): an
+ * interleaved matrix of nrows rows, x by gpu_gemv_q8x at each unit size, twice in a row (the second
+ * launch finds the counters the first one zeroed, which is checked after each), every output
+ * poisoned before: bitwise the indexed kernel's rows. */
 static void test_head_tk(int type, int ncols, int nrows) {
     char what[160];
     snprintf(what, sizeof what, "head %d x %d, units by ticket", nrows, ncols);
@@ -1469,6 +1470,9 @@ static void test_head_tk(int type, int ncols, int nrows) {
     void *xq;
     CK(cudaMalloc(&xq, gpu_q8_records_bytes(ncols) + 16));
     CK(cudaMalloc(&y, sizeof(float) * nrows));
+    unsigned *ctr, hc[2];
+    CK(cudaMalloc(&ctr, sizeof hc));
+    CK(cudaMemset(ctr, 0, sizeof hc));
     std::vector<float> want(nrows), got(nrows);
     int rc = gpu_q8_records(dx, ncols, xq, NULL), bad = 0;
     char msg[200] = "";
@@ -1477,8 +1481,17 @@ static void test_head_tk(int type, int ncols, int nrows) {
         gpu_q8_set_head_tk(steps[si]);
         for (int rep = 0; rep < 2 && !rc && !bad; rep++) {
             CK(cudaMemset(y, 0xFF, sizeof(float) * nrows));
+            const long n0 = gpu_q8_tk_launches();
+            gpu_q8_head_tk(si ? ctr : NULL);
             rc = gpu_gemv_q8x(type, di, dx, xq, y, ncols, nrows, NULL);
+            gpu_q8_head_tk(NULL);
+            if (!rc && gpu_q8_tk_launches() - n0 != (si ? 1 : 0)) {
+                bad = 1;
+                snprintf(msg, sizeof msg, "%d steps a unit: %ld launches by ticket, expected %d", steps[si], gpu_q8_tk_launches() - n0, si ? 1 : 0);
+            }
             CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(hc, ctr, sizeof hc, cudaMemcpyDeviceToHost));
+            if (hc[0] || hc[1]) { bad = 1; snprintf(msg, sizeof msg, "%d steps a unit: counters %u, %u left after launch %d", steps[si], hc[0], hc[1], rep + 1); }
             CK(cudaMemcpy(si ? got.data() : want.data(), y, sizeof(float) * nrows, cudaMemcpyDeviceToHost));
             if (!si) {
                 for (int r = 0; r < nrows && !bad; r++)
@@ -1496,7 +1509,7 @@ static void test_head_tk(int type, int ncols, int nrows) {
     report(!rc && !bad, what, hm_type_get(type)->name,
            rc ? gpu_gemv_error() : bad ? msg : "1, 3, 4 and 64 steps a unit, two launches each: bitwise the indexed kernel's rows");
     gpu_q8_inter_unregister((const void *const *)di);
-    CK(cudaFree(di)); CK(cudaFree(dx)); CK(cudaFree(xq)); CK(cudaFree(y));
+    CK(cudaFree(di)); CK(cudaFree(dx)); CK(cudaFree(xq)); CK(cudaFree(y)); CK(cudaFree(ctr));
 }
 
 /* The q/k/v post in the GEMVs' epilogues (gpu_gemv_q8x_post, HOTMOE_QK_EPI): an interleaved q|k
