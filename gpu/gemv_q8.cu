@@ -592,18 +592,18 @@ static int q8_sm_count(void) {   /* the current device's SMs, cached per device 
 }
 extern "C" int gpu_sm_count(void) { return q8_sm_count(); }
 
-/* HOTMOE_HEAD_TK=S (1..64; 0, the default: off): the launch the executor names by gpu_q8_head_tk (the
- * output head) runs gemv_q8_tk_kernel, its warps' units of S steps by ticket from the executor's own
- * counters (q8_params' tk), so that the SMs that read faster take more of it. thread_local, as the
- * graphs are captured on the thread that records the step. */
-static thread_local unsigned *g_tk_next;
+/* One-launch settings of the recording thread (thread_local, as the graphs are captured on the thread
+ * that records the step), spent by its next single-vector launch whether it takes them or not:
+ * cap (gpu_q8_grid_cap, HOTMOE_SHDOWN_GRID): at most that many blocks, more rounds each; tk
+ * (gpu_q8_head_tk, the output head): with HOTMOE_HEAD_TK=S (1..64; 0, the default: off) the launch
+ * runs gemv_q8_tk_kernel, its warps' units of S steps by ticket from these counters (q8_params'
+ * tk), so that the SMs that read faster take more of it. */
+struct q8_next_launch { int cap; unsigned *tk; };
+static thread_local q8_next_launch g_next;
+extern "C" void gpu_q8_grid_cap(int n) { g_next.cap = n > 0 ? n : 0; }
+extern "C" void gpu_q8_head_tk(unsigned *counters) { g_next.tk = counters; }
 static std::atomic<long> g_tk_launches;   /* launches of gemv_q8_tk_kernel (gpu_q8_tk_launches, for the tests) */
-extern "C" void gpu_q8_head_tk(unsigned *counters) { g_tk_next = counters; }
 extern "C" long gpu_q8_tk_launches(void) { return g_tk_launches.load(); }
-/* gpu_q8_grid_cap: the next single-vector launch's blocks at most n (0: none); thread_local, as
- * the graphs are captured on the thread that records the step */
-static thread_local int g_grid_cap;
-extern "C" void gpu_q8_grid_cap(int n) { g_grid_cap = n > 0 ? n : 0; }
 
 static std::atomic<int> g_head_tk(-1);
 static int q8_head_tk(void) { return hm_env_int("HOTMOE_HEAD_TK", 0, 64, 0, g_head_tk); }
@@ -950,18 +950,14 @@ static int q8_launch(q8_params p, int k, int nmat, cudaStream_t s) {
         if (err != cudaSuccess) return gemv_fail("gemv_q8: launch of %d batched blocks failed: %s", gx, cudaGetErrorString(err));
         return 0;
     }
-    if (g_tk_next) {   /* gpu_q8_head_tk's launch: a plain interleaved matrix, one vector */
-        if (ils >= 0 && nmat == 1 && nslices == 1 && !p.tab0 && !p.ed1 && p.nb == 1 && bps == 2 && q8_head_tk() > 0) {
-            p.tk = g_tk_next;
-            p.tk_steps = q8_head_tk();
-        }
-        g_tk_next = NULL;
+    const q8_next_launch nx = g_next;   /* spent here; a post launch (one round) takes neither */
+    g_next = q8_next_launch{};
+    if (nx.tk && ils >= 0 && nmat == 1 && nslices == 1 && !p.tab0 && !p.ed1 && bps == 2 && q8_head_tk() > 0) {
+        p.tk = nx.tk;   /* a plain interleaved matrix, one vector */
+        p.tk_steps = q8_head_tk();
     }
     int gx = q8_grid_x(p.nitems, p.lshift, nslices, ils >= 0 ? bps : 2);
-    if (g_grid_cap > 0 && !p.ed1) {   /* the rounds grow, the lanes and sums stay */
-        if (gx > g_grid_cap) gx = g_grid_cap;
-        g_grid_cap = 0;
-    }
+    if (nx.cap > 0 && !p.ed1 && gx > nx.cap) gx = nx.cap;   /* the rounds grow, the lanes and sums stay */
     const dim3 grid((unsigned)gx, (unsigned)nslices);
     const size_t smem = (size_t)((p.ncols + Q8_CHUNK - 1) / Q8_CHUNK) * Q8_REC;
     if (ils >= 0) {

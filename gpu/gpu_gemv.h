@@ -96,9 +96,9 @@ int gpu_q8_inter_lshift(const void *tab);
 int gpu_q8_pair_ok(int t1, int t2);   /* 1: those types go out as one */
 void gpu_q8_pair_begin(void);
 int gpu_q8_pair_end(void *stream);
-/* the next single-vector q8 launch on this thread (not a post launch) on at most n blocks (n <= 0:
- * no cap; the cap is spent by that launch): more rounds of rows a block, the same lanes and sums.
- * For HOTMOE_SHDOWN_GRID (gpu/exec.cu). */
+/* the next single-vector q8 launch on this thread on at most n blocks (n <= 0: no cap; spent by that
+ * launch, which a post launch ignores): more rounds of rows a block, the same lanes and sums. For
+ * HOTMOE_SHDOWN_GRID (gpu/exec.cu). */
 void gpu_q8_grid_cap(int n);
 
 /* The routed experts' SwiGLU launch that also picks them: every block runs the router's top-k
